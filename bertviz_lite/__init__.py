@@ -1,0 +1,36 @@
+"""bertviz-lite: watch BERT compute, one formula line at a time.
+
+    import bertviz_lite as bv
+    model = bv.load("minilm")              # trained, offline; or "random", a folder, a Hub id
+    tr = model.trace("I love machine learning")
+    tr.get("attn.probs", layer=0)           # (head, query, key)
+    print(tr.shapes()); print(bv.count_params(model).table()); print(bv.reconcile())
+
+The engine (this package's top level) imports no widget library; views live in
+`bertviz_lite.views` and are imported only when used.
+"""
+
+from .config import BertConfig
+from .errors import (BackendError, BertVizError, CheckpointError, InputTooLongError, OutOfRangeError,
+                     TraceTooLargeError, WeightsNotFoundError)
+from .loading import load
+from .model import Bert, MaskPrediction
+from .params import component_counts, count_params, reconcile
+from .schema import STEPS, trace_keys
+from .trace import Table, Trace
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendError", "Bert", "BertConfig", "BertVizError", "CheckpointError", "InputTooLongError", "MaskPrediction",
+    "OutOfRangeError", "STEPS", "Table", "Trace", "TraceTooLargeError", "WeightsNotFoundError", "component_counts",
+    "count_params", "load", "reconcile", "trace_keys",
+]
+
+
+def __getattr__(name):
+    # widget-side entry points load plotly/ipywidgets only when first used
+    if name in ("explore", "export_html"):
+        from . import views
+        return getattr(views, name)
+    raise AttributeError(f"module 'bertviz_lite' has no attribute {name!r}")

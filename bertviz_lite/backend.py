@@ -1,0 +1,159 @@
+"""Array backends: the one module that names numpy, cupy or scipy.
+
+Everything else in the engine is written against the array API standard (`xp.*`),
+with the namespace found here once and passed down (the SciPy / scikit-learn
+pattern). NumPy is the default; CuPy is used when asked for or when a GPU is
+present; `array_api_strict` proves the engine uses nothing outside the standard.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from types import ModuleType
+
+import array_api_compat
+import numpy as np
+
+from .errors import BackendError
+
+BACKENDS = ("numpy", "cupy", "array_api_strict")
+
+
+def cupy_available() -> bool:
+    """True when cupy imports *and* sees a usable GPU (an import alone proves nothing)."""
+    try:
+        import cupy
+    except Exception:
+        return False
+    try:
+        return bool(cupy.is_available())
+    except Exception:
+        return False
+
+
+def get_namespace(backend: str | None = None) -> ModuleType:
+    """The array namespace for a backend name; None picks cupy when a GPU is usable, else numpy."""
+    if backend is None:
+        backend = os.environ.get("BERTVIZ_LITE_BACKEND") or ("cupy" if cupy_available() else "numpy")
+    if backend == "numpy":
+        return array_api_compat.array_namespace(np.empty(0))
+    if backend == "cupy":
+        if not cupy_available():
+            raise BackendError("backend='cupy' needs the cupy package and a usable NVIDIA GPU; "
+                               "none was found. Use backend='numpy' (the default on machines without a GPU).")
+        import cupy
+        return array_api_compat.array_namespace(cupy.empty(0))
+    if backend == "array_api_strict":
+        try:
+            import array_api_strict
+        except ImportError as e:
+            raise BackendError("backend='array_api_strict' needs `pip install array-api-strict`") from e
+        return array_api_strict
+    raise BackendError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+
+
+def backend_name(xp: ModuleType) -> str:
+    """'numpy', 'cupy' or 'array_api_strict' for a namespace."""
+    if array_api_compat.is_numpy_namespace(xp):
+        return "numpy"
+    if array_api_compat.is_cupy_namespace(xp):
+        return "cupy"
+    if getattr(xp, "__name__", "") == "array_api_strict":
+        return "array_api_strict"
+    raise BackendError(f"unsupported array namespace {xp!r}")
+
+
+def namespace_of(x) -> ModuleType:
+    return array_api_compat.array_namespace(x)
+
+
+def from_host(a: np.ndarray, xp: ModuleType):
+    """A host (numpy) array moved into namespace xp."""
+    name = backend_name(xp)
+    if name == "numpy":
+        return np.asarray(a)
+    if name == "cupy":
+        import cupy
+        return cupy.asarray(a)
+    return xp.asarray(np.ascontiguousarray(a))
+
+
+def to_host(x) -> np.ndarray:
+    """Any backend's array as a numpy array (a copy only when it lives elsewhere)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if array_api_compat.is_cupy_array(x):
+        return x.get()
+    return np.from_dlpack(x)
+
+
+def itemsize(x) -> int:
+    """Bytes per element of a floating-point array in any namespace."""
+    return namespace_of(x).finfo(x.dtype).bits // 8
+
+
+def is_host_array(x) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def host_random_normal(shape: tuple[int, ...], std: float, rng: np.random.Generator) -> np.ndarray:
+    """N(0, std^2) float32 draws: bert's own initialisation of every weight matrix."""
+    return rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
+
+
+def host_rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def host_zeros(shape) -> np.ndarray:
+    return np.zeros(shape, dtype=np.float32)
+
+
+def host_ones(shape) -> np.ndarray:
+    return np.ones(shape, dtype=np.float32)
+
+
+def host_bad_values(a: np.ndarray) -> int:
+    """How many NaN or Inf values an array holds."""
+    return int(a.size - np.count_nonzero(np.isfinite(a)))
+
+
+def host_float32(a) -> np.ndarray:
+    """A checkpoint tensor as float32 (checkpoints may store float16 or bfloat16)."""
+    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
+
+
+# ---------------------------------------------------------------------------------------------
+# erf: the array api has none. gelu(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)) needs it.
+# ---------------------------------------------------------------------------------------------
+
+# abramowitz & stegun 7.1.26: |error| <= 1.5e-7 for every x (tests check it against scipy)
+_AS_P = 0.3275911
+_AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def rational_erf(x, xp: ModuleType):
+    """erf(x) from array-api operations alone: 1 - t(a1 + t(a2 + ...)) e^{-x^2}, t = 1/(1 + p|x|)."""
+    ax = xp.abs(x)
+    t = 1.0 / (1.0 + _AS_P * ax)
+    poly = _AS_A[4]
+    for a in _AS_A[3::-1]:  # horner: a1 + t (a2 + t (a3 + t (a4 + t a5)))
+        poly = a + t * poly
+    y = 1.0 - (t * poly) * xp.exp(-ax * ax)
+    return xp.where(x < 0, -y, y)
+
+
+def erf(x, xp: ModuleType):
+    """erf for any backend: scipy on numpy, cupyx on cupy, the rational form elsewhere."""
+    name = backend_name(xp)
+    if name == "numpy":
+        import scipy.special
+        return scipy.special.erf(x)
+    if name == "cupy":
+        import cupyx.scipy.special
+        return cupyx.scipy.special.erf(x)
+    return rational_erf(x, xp)
+
+
+SQRT_2 = math.sqrt(2.0)

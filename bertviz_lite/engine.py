@@ -1,0 +1,158 @@
+"""The BERT forward pass, one function per formula line (Devlin et al. 2019, section 3;
+Vaswani et al. 2017, section 3.2), matching Hugging Face transformers' `BertModel`
+(eager attention) to float32 precision.
+
+Every function takes the array namespace `xp` (array API standard) and never changes
+an array in place, so every recorded tensor stays as it was computed. Shapes in
+brackets: n tokens, H hidden, A heads, d = H / A per head, F feed-forward width.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import backend
+from .config import BertConfig
+from .trace import Recorder
+
+# ------------------------------------------------------------------------------------------
+# building blocks
+# ------------------------------------------------------------------------------------------
+
+
+def layer_norm(x, gamma, beta, eps: float, xp):
+    """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis; gamma, beta are learned."""
+    mu = xp.mean(x, axis=-1, keepdims=True)  # [n, 1]
+    var = xp.mean((x - mu) ** 2, axis=-1, keepdims=True)  # biased variance, as bert and torch
+    return (x - mu) / xp.sqrt(var + eps) * gamma + beta  # eps inside the sqrt, not added to std
+
+
+def softmax(s, xp):
+    """Row-wise softmax; subtracting the row max changes nothing but keeps exp finite."""
+    e = xp.exp(s - xp.max(s, axis=-1, keepdims=True))
+    return e / xp.sum(e, axis=-1, keepdims=True)
+
+
+def gelu(x, xp):
+    """Exact gelu, x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)): what bert was trained with."""
+    return 0.5 * x * (1.0 + backend.erf(x / backend.SQRT_2, xp))
+
+
+def gelu_tanh(x, xp):
+    """The tanh approximation (hugging face 'gelu_new')."""
+    return 0.5 * x * (1.0 + xp.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def gelu_sigmoid(x, xp):
+    """The sigmoid approximation x * sigmoid(1.702 x) that the illustrated article gives."""
+    return x / (1.0 + xp.exp(-1.702 * x))
+
+
+def relu(x, xp):
+    """max(0, x): what the formula card and the count note write."""
+    return xp.maximum(x, xp.zeros_like(x))
+
+
+ACTIVATION_FUNCTIONS = {"gelu": gelu, "gelu_tanh": gelu_tanh, "gelu_sigmoid": gelu_sigmoid, "relu": relu}
+
+
+def split_heads(x, num_heads: int, xp):
+    """[n, H] -> [A, n, d]: head h owns columns h*d .. (h+1)*d."""
+    n = x.shape[0]
+    return xp.permute_dims(xp.reshape(x, (n, num_heads, -1)), (1, 0, 2))
+
+
+def merge_heads(z, xp):
+    """[A, n, d] -> [n, A*d]: the heads' outputs side by side (concatenation)."""
+    A, n, d = z.shape
+    return xp.reshape(xp.permute_dims(z, (1, 0, 2)), (n, A * d))
+
+
+def padding_mask(mask, xp, dtype):
+    """Additive mask [1, 1, n]: 0 for real keys, -inf for [PAD], so exp() gives exactly 0."""
+    m = xp.asarray(mask)
+    zero = xp.zeros(m.shape, dtype=dtype)
+    return xp.reshape(xp.where(m > 0, zero, zero - math.inf), (1, 1, -1))
+
+
+# ------------------------------------------------------------------------------------------
+# the forward pass
+# ------------------------------------------------------------------------------------------
+
+
+def embeddings(W: dict, ids, segments, c: BertConfig, rec: Recorder, xp):
+    """Z_0 = LayerNorm(T + P + S)   [n] ids -> [n, H]."""
+    n = ids.shape[0]
+    T = rec("embed.token", xp.take(W["embed.W_T"], ids, axis=0))  # [n, H]
+    P = rec("embed.position", xp.asarray(W["embed.W_P"][:n, :], copy=True))  # [n, H], a copy: traces never share weights
+    S = rec("embed.segment", xp.take(W["embed.W_S"], segments, axis=0))  # [n, H]
+    X = rec("embed.sum", T + P + S)  # [n, H]
+    return rec("embed.ln", layer_norm(X, W["embed.ln.gamma"], W["embed.ln.beta"], c.layer_norm_eps, xp))
+
+
+def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
+    """Multi-head self-attention and its residual + layernorm   [n, H] -> [n, H]."""
+    A = c.num_heads
+    scale = c.attention_scale if c.attention_scale is not None else 1.0 / math.sqrt(c.head_size)
+    Q = rec("attn.q", split_heads(Z @ W["attn.W_Q"] + W["attn.b_Q"], A, xp))  # [A, n, d]
+    K = rec("attn.k", split_heads(Z @ W["attn.W_K"] + W["attn.b_K"], A, xp))  # [A, n, d]
+    V = rec("attn.v", split_heads(Z @ W["attn.W_V"] + W["attn.b_V"], A, xp))  # [A, n, d]
+    scores = (Q @ xp.permute_dims(K, (0, 2, 1))) * scale  # [A, n, n]: Q K^T / sqrt(d_k)
+    if mask_add is not None:
+        scores = scores + mask_add  # -inf on [PAD] keys
+    scores = rec("attn.scores", scores)
+    probs = rec("attn.probs", softmax(scores, xp))  # [A, n, n], rows sum to 1
+    context = rec("attn.context", probs @ V)  # [A, n, d]
+    concat = rec("attn.concat", merge_heads(context, xp))  # [n, H]
+    out = rec("attn.out", concat @ W["attn.W_O"] + W["attn.b_O"])  # [n, H]
+    resid = rec("attn.resid", Z + out)  # [n, H]
+    return rec("attn.ln", layer_norm(resid, W["attn.ln.gamma"], W["attn.ln.beta"], c.layer_norm_eps, xp))
+
+
+def feed_forward(W: dict, Z, c: BertConfig, rec: Recorder, xp):
+    """Position-wise feed-forward and its residual + layernorm   [n, H] -> [n, F] -> [n, H]."""
+    act = ACTIVATION_FUNCTIONS[c.activation]
+    up = rec("ffn.up", Z @ W["ffn.W_up"] + W["ffn.b_up"])  # [n, F]
+    a = rec("ffn.act", act(up, xp))  # [n, F]
+    down = rec("ffn.down", a @ W["ffn.W_down"] + W["ffn.b_down"])  # [n, H]
+    resid = rec("ffn.resid", Z + down)  # [n, H]
+    return rec("ffn.ln", layer_norm(resid, W["ffn.ln.gamma"], W["ffn.ln.beta"], c.layer_norm_eps, xp))
+
+
+def encoder_layer(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
+    """One post-ln transformer layer: Z_{l-1} -> Z_l   [n, H] -> [n, H]."""
+    Z_bar = attention(W, Z, mask_add, c, rec, xp)
+    return feed_forward(W, Z_bar, c, rec, xp)
+
+
+def pooler(W: dict, Z_L, rec: Recorder, xp):
+    """p = tanh(W Z_L[0] + b): the [CLS] vector through one dense layer   [n, H] -> [H]."""
+    return rec("pooler.out", xp.tanh(Z_L[0, :] @ W["pooler.W"] + W["pooler.b"]))
+
+
+def mlm_head(W: dict, Z_L, c: BertConfig, rec: Recorder, xp):
+    """Masked-lm logits: transform, then the tied output layer W_T^T   [n, H] -> [n, V]."""
+    act = ACTIVATION_FUNCTIONS[c.activation]
+    h = act(Z_L @ W["mlm.W_t"] + W["mlm.b_t"], xp)  # [n, H]
+    h = layer_norm(h, W["mlm.ln.gamma"], W["mlm.ln.beta"], c.layer_norm_eps, xp)
+    return rec("mlm.logits", h @ xp.permute_dims(W["embed.W_T"], (1, 0)) + W["mlm.bias"])  # [n, V]
+
+
+class LayerWeights(dict):
+    """A layer's weights under scope-relative names ('attn.W_Q'), read from the full dict."""
+
+    def __init__(self, weights: dict, layer: int):
+        prefix = f"layer.{layer}."
+        super().__init__({k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)})
+
+
+def forward(weights: dict, layer_weights: list, ids, segments, mask, c: BertConfig, rec: Recorder, xp, *,
+            mlm: bool = False):
+    """The whole model: embeddings, L encoder layers, pooler (and the mlm head)."""
+    mask_add = None if all(int(m) for m in mask) else padding_mask(mask, xp, weights["embed.W_T"].dtype)
+    Z = embeddings(weights, ids, segments, c, rec, xp)
+    for layer in range(c.num_layers):
+        Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(f"layer.{layer}"), xp)
+    pooled = pooler(weights, Z, rec, xp)
+    logits = mlm_head(weights, Z, c, rec, xp) if mlm else None
+    return Z, pooled, logits

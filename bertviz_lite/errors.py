@@ -1,0 +1,29 @@
+"""Errors bertviz-lite raises: each names what was wrong and what to do."""
+
+
+class BertVizError(Exception):
+    """Base class for every error bertviz-lite raises on purpose."""
+
+
+class InputTooLongError(BertVizError, ValueError):
+    """The tokenized input is longer than the model's position table allows."""
+
+
+class OutOfRangeError(BertVizError, IndexError):
+    """A layer, head or token index outside the model's range."""
+
+
+class TraceTooLargeError(BertVizError, MemoryError):
+    """The trace asked for would not fit in the memory budget."""
+
+
+class CheckpointError(BertVizError, ValueError):
+    """A checkpoint does not fit the model: every problem is listed by key."""
+
+
+class WeightsNotFoundError(BertVizError, OSError):
+    """Weights could not be found locally and could not be downloaded."""
+
+
+class BackendError(BertVizError, RuntimeError):
+    """The requested array backend (cupy, array_api_strict) is not usable here."""

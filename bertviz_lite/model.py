@@ -1,0 +1,150 @@
+"""A loaded BERT: config, weights on one array backend, and its tokenizer.
+
+`Bert.trace(text)` tokenizes, checks the input and the memory budget, runs the engine
+with a recorder and returns a `Trace`. The model holds no widget code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import backend, engine
+from .config import BertConfig
+from .errors import BertVizError
+from .trace import NullRecorder, Recorder, Trace, check_budget
+
+_DTYPES = {"float32": 4, "float16": 2}
+
+
+@dataclass(frozen=True)
+class MaskPrediction:
+    """One candidate for a [MASK] position."""
+
+    token: str
+    id: int
+    probability: float
+    position: int  # index of the [MASK] token in the input
+
+
+class Bert:
+    """A BERT encoder ready to trace. Build one with `bertviz_lite.load(...)`."""
+
+    def __init__(self, config: BertConfig, weights: dict, tokenizer, *, name: str = "bert",
+                 backend_name: str | None = None, source: str = ""):
+        self.config = config
+        self.xp = backend.get_namespace(backend_name)
+        self.backend = backend.backend_name(self.xp)
+        self.tokenizer = tokenizer
+        self.name = name
+        self.source = source
+        # weights move to the backend once; the engine never changes them
+        self.weights = {k: backend.from_host(v, self.xp) for k, v in weights.items()}
+        self._layers = [engine.LayerWeights(self.weights, layer) for layer in range(config.num_layers)]
+        if tokenizer is not None and tokenizer.vocab_size != config.vocab_size:
+            raise BertVizError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's embedding "
+                               f"table has {config.vocab_size} rows; load a matching vocab.txt")
+
+    @property
+    def has_mlm(self) -> bool:
+        return "mlm.bias" in self.weights
+
+    @property
+    def has_nsp(self) -> bool:
+        return "nsp.W" in self.weights
+
+    def __repr__(self) -> str:
+        c = self.config
+        heads = " +mlm" if self.has_mlm else ""
+        return (f"<Bert {self.name}: L={c.num_layers} H={c.hidden_size} A={c.num_heads} F={c.ffn_size} "
+                f"V={c.vocab_size}{heads} on {self.backend}>")
+
+    # --- input
+    def tokenize(self, text: str, pair: str | None = None, *, truncate: bool = False, pad_to: int | None = None):
+        """The exact model input: tokens, ids, segments, mask and character spans."""
+        if self.tokenizer is None:
+            raise BertVizError("this model was loaded without a vocabulary; pass token ids to trace_ids()")
+        return self.tokenizer.encode(text, pair, max_length=self.config.max_positions, truncate=truncate,
+                                     pad_to=pad_to)
+
+    # --- forward
+    def trace(self, text: str, pair: str | None = None, *, pad_to: int | None = None, keep=None,
+              dtype: str | None = None, truncate: bool = False, max_bytes: int | None = None) -> Trace:
+        """Run the forward pass on a sentence (or a pair) and record every intermediate.
+
+        pad_to=512 pads with [PAD] to the formula card's shapes (masked, so real tokens are
+        unchanged); keep= glob patterns record only some keys; dtype='float16' halves memory.
+        """
+        enc = self.tokenize(text, pair, truncate=truncate, pad_to=pad_to)
+        texts = (text,) if pair is None else (text, pair)
+        return self.trace_ids(enc.ids, enc.segments, enc.mask, tokens=enc.tokens, spans=enc.spans, texts=texts,
+                              keep=keep, dtype=dtype, max_bytes=max_bytes)
+
+    def trace_ids(self, ids, segments=None, mask=None, *, tokens=None, spans=None, texts=("",), keep=None,
+                  dtype: str | None = None, max_bytes: int | None = None) -> Trace:
+        """The forward pass on token ids (what `trace` calls after tokenizing)."""
+        c, xp = self.config, self.xp
+        ids = [int(i) for i in ids]
+        n = len(ids)
+        segments = [0] * n if segments is None else [int(s) for s in segments]
+        mask = [1] * n if mask is None else [int(m) for m in mask]
+        self._check_ids(ids, segments, mask)
+        if dtype is not None and dtype not in _DTYPES:
+            raise ValueError(f"dtype={dtype!r} is not a storage type; use 'float32' or 'float16'")
+        check_budget(c, n, keep=keep, itemsize=_DTYPES.get(dtype or "float32"), mlm=self.has_mlm,
+                     max_bytes=max_bytes)
+        store_dtype = None if dtype in (None, "float32") else getattr(xp, dtype)
+        rec = NullRecorder(xp) if keep is not None and len(list(keep)) == 0 else \
+            Recorder(xp, keep=keep, dtype=store_dtype)
+        engine.forward(self.weights, self._layers, xp.asarray(ids), xp.asarray(segments), mask, c, rec, xp,
+                       mlm=self.has_mlm)
+        if tokens is None:
+            tokens = [self.tokenizer.id_to_token(i) for i in ids] if self.tokenizer else [str(i) for i in ids]
+        return Trace(rec.store, config=c, tokens=tokens, ids=ids, segments=segments, mask=mask, spans=spans,
+                     texts=texts, model_name=self.name, backend_name=self.backend, keep=keep)
+
+    def _check_ids(self, ids, segments, mask) -> None:
+        c, n = self.config, len(ids)
+        if n == 0:
+            raise ValueError("no tokens: an input needs at least [CLS] and [SEP]")
+        if n > c.max_positions:
+            from .errors import InputTooLongError
+            raise InputTooLongError(f"{n} tokens is more than this model's {c.max_positions} positions; "
+                                    f"shorten the input or pass truncate=True")
+        if len(segments) != n or len(mask) != n:
+            raise ValueError(f"ids, segments and mask must have the same length, got {n}, {len(segments)}, {len(mask)}")
+        bad = [i for i in ids if not 0 <= i < c.vocab_size]
+        if bad:
+            raise ValueError(f"token id(s) {bad[:5]} outside the vocabulary 0..{c.vocab_size - 1}")
+        bad = [s for s in segments if not 0 <= s < c.type_vocab_size]
+        if bad:
+            raise ValueError(f"segment id(s) {sorted(set(bad))} outside 0..{c.type_vocab_size - 1}")
+        if any(m not in (0, 1) for m in mask):
+            raise ValueError("mask values must be 1 (real token) or 0 ([PAD])")
+        if not mask[0]:
+            raise ValueError("the first token is masked: at least [CLS] must be a real token")
+
+    # --- masked language modelling
+    def fill_mask(self, text: str, top_k: int = 5, pair: str | None = None) -> list[list[MaskPrediction]]:
+        """Top-k tokens for each [MASK] in the text, from the mlm head (softmax over the vocabulary).
+
+        Returns one list per [MASK], best first.
+        """
+        if not self.has_mlm:
+            raise BertVizError(f"{self.name} has no masked-lm head: load a BertForPreTraining or BertForMaskedLM "
+                               "checkpoint (e.g. google-bert/bert-base-uncased) or load('random', mlm=True)")
+        if not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+        enc = self.tokenize(text, pair)
+        positions = [i for i, t in enumerate(enc.tokens) if t == "[MASK]"]
+        if not positions:
+            raise ValueError(f"no [MASK] token in {text!r}; write [MASK] where a word should be predicted")
+        tr = self.trace_ids(enc.ids, enc.segments, enc.mask, tokens=enc.tokens, keep=["mlm.logits"])
+        logits = backend.to_host(tr["mlm.logits"])
+        hx = backend.namespace_of(logits)
+        out = []
+        for pos in positions:
+            p = engine.softmax(hx.astype(logits[pos], hx.float64), hx)  # [V], float64 for the ranking
+            top = hx.argsort(-p)[:top_k]  # highest probability first
+            out.append([MaskPrediction(self.tokenizer.id_to_token(int(i)), int(i), float(p[i]), pos) for i in top])
+        return out
+

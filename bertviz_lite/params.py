@@ -1,0 +1,214 @@
+"""Counting parameters: the ledger of a loaded model, keyed like the trace, and the
+reconciliation of every total the popular sources give for BERT-base.
+
+`count_params(model)` counts the arrays actually loaded and checks the sum against
+the closed-form count from the config. `reconcile()` recomputes each source's total
+from the shapes its convention includes (see notebooks/README.md for the sources).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import schema
+from .config import BertConfig
+from .trace import Table
+from .weights import param_shapes
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def step_of_param(name: str) -> str:
+    """The trace key of the step that reads a weight ('layer.3.attn.W_Q' -> 'layer.3.attn.q')."""
+    layer = None
+    rel = name
+    if name.startswith("layer."):
+        _, layer, rel = name.split(".", 2)
+    for step in schema.STEPS:
+        if rel in step.reads:
+            return step.key if layer is None else f"layer.{layer}.{step.key}"
+    if rel.startswith("nsp."):
+        return "nsp (next-sentence head, not traced)"
+    raise KeyError(f"no step reads weight {name!r}")
+
+
+@dataclass
+class ParamLedger:
+    """Every weight of a model: which step reads it, its shape, its count; `.total` is the sum."""
+
+    rows: list[tuple[str, str, tuple[int, ...], int]]  # (step key, weight name, shape, count)
+    tied: tuple[str, ...] = ()  # weights used twice but counted once (mlm output = embed.W_T)
+
+    @property
+    def total(self) -> int:
+        return sum(r[3] for r in self.rows)
+
+    def by_step(self) -> dict[str, int]:
+        """Parameter count per trace step, in forward order."""
+        out: dict[str, int] = {}
+        for step, _, _, count in self.rows:
+            out[step] = out.get(step, 0) + count
+        return out
+
+    def by_group(self) -> dict[str, int]:
+        """Counts per coarse group: embeddings, each layer's attention / ffn / layernorms, pooler, heads."""
+        out: dict[str, int] = {}
+        for _, name, _, count in self.rows:
+            out[group_of(name)] = out.get(group_of(name), 0) + count
+        return out
+
+    def for_step(self, key: str) -> list[tuple[str, tuple[int, ...], int]]:
+        """The weights one trace step reads: (name, shape, count)."""
+        return [(name, shape, count) for step, name, shape, count in self.rows if step == key]
+
+    def table(self) -> Table:
+        return Table(("step", "weight", "shape", "parameters"), list(self.rows),
+                     title=f"parameter ledger: {self.total:,} parameters")
+
+    def __repr__(self) -> str:
+        return f"<ParamLedger {len(self.rows)} weights, total {self.total:,}>"
+
+
+def group_of(name: str) -> str:
+    """'layer.3.attn.W_Q' -> 'layer.3.attention'; 'embed.W_T' -> 'embeddings'."""
+    if name.startswith("embed."):
+        return "embeddings"
+    if name.startswith("layer."):
+        _, layer, rel = name.split(".", 2)
+        part = {"attn.ln": "attention layernorm", "ffn.ln": "ffn layernorm"}.get(rel.rsplit(".", 1)[0])
+        part = part or ("attention" if rel.startswith("attn.") else "feed-forward")
+        return f"layer.{layer}.{part}"
+    if name.startswith("pooler."):
+        return "pooler"
+    if name.startswith("mlm."):
+        return "mlm head"
+    return "nsp head"
+
+
+def count_params(model) -> ParamLedger:
+    """The ledger of a loaded model, counted from its arrays and checked against the config's formula."""
+    rows = [(step_of_param(name), name, tuple(int(s) for s in w.shape), _numel(w.shape))
+            for name, w in model.weights.items()]
+    ledger = ParamLedger(rows, tied=("embed.W_T (mlm output layer)",) if model.has_mlm else ())
+    expected = formula_total(model.config, mlm=model.has_mlm, nsp=model.has_nsp)
+    if ledger.total != expected:
+        raise AssertionError(f"loaded arrays hold {ledger.total:,} parameters but the config's formula gives "
+                             f"{expected:,}: a weight has an unexpected shape")
+    return ledger
+
+
+# ------------------------------------------------------------------------------------------
+# closed-form counts under each source's convention
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Convention:
+    """What a parameter count includes. Defaults: hugging face BertModel."""
+
+    vocab_size: int | None = None  # None: the config's (30,522)
+    qkv_bias: bool = True  # biases b^Q, b^K, b^V
+    output_projection: bool = True  # W^O (the card leaves it out)
+    output_bias: bool = True  # b^O
+    segment_embeddings: bool = True
+    embedding_layernorm: bool = True
+    layer_layernorms: bool = True  # the two layernorms of each layer (gain and bias each)
+    ffn_biases: bool = True
+    pooler: bool = True
+    pooler_bias: bool = True
+    mlm_head: bool = False  # transform dense + layernorm + output bias (output matrix tied)
+    nsp_head: bool = False  # 768 -> 2
+
+
+def convention_total(c: BertConfig, conv: Convention = Convention()) -> int:
+    """A closed-form parameter count from the shapes a convention includes."""
+    H, F, L, V = c.hidden_size, c.ffn_size, c.num_layers, conv.vocab_size or c.vocab_size
+    ln = 2 * H  # a gain and a bias per feature
+    emb = V * H + c.max_positions * H
+    emb += c.type_vocab_size * H if conv.segment_embeddings else 0
+    emb += ln if conv.embedding_layernorm else 0
+    layer = 3 * H * H + (3 * H if conv.qkv_bias else 0)
+    layer += (H * H if conv.output_projection else 0) + (H if conv.output_projection and conv.output_bias else 0)
+    layer += H * F + F * H + ((F + H) if conv.ffn_biases else 0)
+    layer += 2 * ln if conv.layer_layernorms else 0
+    total = emb + L * layer
+    if conv.pooler:
+        total += H * H + (H if conv.pooler_bias else 0)
+    if conv.mlm_head:
+        total += H * H + H + ln + V
+    if conv.nsp_head:
+        total += H * 2 + 2
+    return total
+
+
+def formula_total(c: BertConfig, *, mlm: bool = False, nsp: bool = False) -> int:
+    """The count a loaded model must have: BertModel plus whichever heads it carries."""
+    by_shapes = sum(_numel(s) for s in param_shapes(c, mlm=mlm, nsp=nsp).values())
+    closed = convention_total(c, Convention(mlm_head=mlm, nsp_head=nsp))
+    assert by_shapes == closed, (by_shapes, closed)  # the two derivations agree
+    return closed
+
+
+# (source, convention, what it includes, what it leaves out)
+SOURCES: tuple[tuple[str, Convention, str, str], ...] = (
+    ("Hugging Face BertModel (bert-base-uncased)", Convention(),
+     "embeddings with segments and layernorm, 12 layers with every bias and layernorm, pooler",
+     "pre-training heads"),
+    ("Hugging Face BertForPreTraining", Convention(mlm_head=True, nsp_head=True),
+     "BertModel + mlm transform and layernorm + output bias (30,522) + next-sentence head",
+     "a separate mlm output matrix (tied to the token embeddings)"),
+    ("Keras layer summary (keras-bert)", Convention(vocab_size=30000, mlm_head=True, nsp_head=True),
+     "as BertForPreTraining, with a 30,000-token vocabulary",
+     "522 wordpieces of the real vocabulary"),
+    ("parameter-count note", Convention(qkv_bias=False, output_bias=False, embedding_layernorm=False, pooler=False),
+     "embeddings (30,522), Q/K/V/O weights, ffn with biases, layer layernorms",
+     "biases of Q, K, V, O; embedding layernorm; pooler"),
+    ("formula card as written", Convention(qkv_bias=False, output_projection=False, segment_embeddings=False,
+                                           embedding_layernorm=False, layer_layernorms=False, pooler_bias=False),
+     "token and position embeddings, Q/K/V weights, ffn with biases, pooler weight",
+     "W^O, Q/K/V biases, segment embeddings, every layernorm, the pooler bias"),
+    ("BertModel with the article's 32,000 vocabulary", Convention(vocab_size=32000),
+     "BertModel with 32,000 wordpieces", "nothing; 1,478 more rows in the token table"),
+)
+
+
+def reconcile(config: BertConfig | None = None) -> Table:
+    """Every total the popular sources give, each computed from its convention's shapes."""
+    c = config or BertConfig()
+    base = convention_total(c)
+    rows = []
+    for name, conv, includes, leaves_out in SOURCES:
+        total = convention_total(c, conv)
+        rows.append((name, total, total - base, f"{total / 1e6:.1f}M", includes, leaves_out))
+    rows.append(("the BERT paper", base, 0, "110M", "rounded: every total above is 102M-111M",
+                 "the paper states no exact count"))
+    return Table(("source", "total", "vs BertModel", "rounded", "includes", "leaves out"), rows,
+                 title=f"BERT parameter totals reconciled (L={c.num_layers}, H={c.hidden_size}, "
+                       f"A={c.num_heads}, F={c.ffn_size})")
+
+
+def component_counts(c: BertConfig | None = None) -> dict[str, int]:
+    """The pieces the seed facts list: embeddings, one layer and its parts, twelve layers, pooler."""
+    c = c or BertConfig()
+    H, F = c.hidden_size, c.ffn_size
+    return {
+        "token embeddings": c.vocab_size * H,
+        "position embeddings": c.max_positions * H,
+        "segment embeddings": c.type_vocab_size * H,
+        "embedding layernorm": 2 * H,
+        "embeddings": c.vocab_size * H + c.max_positions * H + c.type_vocab_size * H + 2 * H,
+        "one of Q, K, V": H * H + H,
+        "output projection": H * H + H,
+        "attention layernorm": 2 * H,
+        "ffn up": H * F + F,
+        "ffn down": F * H + H,
+        "ffn layernorm": 2 * H,
+        "one encoder layer": 4 * (H * H + H) + 2 * (2 * H) + H * F + F + F * H + H,
+        "all encoder layers": c.num_layers * (4 * (H * H + H) + 4 * H + 2 * H * F + F + H),
+        "pooler": H * H + H,
+    }

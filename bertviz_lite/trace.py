@@ -1,0 +1,358 @@
+"""The Trace: every intermediate tensor of one forward pass, by key, with its named axes.
+
+A trace is a small data container (TransformerLens's ActivationCache, without the model):
+exact keys in forward order, one structured accessor `get(name, layer=)`, `stack`,
+`shapes`, `to_host`. Analysis lives in free functions that take a trace.
+The `Recorder` is what the engine writes through: `x = rec("attn.probs", softmax(s))`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from . import backend, schema
+from .errors import OutOfRangeError, TraceTooLargeError
+
+DEFAULT_MAX_TRACE_BYTES = 2 * 1024**3  # a 512-token BERT-base trace in float32 is ~0.7 GB
+
+
+# ------------------------------------------------------------------------------------------
+# a small table type (shapes, parameter ledger, reconciliation)
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    """Rows with named columns; prints as text, renders as HTML in a notebook."""
+
+    columns: tuple[str, ...]
+    rows: list[tuple] = field(default_factory=list)
+    title: str = ""
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def column(self, name: str) -> list:
+        i = self.columns.index(name)
+        return [r[i] for r in self.rows]
+
+    def to_dicts(self) -> list[dict]:
+        return [dict(zip(self.columns, r)) for r in self.rows]
+
+    @staticmethod
+    def _fmt(v) -> str:
+        if isinstance(v, bool) or v is None:
+            return "" if v is None else str(v)
+        if isinstance(v, int):
+            return f"{v:,}"
+        if isinstance(v, tuple):
+            return "(" + ", ".join(str(x) for x in v) + ")"
+        return str(v)
+
+    def __str__(self) -> str:
+        cells = [[self._fmt(v) for v in r] for r in self.rows]
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(self.columns)]
+        numeric = [all(isinstance(r[i], int) and not isinstance(r[i], bool) for r in self.rows) and self.rows
+                   for i in range(len(self.columns))]
+
+        def line(vals):
+            return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric)).rstrip()
+
+        out = [self.title] if self.title else []
+        out += [line(self.columns), line(["-" * w for w in widths])] + [line(r) for r in cells]
+        return "\n".join(out)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(self._fmt(v))}</td>" for v in r) + "</tr>"
+                       for r in self.rows)
+        cap = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
+        return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+# ------------------------------------------------------------------------------------------
+# which keys to record
+# ------------------------------------------------------------------------------------------
+
+
+def _compile_keep(keep) -> tuple[str, ...] | None:
+    if keep is None:
+        return None
+    if isinstance(keep, str):
+        keep = [keep]
+    keep = tuple(keep)
+    for p in keep:
+        if not isinstance(p, str):
+            raise TypeError(f"keep= takes glob patterns as strings, got {p!r}")
+    return keep
+
+
+def wants(key: str, keep: tuple[str, ...] | None) -> bool:
+    """Whether a key is recorded under keep= patterns.
+
+    A pattern matches the full key ('layer.3.attn.probs', 'layer.*.attn.*') or the step key
+    inside its layer ('attn.probs' keeps that step in every layer). None keeps everything.
+    """
+    if keep is None:
+        return True
+    step = schema.split_key(key)[1]
+    return any(fnmatch.fnmatchcase(key, p) or fnmatch.fnmatchcase(step, p) for p in keep)
+
+
+def estimate_trace_bytes(config, n: int, *, keep=None, itemsize: int = 4, mlm: bool = False) -> int:
+    """Bytes a trace of n tokens will hold, from the declared axes (before running anything)."""
+    keep = _compile_keep(keep)
+    total = 0
+    for key in schema.trace_keys(config.num_layers, mlm=mlm):
+        if wants(key, keep):
+            size = 1
+            for s in schema.shape_of(key, config, n):
+                size *= s
+            total += size * itemsize
+    return total
+
+
+def check_budget(config, n: int, *, keep, itemsize: int, mlm: bool, max_bytes: int | None) -> int:
+    """Raise TraceTooLargeError, saying how to shrink it, when a trace would exceed max_bytes."""
+    limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
+    need = estimate_trace_bytes(config, n, keep=keep, itemsize=itemsize, mlm=mlm)
+    if need > limit:
+        probs_only = estimate_trace_bytes(config, n, keep=["attn.probs"], itemsize=2, mlm=False)
+        raise TraceTooLargeError(
+            f"a trace of {n} tokens would hold {need / 2**20:,.0f} MiB, over the budget of "
+            f"{limit / 2**20:,.0f} MiB. Record less with keep= (e.g. keep=['attn.probs'] with "
+            f"dtype='float16' needs {probs_only / 2**20:,.0f} MiB), store float16 with dtype='float16' "
+            f"(halves it), use fewer tokens, or raise max_bytes=.")
+    return need
+
+
+class Recorder:
+    """Records tensors by key as the forward runs; `scope('layer.3')` prefixes the keys."""
+
+    def __init__(self, xp, *, keep=None, dtype=None, store: dict | None = None, prefix: str = ""):
+        self.xp = xp
+        self.keep = _compile_keep(keep)
+        self.dtype = dtype  # storage dtype (an xp dtype) or None for the compute dtype
+        self.store = {} if store is None else store
+        self.prefix = prefix
+
+    def __call__(self, name: str, value):
+        """Record value under prefix+name and return it unchanged (the forward reads like the math)."""
+        key = self.prefix + name
+        if wants(key, self.keep):
+            if key in self.store:
+                raise RuntimeError(f"trace key {key!r} recorded twice")
+            stored = value if self.dtype is None or value.dtype == self.dtype else self.xp.astype(value, self.dtype)
+            self.store[key] = stored
+        return value
+
+    def scope(self, prefix: str) -> "Recorder":
+        return Recorder(self.xp, keep=self.keep, dtype=self.dtype, store=self.store,
+                        prefix=self.prefix + prefix + ".")
+
+
+class NullRecorder(Recorder):
+    """Records nothing (keep=[]): the forward at full speed."""
+
+    def __call__(self, name, value):
+        return value
+
+    def scope(self, prefix):
+        return self
+
+
+# ------------------------------------------------------------------------------------------
+# the trace
+# ------------------------------------------------------------------------------------------
+
+
+class Trace:
+    """The recorded forward pass of one input (no batch axis).
+
+    `tr["layer.3.attn.probs"]`, `tr.get("attn.probs", layer=3)`, `tr.stack("attn.probs")`
+    -> (layer, head, query, key), `tr.keys()`, `tr.axes(key)`, `tr.shapes()`, `tr.tokens`,
+    `tr.to_host()`. A trace holds arrays and facts about the input, never the model.
+    """
+
+    def __init__(self, values: dict, *, config, tokens: Sequence[str], ids: Sequence[int],
+                 segments: Sequence[int], mask: Sequence[int], spans=None, texts=("",),
+                 model_name: str = "", backend_name: str = "numpy", keep=None):
+        self._values = dict(values)
+        self.config = config
+        self.tokens = tuple(tokens)
+        self.ids = tuple(int(i) for i in ids)
+        self.segments = tuple(int(s) for s in segments)
+        self.mask = tuple(int(m) for m in mask)
+        self.spans = tuple(spans) if spans is not None else (None,) * len(self.tokens)
+        self.texts = tuple(texts)
+        self.model_name = model_name
+        self.backend = backend_name
+        self.keep = keep
+
+    # --- facts about the input
+    @property
+    def n(self) -> int:
+        """Tokens in the input, padding included."""
+        return len(self.tokens)
+
+    @property
+    def n_real(self) -> int:
+        """Tokens that are not [PAD]."""
+        return sum(self.mask)
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.num_layers
+
+    @property
+    def num_heads(self) -> int:
+        return self.config.num_heads
+
+    @property
+    def has_pair(self) -> bool:
+        return any(s == 1 for s, m in zip(self.segments, self.mask) if m)
+
+    # --- keys
+    def keys(self) -> list[str]:
+        """Recorded keys in forward order."""
+        return list(self._values)
+
+    def __contains__(self, key) -> bool:
+        return key in self._values
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def _missing(self, key: str) -> KeyError:
+        all_keys = schema.trace_keys(self.config.num_layers, mlm=True)
+        if key in all_keys:
+            if key == "mlm.logits":
+                return KeyError("'mlm.logits' is recorded only for models with a masked-lm head "
+                                "(a BertForPreTraining / BertForMaskedLM checkpoint, or load('random', mlm=True))")
+            return KeyError(f"{key!r} was not recorded: this trace was made with keep={self.keep!r}")
+        near = difflib.get_close_matches(key, all_keys, n=4, cutoff=0.6)
+        hint = f"; did you mean {', '.join(repr(k) for k in near)}?" if near else ""
+        return KeyError(f"unknown trace key {key!r}{hint} (tr.keys() lists every recorded key)")
+
+    def __getitem__(self, key: str):
+        if not isinstance(key, str):
+            raise TypeError(f"trace keys are strings like 'layer.0.attn.probs', got {type(key).__name__}")
+        try:
+            return self._values[key]
+        except KeyError:
+            raise self._missing(key) from None
+
+    def check_layer(self, layer: int) -> int:
+        L = self.config.num_layers
+        if isinstance(layer, bool) or not isinstance(layer, int):
+            raise TypeError(f"layer must be an int in 0..{L - 1}, got {layer!r}")
+        if not -L <= layer < L:
+            raise OutOfRangeError(f"layer {layer} is out of range: this model has {L} layers, 0..{L - 1}")
+        return layer % L
+
+    def check_head(self, head: int) -> int:
+        A = self.config.num_heads
+        if isinstance(head, bool) or not isinstance(head, int):
+            raise TypeError(f"head must be an int in 0..{A - 1}, got {head!r}")
+        if not -A <= head < A:
+            raise OutOfRangeError(f"head {head} is out of range: this model has {A} heads, 0..{A - 1}")
+        return head % A
+
+    def full_key(self, name: str, layer: int | None = None) -> str:
+        """'attn.probs', layer=3 -> 'layer.3.attn.probs' (checked)."""
+        if name not in schema.STEP_BY_KEY:
+            return name if layer is None else f"layer.{layer}.{name}"  # __getitem__ explains
+        step = schema.STEP_BY_KEY[name]
+        if step.scope == "layer":
+            if layer is None:
+                raise TypeError(f"{name!r} is recorded once per layer: pass layer= (0..{self.config.num_layers - 1})"
+                                f" or use tr.stack({name!r})")
+            return f"layer.{self.check_layer(layer)}.{name}"
+        if layer is not None:
+            raise TypeError(f"{name!r} is not a per-layer key; call tr.get({name!r}) without layer=")
+        return name
+
+    def get(self, name: str, layer: int | None = None, head: int | None = None):
+        """A tensor by step name and layer; head= selects one head of a per-head tensor."""
+        value = self[self.full_key(name, layer)]
+        if head is not None:
+            if self.axes(self.full_key(name, layer))[0] != "head":
+                raise TypeError(f"{name!r} has no head axis; its axes are {self.axes(self.full_key(name, layer))}")
+            value = value[self.check_head(head), ...]
+        return value
+
+    def axes(self, key: str) -> tuple[str, ...]:
+        """Named axes of a key ('layer.3.attn.probs' -> ('head', 'query', 'key'))."""
+        layer, step = schema.split_key(key)
+        if step not in schema.STEP_BY_KEY:
+            raise self._missing(key)
+        return schema.STEP_BY_KEY[step].axes
+
+    def stack(self, name: str):
+        """A per-layer step for every layer: axes ('layer',) + the step's axes."""
+        step = schema.STEP_BY_KEY.get(name)
+        if step is None or step.scope != "layer":
+            per_layer = [s.key for s in schema.LAYER_STEPS]
+            near = difflib.get_close_matches(name, per_layer, n=3)
+            raise KeyError(f"stack() takes a per-layer step name such as 'attn.probs', got {name!r}"
+                           + (f"; did you mean {', '.join(map(repr, near))}?" if near else ""))
+        arrays = [self[f"layer.{layer}.{name}"] for layer in range(self.config.num_layers)]
+        xp = backend.namespace_of(arrays[0])
+        return xp.stack(arrays, axis=0)
+
+    def stack_axes(self, name: str) -> tuple[str, ...]:
+        return ("layer",) + schema.STEP_BY_KEY[name].axes
+
+    # --- shapes and memory
+    def shapes(self) -> Table:
+        """Every recorded key with its shape, named axes, and formula."""
+        rows = []
+        for key, v in self._values.items():
+            step = schema.step_of(key)
+            rows.append((key, tuple(v.shape), " x ".join(step.axes), step.formula))
+        return Table(("key", "shape", "axes", "formula"), rows,
+                     title=f"trace of {self.n} tokens, {len(rows)} tensors, {self.nbytes / 2**20:,.1f} MiB")
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tensors held."""
+        return sum(int(v.size) * backend.itemsize(v) for v in self._values.values())
+
+    def to_host(self) -> "Trace":
+        """The same trace with every tensor as a numpy array (from a gpu, say)."""
+        return self.replace_values({k: backend.to_host(v) for k, v in self._values.items()}, backend_name="numpy")
+
+    def replace_values(self, values: dict, **changes) -> "Trace":
+        kw = dict(config=self.config, tokens=self.tokens, ids=self.ids, segments=self.segments, mask=self.mask,
+                  spans=self.spans, texts=self.texts, model_name=self.model_name, backend_name=self.backend,
+                  keep=self.keep)
+        kw.update(changes)
+        return Trace(values, **kw)
+
+    def real(self, x, axes: Iterable[str]):
+        """x with padded positions removed on its token/query/key axes (for display and comparisons)."""
+        keep_idx = [i for i, m in enumerate(self.mask) if m]
+        if len(keep_idx) == self.n:
+            return x
+        xp = backend.namespace_of(x)
+        idx = xp.asarray(keep_idx)
+        for i, a in enumerate(axes):
+            if a in ("token", "query", "key"):
+                x = xp.take(x, idx, axis=i)
+        return x
+
+    def __repr__(self) -> str:
+        return (f"<Trace {self.model_name or 'bert'}: {self.n} tokens ({self.n_real} real), "
+                f"{len(self)} tensors, {self.nbytes / 2**20:,.1f} MiB on {self.backend}>")

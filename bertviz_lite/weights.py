@@ -1,0 +1,257 @@
+"""The weights of a BERT model: names, shapes, bert's random initialisation, and the
+explicit map from Hugging Face checkpoint names.
+
+Engine names are scoped like the trace (`embed.W_T`, `layer.3.attn.W_Q`, `pooler.W`),
+so that the parameter ledger can say which step reads which weights. Matrices are
+stored (in, out) so that every line of the forward reads `Z @ W + b`, as the formula
+card writes it; Hugging Face's `nn.Linear` stores (out, in), so the loader transposes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from . import backend
+from .config import BertConfig
+from .errors import CheckpointError
+
+# ------------------------------------------------------------------------------------------
+# names and shapes
+# ------------------------------------------------------------------------------------------
+
+
+def embedding_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
+    H = c.hidden_size
+    return {
+        "embed.W_T": (c.vocab_size, H),  # one row per wordpiece
+        "embed.W_P": (c.max_positions, H),  # one row per position
+        "embed.W_S": (c.type_vocab_size, H),  # one row per segment
+        "embed.ln.gamma": (H,),
+        "embed.ln.beta": (H,),
+    }
+
+
+def layer_shapes(c: BertConfig, layer: int) -> dict[str, tuple[int, ...]]:
+    H, F, p = c.hidden_size, c.ffn_size, f"layer.{layer}."
+    return {
+        p + "attn.W_Q": (H, H), p + "attn.b_Q": (H,),  # all A heads side by side: [H, A * d_head]
+        p + "attn.W_K": (H, H), p + "attn.b_K": (H,),
+        p + "attn.W_V": (H, H), p + "attn.b_V": (H,),
+        p + "attn.W_O": (H, H), p + "attn.b_O": (H,),
+        p + "attn.ln.gamma": (H,), p + "attn.ln.beta": (H,),
+        p + "ffn.W_up": (H, F), p + "ffn.b_up": (F,),
+        p + "ffn.W_down": (F, H), p + "ffn.b_down": (H,),
+        p + "ffn.ln.gamma": (H,), p + "ffn.ln.beta": (H,),
+    }
+
+
+def pooler_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
+    return {"pooler.W": (c.hidden_size, c.hidden_size), "pooler.b": (c.hidden_size,)}
+
+
+def mlm_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
+    H = c.hidden_size
+    # the output matrix is embed.W_T itself (tied), so only the transform and a bias are new
+    return {"mlm.W_t": (H, H), "mlm.b_t": (H,), "mlm.ln.gamma": (H,), "mlm.ln.beta": (H,),
+            "mlm.bias": (c.vocab_size,)}
+
+
+def nsp_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
+    return {"nsp.W": (c.hidden_size, 2), "nsp.b": (2,)}
+
+
+def param_shapes(c: BertConfig, *, mlm: bool = False, nsp: bool = False) -> dict[str, tuple[int, ...]]:
+    """Every weight of the model, in forward order, with its shape."""
+    shapes = embedding_shapes(c)
+    for layer in range(c.num_layers):
+        shapes.update(layer_shapes(c, layer))
+    shapes.update(pooler_shapes(c))
+    if mlm:
+        shapes.update(mlm_shapes(c))
+    if nsp:
+        shapes.update(nsp_shapes(c))
+    return shapes
+
+
+def _init_kind(name: str) -> str:
+    """How bert initialises a weight: 'normal' matrices, 'ones' for layernorm gains, 'zeros' otherwise."""
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf == "gamma":
+        return "ones"
+    if leaf.startswith("W"):
+        return "normal"
+    return "zeros"  # biases and layernorm betas
+
+
+def random_weights(c: BertConfig, seed: int = 0, *, mlm: bool = False, nsp: bool = False) -> dict:
+    """Bert's own initialisation: every matrix N(0, 0.02), biases 0, layernorm gain 1 and bias 0.
+
+    Deterministic for a seed: the draws are made in forward order from one generator.
+    Returns host (numpy) arrays.
+    """
+    rng = backend.host_rng(seed)
+    weights = {}
+    for name, shape in param_shapes(c, mlm=mlm, nsp=nsp).items():
+        kind = _init_kind(name)
+        if kind == "normal":
+            weights[name] = backend.host_random_normal(shape, c.initializer_range, rng)
+        elif kind == "ones":
+            weights[name] = backend.host_ones(shape)
+        else:
+            weights[name] = backend.host_zeros(shape)
+    return weights
+
+
+# ------------------------------------------------------------------------------------------
+# hugging face checkpoint names -> engine names
+# ------------------------------------------------------------------------------------------
+
+# (hugging face name pattern, engine name, transpose?) ; {l} is the layer index.
+# gamma/beta are the legacy layernorm names of the original google checkpoints.
+HF_NAME_MAP: tuple[tuple[str, str, bool], ...] = (
+    ("embeddings.word_embeddings.weight", "embed.W_T", False),
+    ("embeddings.position_embeddings.weight", "embed.W_P", False),
+    ("embeddings.token_type_embeddings.weight", "embed.W_S", False),
+    ("embeddings.LayerNorm.weight", "embed.ln.gamma", False),
+    ("embeddings.LayerNorm.bias", "embed.ln.beta", False),
+    ("encoder.layer.{l}.attention.self.query.weight", "layer.{l}.attn.W_Q", True),
+    ("encoder.layer.{l}.attention.self.query.bias", "layer.{l}.attn.b_Q", False),
+    ("encoder.layer.{l}.attention.self.key.weight", "layer.{l}.attn.W_K", True),
+    ("encoder.layer.{l}.attention.self.key.bias", "layer.{l}.attn.b_K", False),
+    ("encoder.layer.{l}.attention.self.value.weight", "layer.{l}.attn.W_V", True),
+    ("encoder.layer.{l}.attention.self.value.bias", "layer.{l}.attn.b_V", False),
+    ("encoder.layer.{l}.attention.output.dense.weight", "layer.{l}.attn.W_O", True),
+    ("encoder.layer.{l}.attention.output.dense.bias", "layer.{l}.attn.b_O", False),
+    ("encoder.layer.{l}.attention.output.LayerNorm.weight", "layer.{l}.attn.ln.gamma", False),
+    ("encoder.layer.{l}.attention.output.LayerNorm.bias", "layer.{l}.attn.ln.beta", False),
+    ("encoder.layer.{l}.intermediate.dense.weight", "layer.{l}.ffn.W_up", True),
+    ("encoder.layer.{l}.intermediate.dense.bias", "layer.{l}.ffn.b_up", False),
+    ("encoder.layer.{l}.output.dense.weight", "layer.{l}.ffn.W_down", True),
+    ("encoder.layer.{l}.output.dense.bias", "layer.{l}.ffn.b_down", False),
+    ("encoder.layer.{l}.output.LayerNorm.weight", "layer.{l}.ffn.ln.gamma", False),
+    ("encoder.layer.{l}.output.LayerNorm.bias", "layer.{l}.ffn.ln.beta", False),
+    ("pooler.dense.weight", "pooler.W", True),
+    ("pooler.dense.bias", "pooler.b", False),
+    ("cls.predictions.transform.dense.weight", "mlm.W_t", True),
+    ("cls.predictions.transform.dense.bias", "mlm.b_t", False),
+    ("cls.predictions.transform.LayerNorm.weight", "mlm.ln.gamma", False),
+    ("cls.predictions.transform.LayerNorm.bias", "mlm.ln.beta", False),
+    ("cls.predictions.bias", "mlm.bias", False),
+    ("cls.seq_relationship.weight", "nsp.W", True),
+    ("cls.seq_relationship.bias", "nsp.b", False),
+)
+
+# checkpoint entries that are not weights, or that duplicate one (tied), and are skipped
+HF_IGNORED = (
+    re.compile(r"^embeddings\.position_ids$"),
+    re.compile(r"^embeddings\.token_type_ids$"),
+    re.compile(r"^cls\.predictions\.decoder\.weight$"),  # tied to embed.W_T (checked when present)
+    re.compile(r"^cls\.predictions\.decoder\.bias$"),  # the same tensor as cls.predictions.bias
+)
+
+_MAP_RE = [
+    (re.compile("^" + re.escape(hf).replace(r"\{l\}", r"(?P<l>\d+)") + "$"), ours, t)
+    for hf, ours, t in HF_NAME_MAP
+]
+
+
+def normalise_hf_name(name: str) -> str:
+    """Drop the `bert.` prefix of BertFor* checkpoints and rename legacy gamma/beta."""
+    if name.startswith("bert."):
+        name = name[len("bert."):]
+    name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
+    name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
+    return name
+
+
+def engine_name(hf_name: str) -> tuple[str, bool] | None:
+    """(engine name, transpose?) for a normalised hugging face name, or None if unknown."""
+    for pattern, ours, transpose in _MAP_RE:
+        m = pattern.match(hf_name)
+        if m:
+            return (ours.replace("{l}", m.group("l")) if "{l}" in ours else ours), transpose
+    return None
+
+
+def from_hf_state(state: Mapping, config: BertConfig) -> dict:
+    """Map a hugging face state dict (host arrays) to engine weights, checking everything first.
+
+    Raises one CheckpointError listing every missing, unexpected, mis-shaped or non-finite
+    tensor by its checkpoint key, before anything is built.
+    """
+    problems: list[str] = []
+    weights: dict = {}
+    origin: dict[str, str] = {}
+    decoder_weight = None
+    for raw_name, array in state.items():
+        name = normalise_hf_name(raw_name)
+        if name == "cls.predictions.decoder.weight":
+            decoder_weight = (raw_name, array)
+        if any(p.match(name) for p in HF_IGNORED):
+            continue
+        mapped = engine_name(name)
+        if mapped is None:
+            problems.append(f"unexpected tensor {raw_name!r} {tuple(array.shape)}")
+            continue
+        ours, transpose = mapped
+        if ours in weights:
+            problems.append(f"{raw_name!r} duplicates {origin[ours]!r} (both map to {ours})")
+            continue
+        weights[ours] = backend.host_float32(array.T if transpose else array)
+        origin[ours] = raw_name
+
+    has_mlm = any(k.startswith("mlm.") for k in weights)
+    has_nsp = any(k.startswith("nsp.") for k in weights)
+    expected = param_shapes(config, mlm=has_mlm, nsp=has_nsp)
+    for ours, shape in expected.items():
+        if ours not in weights:
+            problems.append(f"missing tensor for {ours} (expected shape {shape})")
+        elif tuple(weights[ours].shape) != shape:
+            got = tuple(weights[ours].shape)
+            stored = got[::-1] if _transposed(ours) else got
+            problems.append(f"{origin[ours]!r} has shape {stored}, expected "
+                            f"{shape[::-1] if _transposed(ours) else shape} for {ours}")
+    for ours in weights:
+        if ours not in expected:
+            problems.append(f"unexpected tensor {origin[ours]!r}: layer index beyond num_layers "
+                            f"{config.num_layers}")
+    for ours, array in weights.items():
+        bad = backend.host_bad_values(array)
+        if bad:
+            problems.append(f"{origin[ours]!r} holds {bad} NaN/Inf value(s)")
+    if decoder_weight is not None and "embed.W_T" in weights and not problems:
+        raw_name, dec = decoder_weight
+        if tuple(dec.shape) != tuple(weights["embed.W_T"].shape):
+            problems.append(f"{raw_name!r} has shape {tuple(dec.shape)}; bert ties it to the token "
+                            f"embeddings {tuple(weights['embed.W_T'].shape)}")
+    if problems:
+        raise CheckpointError(
+            f"the checkpoint does not fit a BERT with {config.num_layers} layers, hidden size "
+            f"{config.hidden_size}, vocabulary {config.vocab_size} ({len(problems)} problem(s)):\n  - "
+            + "\n  - ".join(problems))
+    return weights
+
+
+def _transposed(ours: str) -> bool:
+    leaf = ours.rsplit(".", 1)[-1]
+    return leaf.startswith("W") and not ours.startswith("embed.")
+
+
+def to_hf_state(weights: Mapping) -> dict:
+    """Engine weights back to hugging face BertModel / BertForPreTraining names (host arrays).
+
+    Used by the reference script to load identical weights into transformers.
+    """
+    state = {}
+    prefix = "bert." if any(k.startswith(("mlm.", "nsp.")) for k in weights) else ""
+    for hf, ours, transpose in HF_NAME_MAP:
+        layers = sorted({int(k.split(".")[1]) for k in weights if k.startswith("layer.")}) if "{l}" in hf else [None]
+        for layer in layers:
+            o = ours.replace("{l}", str(layer)) if layer is not None else ours
+            if o not in weights:
+                continue
+            h = hf.replace("{l}", str(layer)) if layer is not None else hf
+            a = backend.to_host(weights[o])
+            state[(prefix if not h.startswith("cls.") else "") + h] = a.T.copy() if transpose else a
+    return state
