@@ -58,6 +58,24 @@ class Bert:
         return (f"<Bert {self.name}: L={c.num_layers} H={c.hidden_size} A={c.num_heads} F={c.ffn_size} "
                 f"V={c.vocab_size}{heads} on {self.backend}>")
 
+    def variant(self, *, name: str | None = None, weights: dict | None = None, **config_changes) -> "Bert":
+        """A new model with some config fields and/or weights replaced; this one is unchanged.
+
+        For what-if experiments: `model.variant(hidden_act="relu")`,
+        `model.variant(attention_scale=1 / 768 ** 0.5)`, `model.variant(weights={"layer.0.attn.W_O": I})`.
+        """
+        unknown = sorted(set(weights or {}) - set(self.weights))
+        if unknown:
+            raise KeyError(f"variant() can only replace existing weights; unknown: {unknown}")
+        new_weights = {**{k: backend.to_host(v) for k, v in self.weights.items()},
+                       **{k: backend.host_float32(backend.to_host(v)) for k, v in (weights or {}).items()}}
+        for k, v in (weights or {}).items():
+            if tuple(new_weights[k].shape) != tuple(self.weights[k].shape):
+                raise ValueError(f"{k} must keep its shape {tuple(self.weights[k].shape)}, got {tuple(v.shape)}")
+        changes = ", ".join(f"{k}={v!r}" for k, v in config_changes.items()) or "weights changed"
+        return Bert(self.config.replace(**config_changes), new_weights, self.tokenizer,
+                    name=name or f"{self.name} [{changes}]", backend_name=self.backend, source=self.source)
+
     # --- input
     def tokenize(self, text: str, pair: str | None = None, *, truncate: bool = False, pad_to: int | None = None):
         """The exact model input: tokens, ids, segments, mask and character spans."""
