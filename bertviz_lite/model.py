@@ -49,6 +49,10 @@ class Bert:
         return "mlm.bias" in self.weights
 
     @property
+    def has_pooler(self) -> bool:
+        return "pooler.W" in self.weights
+
+    @property
     def has_nsp(self) -> bool:
         return "nsp.W" in self.weights
 

@@ -95,7 +95,7 @@ def count_params(model) -> ParamLedger:
     rows = [(step_of_param(name), name, tuple(int(s) for s in w.shape), _numel(w.shape))
             for name, w in model.weights.items()]
     ledger = ParamLedger(rows, tied=("embed.W_T (mlm output layer)",) if model.has_mlm else ())
-    expected = formula_total(model.config, mlm=model.has_mlm, nsp=model.has_nsp)
+    expected = formula_total(model.config, mlm=model.has_mlm, nsp=model.has_nsp, pooler=model.has_pooler)
     if ledger.total != expected:
         raise AssertionError(f"loaded arrays hold {ledger.total:,} parameters but the config's formula gives "
                              f"{expected:,}: a weight has an unexpected shape")
@@ -146,10 +146,10 @@ def convention_total(c: BertConfig, conv: Convention = Convention()) -> int:
     return total
 
 
-def formula_total(c: BertConfig, *, mlm: bool = False, nsp: bool = False) -> int:
+def formula_total(c: BertConfig, *, mlm: bool = False, nsp: bool = False, pooler: bool = True) -> int:
     """The count a loaded model must have: BertModel plus whichever heads it carries."""
-    by_shapes = sum(_numel(s) for s in param_shapes(c, mlm=mlm, nsp=nsp).values())
-    closed = convention_total(c, Convention(mlm_head=mlm, nsp_head=nsp))
+    by_shapes = sum(_numel(s) for s in param_shapes(c, mlm=mlm, nsp=nsp, pooler=pooler).values())
+    closed = convention_total(c, Convention(mlm_head=mlm, nsp_head=nsp, pooler=pooler))
     assert by_shapes == closed, (by_shapes, closed)  # the two derivations agree
     return closed
 

@@ -92,12 +92,13 @@ MODEL_STEPS = tuple(s for s in STEPS if s.scope == "model")
 LAYER_STEPS = tuple(s for s in STEPS if s.scope == "layer")
 
 
-def trace_keys(num_layers: int, mlm: bool = False) -> list[str]:
+def trace_keys(num_layers: int, mlm: bool = False, pooler: bool = True) -> list[str]:
     """Every trace key in forward order: embed.*, layer.0.* ... layer.{L-1}.*, pooler.out (, mlm.logits)."""
     keys = [s.key for s in STEPS if s.key.startswith("embed.")]
     for layer in range(num_layers):
         keys += [f"layer.{layer}.{s.key}" for s in LAYER_STEPS]
-    keys.append("pooler.out")
+    if pooler:
+        keys.append("pooler.out")
     if mlm:
         keys.append("mlm.logits")
     return keys

@@ -108,11 +108,12 @@ def wants(key: str, keep: tuple[str, ...] | None) -> bool:
     return any(fnmatch.fnmatchcase(key, p) or fnmatch.fnmatchcase(step, p) for p in keep)
 
 
-def estimate_trace_bytes(config, n: int, *, keep=None, itemsize: int = 4, mlm: bool = False) -> int:
+def estimate_trace_bytes(config, n: int, *, keep=None, itemsize: int = 4, mlm: bool = False,
+                         pooler: bool = True) -> int:
     """Bytes a trace of n tokens will hold, from the declared axes (before running anything)."""
     keep = _compile_keep(keep)
     total = 0
-    for key in schema.trace_keys(config.num_layers, mlm=mlm):
+    for key in schema.trace_keys(config.num_layers, mlm=mlm, pooler=pooler):
         if wants(key, keep):
             size = 1
             for s in schema.shape_of(key, config, n):

@@ -61,12 +61,14 @@ def nsp_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
     return {"nsp.W": (c.hidden_size, 2), "nsp.b": (2,)}
 
 
-def param_shapes(c: BertConfig, *, mlm: bool = False, nsp: bool = False) -> dict[str, tuple[int, ...]]:
-    """Every weight of the model, in forward order, with its shape."""
+def param_shapes(c: BertConfig, *, mlm: bool = False, nsp: bool = False,
+                 pooler: bool = True) -> dict[str, tuple[int, ...]]:
+    """Every weight of the model, in forward order, with its shape (BertForMaskedLM has no pooler)."""
     shapes = embedding_shapes(c)
     for layer in range(c.num_layers):
         shapes.update(layer_shapes(c, layer))
-    shapes.update(pooler_shapes(c))
+    if pooler:
+        shapes.update(pooler_shapes(c))
     if mlm:
         shapes.update(mlm_shapes(c))
     if nsp:
@@ -203,7 +205,9 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
 
     has_mlm = any(k.startswith("mlm.") for k in weights)
     has_nsp = any(k.startswith("nsp.") for k in weights)
-    expected = param_shapes(config, mlm=has_mlm, nsp=has_nsp)
+    # BertModel and BertForPreTraining carry a pooler; BertForMaskedLM has none
+    has_pooler = any(k.startswith("pooler.") for k in weights) or not has_mlm
+    expected = param_shapes(config, mlm=has_mlm, nsp=has_nsp, pooler=has_pooler)
     for ours, shape in expected.items():
         if ours not in weights:
             problems.append(f"missing tensor for {ours} (expected shape {shape})")
