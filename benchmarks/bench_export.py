@@ -1,0 +1,101 @@
+"""Size and speed of the self-contained HTML export, for n = 32, 128, 512 tokens (BERT-base,
+random weights: the hardest case to compress, attention close to uniform noise).
+
+    .venv/bin/python benchmarks/bench_export.py [--n 32 128 512] [--no-browser]
+
+For each n it prints: the page size, how many layers are sent at full resolution, the time
+to export (median of --reps), and the time for headless chromium to open the page from
+file:// and draw the heatmap (navigation to the first drawn .main-svg, median of --reps),
+then to open each other tab. The browser part needs /usr/bin/chromium and playwright.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+BUDGET = 15_000_000
+
+
+def make_trace(model, n: int):
+    tr = model.trace(" ".join(["word"] * (n - 2)), pad_to=n)
+    assert tr.n_real == n, (tr.n_real, n)
+    return tr
+
+
+def time_export(tr, ledger, path: Path, reps: int) -> float:
+    from bertviz_lite.views import export_html
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        export_html(tr, path, ledger=ledger)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def time_browser(path: Path, reps: int) -> dict:
+    from playwright.sync_api import sync_playwright
+    out: dict[str, list[float]] = {}
+    with sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(), executable_path=CHROMIUM, headless=True,
+                                                   args=ARGS, viewport={"width": 1200, "height": 900})
+        for _ in range(reps):
+            page = ctx.new_page()
+            t = time.perf_counter()
+            page.goto(path.as_uri())
+            page.wait_for_function("window.bvl && document.querySelector('#bvl-heatmap .main-svg')", timeout=120_000)
+            page.evaluate("window.bvl.ready")
+            out.setdefault("load+heatmap", []).append(time.perf_counter() - t)
+            for tab in ("model", "head", "steps", "params"):
+                t = time.perf_counter()
+                page.evaluate(f"window.bvl.open('{tab}')")
+                out.setdefault(tab, []).append(time.perf_counter() - t)
+            page.close()
+        ctx.close()
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[32, 128, 512])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--no-browser", action="store_true")
+    args = ap.parse_args(argv)
+    import bertviz_lite as bv
+    model = bv.load("random", seed=0)
+    ledger = bv.count_params(model)
+    browser = not args.no_browser and os.path.exists(CHROMIUM)
+    if not browser and not args.no_browser:
+        print(f"(no {CHROMIUM}: browser timings skipped)")
+    tmp = Path(tempfile.mkdtemp())
+    print(f"{'n':>5} {'size MB':>8} {'full layers':>12} {'export s':>9} {'open+draw s':>12} "
+          f"{'model s':>8} {'head s':>7} {'steps s':>8} {'params s':>9}")
+    for n in args.n:
+        tr = make_trace(model, n)
+        path = tmp / f"export_{n}.html"
+        t_export = time_export(tr, ledger, path, args.reps)
+        size = path.stat().st_size
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text.split('id="bvl-data">')[1].split("</script>")[0])
+        count = data["layers"] if n <= data["small"]["size"] else len(data["full"])
+        full = f"{count}/{data['layers']}"
+        row = f"{n:>5} {size / 1e6:>8.2f} {full:>12} {t_export:>9.2f}"
+        if browser:
+            b = time_browser(path, args.reps)
+            row += (f" {b['load+heatmap']:>12.2f} {b['model']:>8.2f} {b['head']:>7.2f} {b['steps']:>8.2f}"
+                    f" {b['params']:>9.2f}")
+        print(row + ("" if size < BUDGET else f"   OVER the {BUDGET / 1e6:.0f} MB budget"), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
