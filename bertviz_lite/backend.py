@@ -110,6 +110,8 @@ def to_host(x) -> np.ndarray:
     """Any backend's array as a numpy array (a copy only when it lives elsewhere)."""
     if isinstance(x, np.ndarray):
         return x
+    if isinstance(x, np.generic):  # a numpy scalar (what a full reduction returns)
+        return np.asarray(x)
     if array_api_compat.is_cupy_array(x):
         return x.get()
     return np.from_dlpack(x)

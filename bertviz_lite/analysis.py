@@ -1,0 +1,275 @@
+"""Analysis of a trace: free functions that take a `Trace` and return small host arrays.
+
+What the lessons measure and users reuse: how spread out each head's attention is
+(`head_entropy`, `max_weight`), where it goes (`attention_to`: [CLS], [SEP], punctuation,
+the previous / next token, itself; cf. Clark et al. 2019, "What does BERT look at?"),
+how token vectors change with depth (`representation_similarity`, `token_similarity`),
+what a LayerNorm computes versus what it learns (`layer_norm_stats`), and how far two
+traces of the same input drift apart (`max_abs_difference`).
+
+Engine rule: no numpy here. Every computation runs in the array namespace of the trace's
+own arrays (numpy, cupy or array_api_strict), in float64 where the backend has it, and only
+the (small) result comes back to the host with `backend.to_host`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from . import backend, tokenizer
+
+# layernorm steps and the tensor each one normalises (its input)
+LAYER_NORM_INPUTS = {"embed.ln": "embed.sum", "attn.ln": "attn.resid", "ffn.ln": "ffn.resid"}
+TARGETS = ("[CLS]", "[SEP]", "punct", "prev", "next", "self")
+
+
+# ------------------------------------------------------------------------------------------
+# small helpers (array-api only)
+# ------------------------------------------------------------------------------------------
+
+
+def _wide(x):
+    """x in the widest float its namespace has (float64; float32 where there is none)."""
+    xp = backend.namespace_of(x)
+    target = getattr(xp, "float64", None) or xp.float32
+    try:
+        return xp.astype(x, target)
+    except (TypeError, ValueError):  # a backend without float64 support on this device
+        return xp.astype(x, xp.float32)
+
+
+def _real_positions(trace) -> list[int]:
+    return [i for i, m in enumerate(trace.mask) if m]
+
+
+def _real_maps(trace, layer: int):
+    """One layer's attention maps over real tokens: [A, n_real, n_real], float64."""
+    return _wide(trace.real(trace.get("attn.probs", layer=layer), ("head", "query", "key")))
+
+
+def _row_entropy(p, xp):
+    """-sum_k p log p over the last axis; 0 log 0 = 0   [..., n] -> [...]."""
+    safe = xp.where(p > 0, p, xp.ones_like(p))  # log(1) = 0 where p = 0
+    return -xp.sum(p * xp.log(safe), axis=-1)
+
+
+def _stack_layers(values: list, xp):
+    return xp.stack(values, axis=0)
+
+
+def is_punctuation(token: str) -> bool:
+    """Whether a wordpiece is punctuation only ('.', ',', '?', '$', '##!'): the characters the
+    tokenizer splits off as punctuation."""
+    t = token[2:] if token.startswith("##") else token
+    return bool(t) and all(tokenizer.is_punctuation(ch) for ch in t)
+
+
+# ------------------------------------------------------------------------------------------
+# how spread out attention is
+# ------------------------------------------------------------------------------------------
+
+
+def head_entropy(trace, *, normalize: bool = False):
+    """Mean entropy (nats) of each head's attention rows over the real tokens -> [layer, head].
+
+    A row spread evenly over n tokens has entropy log n (the largest possible); a row on one
+    token has 0. normalize=True divides by log n, so 1 is uniform and 0 is one-hot.
+    """
+    n = trace.n_real
+    out = []
+    for layer in range(trace.num_layers):
+        p = _real_maps(trace, layer)  # [A, n, n]
+        xp = backend.namespace_of(p)
+        out.append(xp.mean(_row_entropy(p, xp), axis=-1))  # [A]
+    h = _stack_layers(out, xp)  # [L, A]
+    if normalize:
+        h = h / math.log(n) if n > 1 else xp.zeros_like(h)
+    return backend.to_host(h)
+
+
+def max_weight(trace):
+    """Mean over real queries of each row's largest attention weight -> [layer, head].
+
+    1/n means uniform rows, 1 means every row is one-hot (a saturated softmax).
+    """
+    out = []
+    for layer in range(trace.num_layers):
+        p = _real_maps(trace, layer)
+        xp = backend.namespace_of(p)
+        out.append(xp.mean(xp.max(p, axis=-1), axis=-1))
+    return backend.to_host(_stack_layers(out, xp))
+
+
+# ------------------------------------------------------------------------------------------
+# where attention goes
+# ------------------------------------------------------------------------------------------
+
+
+def _target_matrix(trace, which: str, xp, dtype):
+    """[n_real, n_real] of 0/1: which (query, key) cells count as attention to `which`."""
+    real = _real_positions(trace)
+    tokens = [trace.tokens[i] for i in real]
+    n = len(real)
+    q = xp.reshape(xp.arange(n), (n, 1))
+    k = xp.reshape(xp.arange(n), (1, n))
+    if which == "self":
+        cells = q == k
+    elif which == "prev":
+        cells = k == q - 1
+    elif which == "next":
+        cells = k == q + 1
+    else:
+        if which == "punct":
+            flags = [is_punctuation(t) for t in tokens]
+        elif which.startswith("[") and which.endswith("]"):
+            flags = [t == which for t in tokens]
+        else:
+            raise ValueError(f"unknown target {which!r}: use one of {TARGETS} or a special token like '[PAD]'")
+        cells = xp.reshape(xp.asarray(flags), (1, n)) & (q >= 0)
+    return xp.astype(cells, dtype)
+
+
+def attention_to(trace, which: Iterable[str] = TARGETS, *, per_query: bool = False) -> dict:
+    """Share of attention each head gives to some keys: {target: [layer, head]} (or
+    [layer, head, query] with per_query=True), averaged over the real query tokens.
+
+    Targets: '[CLS]', '[SEP]' (or any special token), 'punct' (punctuation wordpieces),
+    'prev' / 'next' (the token just before / after the query), 'self' (the query itself).
+    Each share is between 0 and 1; targets can overlap ('prev' of the first word is [CLS]).
+    """
+    which = (which,) if isinstance(which, str) else tuple(which)
+    maps = [_real_maps(trace, layer) for layer in range(trace.num_layers)]
+    xp = backend.namespace_of(maps[0])
+    p = _stack_layers(maps, xp)  # [L, A, n, n]
+    out = {}
+    for target in which:
+        cells = _target_matrix(trace, target, xp, p.dtype)  # [n, n]
+        share = xp.sum(p * cells, axis=-1)  # [L, A, n]
+        out[target] = backend.to_host(share if per_query else xp.mean(share, axis=-1))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# how token vectors change with depth
+# ------------------------------------------------------------------------------------------
+
+
+def layer_outputs(trace):
+    """Z_0 (embed.ln), Z_1 .. Z_L (layer.{l}.ffn.ln) over the real tokens: [L + 1, n_real, H]."""
+    zs = [trace["embed.ln"]] + [trace.get("ffn.ln", layer=layer) for layer in range(trace.num_layers)]
+    zs = [_wide(trace.real(z, ("token", "hidden"))) for z in zs]
+    return _stack_layers(zs, backend.namespace_of(zs[0]))
+
+
+def _cosine(a, b, xp):
+    """Cosine of matching rows   [..., H], [..., H] -> [...]."""
+    na = xp.sqrt(xp.sum(a * a, axis=-1))
+    nb = xp.sqrt(xp.sum(b * b, axis=-1))
+    return xp.sum(a * b, axis=-1) / (na * nb)
+
+
+def representation_similarity(trace, against: str = "input"):
+    """Cosine similarity of each real token's vector at every depth -> [L + 1, n_real].
+
+    against='input': Z_l[t] vs Z_0[t] (how far a token has moved from its embedding);
+    'previous': Z_l[t] vs Z_{l-1}[t] (how much one layer changes it; row 0 is 1);
+    'mean': Z_l[t] vs the mean of Z_l over the tokens (how alike the tokens have become).
+    """
+    z = layer_outputs(trace)  # [L+1, n, H]
+    xp = backend.namespace_of(z)
+    if against == "input":
+        ref = xp.broadcast_to(z[0:1, ...], z.shape)
+    elif against == "previous":
+        ref = xp.concat([z[0:1, ...], z[:-1, ...]], axis=0)
+    elif against == "mean":
+        ref = xp.broadcast_to(xp.mean(z, axis=1, keepdims=True), z.shape)
+    else:
+        raise ValueError(f"against must be 'input', 'previous' or 'mean', got {against!r}")
+    return backend.to_host(_cosine(z, ref, xp))
+
+
+def token_similarity(trace, layer: int | None = None):
+    """Cosine similarity between every two real tokens at one depth -> [n_real, n_real].
+
+    layer=None is Z_0 (after the embedding layernorm); layer=l is Z_{l+1}, the output of layer l.
+    """
+    z = layer_outputs(trace)
+    xp = backend.namespace_of(z)
+    zl = z[0 if layer is None else trace.check_layer(layer) + 1]  # [n, H]
+    unit = zl / xp.sqrt(xp.sum(zl * zl, axis=-1, keepdims=True))
+    return backend.to_host(unit @ xp.permute_dims(unit, (1, 0)))
+
+
+def mean_token_similarity(trace):
+    """Mean cosine between two different real tokens at each depth -> [L + 1].
+
+    Rises when the stack makes every token's vector alike (the 'anisotropy' of deep layers).
+    """
+    z = layer_outputs(trace)
+    xp = backend.namespace_of(z)
+    n = z.shape[1]
+    unit = z / xp.sqrt(xp.sum(z * z, axis=-1, keepdims=True))
+    sims = unit @ xp.permute_dims(unit, (0, 2, 1))  # [L+1, n, n]
+    off = xp.sum(sims, axis=(1, 2)) - xp.sum(xp.sum(unit * unit, axis=-1), axis=-1)  # drop the diagonal
+    return backend.to_host(off / (n * (n - 1)))
+
+
+# ------------------------------------------------------------------------------------------
+# layernorm: computed statistics vs learned parameters
+# ------------------------------------------------------------------------------------------
+
+
+def layer_norm_stats(trace, key: str) -> dict:
+    """Per-token statistics around one layernorm step ('embed.ln', 'layer.3.attn.ln', ...).
+
+    Returns host arrays over the real tokens:
+    'input_mean', 'input_std': the mean and standard deviation the layernorm *computes* from
+    each token's input vector (they change with every input; nothing learned);
+    'output_mean', 'output_std': the same of its output, which are 0 and 1 only when the learned
+    gain is 1 and the learned bias 0 (a random init; a trained model moves them).
+    """
+    layer, step = _split(trace, key)
+    if step not in LAYER_NORM_INPUTS:
+        raise ValueError(f"{key!r} is not a layernorm step; use one of {sorted(LAYER_NORM_INPUTS)} "
+                         "(per layer: 'layer.{l}.attn.ln', 'layer.{l}.ffn.ln')")
+    src = LAYER_NORM_INPUTS[step] if layer is None else f"layer.{layer}.{LAYER_NORM_INPUTS[step]}"
+    out = {}
+    for prefix, k in (("input", src), ("output", key)):
+        x = _wide(trace.real(trace[k], ("token", "hidden")))
+        xp = backend.namespace_of(x)
+        out[f"{prefix}_mean"] = backend.to_host(xp.mean(x, axis=-1))
+        out[f"{prefix}_std"] = backend.to_host(xp.std(x, axis=-1))
+    return out
+
+
+def _split(trace, key: str):
+    if key.startswith("layer."):
+        _, layer, step = key.split(".", 2)
+        return trace.check_layer(int(layer)), step
+    return None, key
+
+
+# ------------------------------------------------------------------------------------------
+# comparing two traces of the same input (what-if experiments)
+# ------------------------------------------------------------------------------------------
+
+
+def max_abs_difference(a, b, key: str, *, positions: Iterable[int] | None = None) -> float:
+    """Largest |a[key] - b[key]| over the given token positions (default: the real tokens of a).
+
+    The positions index the token, query and key axes of both traces, so a padded trace can be
+    compared with an unpadded or unmasked one on the tokens they share.
+    """
+    pos = list(_real_positions(a) if positions is None else positions)
+    axes = a.axes(key)
+    xa, xb = _wide(a[key]), _wide(b[key])
+    xp = backend.namespace_of(xa)
+    idx = xp.asarray(pos)
+    for i, ax in enumerate(axes):
+        if ax in ("token", "query", "key"):
+            xa, xb = xp.take(xa, idx, axis=i), xp.take(xb, idx, axis=i)
+    d = xp.abs(xa - xb)
+    finite = xp.isfinite(xa) & xp.isfinite(xb)
+    d = xp.where(finite, d, xp.zeros_like(d))  # -inf scores on both sides are equal
+    return float(backend.to_host(xp.max(d)))
