@@ -156,7 +156,7 @@ def formula_total(c: BertConfig, *, mlm: bool = False, nsp: bool = False, pooler
 
 # (source, convention, what it includes, what it leaves out)
 SOURCES: tuple[tuple[str, Convention, str, str], ...] = (
-    ("Hugging Face BertModel (bert-base-uncased)", Convention(),
+    ("Hugging Face BertModel", Convention(),
      "embeddings with segments and layernorm, 12 layers with every bias and layernorm, pooler",
      "pre-training heads"),
     ("Hugging Face BertForPreTraining", Convention(mlm_head=True, nsp_head=True),
