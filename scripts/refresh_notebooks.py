@@ -1,0 +1,67 @@
+"""Run lesson notebooks and store only the outputs nbval checks.
+
+    .venv/bin/python scripts/refresh_notebooks.py                 # every notebooks/NN_*.ipynb
+    .venv/bin/python scripts/refresh_notebooks.py notebooks/03_one_head.ipynb
+
+Each notebook is executed top to bottom in notebooks/ (as nbval does), without storing widget
+state (plotly's FigureWidget would add ~5 MB of JavaScript per widget). Then every output is
+cleared except those of cells marked `# NBVAL_CHECK_OUTPUT`: those are the numbers a lesson
+teaches, and nbval (`pytest --nbval-lax`) compares them on every CI run. Committed notebooks stay
+small and deterministic. A notebook that takes longer than --budget seconds fails the run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECK = "NBVAL_CHECK_OUTPUT"
+
+
+def refresh(path: Path, budget: float) -> float:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=False,
+                            resources={"metadata": {"path": str(path.parent)}})
+    t0 = time.perf_counter()
+    client.execute()
+    took = time.perf_counter() - t0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if CHECK not in cell.source:
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)
+    nb.metadata.pop("widgets", None)
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
+    if took > budget:
+        raise SystemExit(f"{path.name} took {took:.1f} s, more than the {budget:.0f} s budget of a lesson")
+    return took
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("paths", nargs="*", type=Path)
+    p.add_argument("--budget", type=float, default=90.0, help="seconds one lesson may take (default 90)")
+    args = p.parse_args(argv)
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    paths = args.paths or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    total = 0.0
+    for path in paths:
+        took = refresh(path.resolve(), args.budget)
+        total += took
+        print(f"{path.name:40s} {took:6.1f} s  {path.stat().st_size / 1024:7.1f} KiB")
+    print(f"{'total':40s} {total:6.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
