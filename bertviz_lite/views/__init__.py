@@ -4,21 +4,16 @@ and the notebook explorer.
     from bertviz_lite.views import attention_heatmap, model_view, head_view, step_view
     fig = attention_heatmap(tr, layer=0, head=3)        # a go.Figure; show it yourself
 
-matplotlib (for PNGs) and the explorer are imported only when first used.
+matplotlib (for PNGs) and the widget libraries (for the explorer) are imported only when first used.
 """
 
+from .explorer import explore  # imports ipywidgets/anywidget only when called
 from .export import export_html
 from .figures import (PAIR_FILTERS, attention_heatmap, head_view, model_view, param_breakdown, step_view,
                       stepper_steps)
 
 __all__ = ["PAIR_FILTERS", "attention_heatmap", "explore", "export_html", "head_view", "model_view",
            "param_breakdown", "save_png", "step_view", "stepper_steps", "to_png"]
-
-
-def explore(*args, **kwargs):
-    """The interactive notebook explorer (see `bertviz_lite.views.explore`)."""
-    from .explore import explore as _explore
-    return _explore(*args, **kwargs)
 
 
 def to_png(*args, **kwargs):

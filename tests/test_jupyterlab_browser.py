@@ -1,0 +1,339 @@
+"""The explorer in a real JupyterLab 4 driven by headless chromium: the notebook runs, the
+attention map draws (not blank, the trace's own values), the head / layer / sentence
+selectors change it, every tab draws, the kernel sees the selection, and no request leaves
+127.0.0.1 (or data:, blob:, about:).
+
+The test starts its own JupyterLab (a free port, a fresh token, temporary root, config,
+settings and workspaces, the news toast off) and always stops it. `JupyterLab`,
+`launch_browser` and `run_all` are reused by benchmarks/bench_explore.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+LOCAL = ("data:", "blob:", "about:")
+
+# the notebook's model: small and seeded, so this process can rebuild the same trace
+CONFIG = {"hidden_size": 96, "num_layers": 3, "num_heads": 6, "ffn_size": 384}
+TEXT, PAIR = "The cat sat on the mat.", "It was tired."
+CELLS = [
+    "import bertviz_lite as bv\n"
+    f"model = bv.load('random', seed=5, config={CONFIG!r})\n"
+    f"tr = model.trace({TEXT!r}, pair={PAIR!r}, pad_to=32)\n"
+    "w = bv.explore(tr, model=model)\n"
+    "w",
+    "print('selection', w.tab, w.layer, w.head, w.kind, w.pair_filter)",
+]
+
+
+# ------------------------------------------------------------------------------------------
+# a private JupyterLab server
+# ------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class JupyterLab:
+    """JupyterLab on 127.0.0.1 with its own token, root, config and settings; `stop()` always ends it."""
+
+    def __init__(self, *, python: str = sys.executable, start_timeout: float = 90.0):
+        self.dir = Path(tempfile.mkdtemp(prefix="bvl-lab-"))
+        self.root = self.dir / "notebooks"
+        self.root.mkdir()
+        self.port, self.token = free_port(), secrets.token_hex(16)
+        settings = self.dir / "settings"
+        news = settings / "@jupyterlab" / "apputils-extension"
+        news.mkdir(parents=True)
+        (news / "notification.jupyterlab-settings").write_text(
+            json.dumps({"fetchNews": "false", "checkForUpdates": False}))  # the news toast covers screenshots
+        notebook = settings / "@jupyterlab" / "notebook-extension"
+        notebook.mkdir(parents=True)
+        (notebook / "tracker.jupyterlab-settings").write_text(
+            json.dumps({"windowingMode": "none"}))  # keep every cell's output in the page, also off screen
+        env = dict(os.environ, JUPYTER_CONFIG_DIR=str(self.dir / "config"), JUPYTER_DATA_DIR=str(self.dir / "data"),
+                   JUPYTER_RUNTIME_DIR=str(self.dir / "runtime"), IPYTHONDIR=str(self.dir / "ipython"),
+                   OMP_WAIT_POLICY="PASSIVE", JUPYTER_PLATFORM_DIRS="1")
+        self.log = open(self.dir / "server.log", "wb")
+        self.proc = subprocess.Popen(
+            [python, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={self.port}",
+             "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
+             f"--ServerApp.root_dir={self.root}", f"--LabApp.user_settings_dir={settings}",
+             f"--LabApp.workspaces_dir={self.dir / 'workspaces'}",
+             "--ServerApp.shutdown_no_activity_timeout=900",  # a safety net if this process dies hard
+             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+             "--LabApp.extension_manager=readonly"],  # the server asks no package index either
+            env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
+        deadline = time.monotonic() + start_timeout
+        while True:
+            try:
+                self.api("status")
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"JupyterLab did not start; its log:\n{self.server_log()[-3000:]}")
+                time.sleep(0.25)
+
+    def api(self, path: str, method: str = "GET"):
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/api/{path}", method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def url(self, notebook: str) -> str:
+        return f"http://127.0.0.1:{self.port}/lab/tree/{notebook}?token={self.token}"
+
+    def write_notebook(self, name: str, cells: list[str]) -> str:
+        import nbformat
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, self.root / name)
+        return name
+
+    def server_log(self) -> str:
+        self.log.flush()
+        return (self.dir / "server.log").read_text(errors="replace")
+
+    def stop(self) -> None:
+        """Shut the kernels down, then the server (SIGTERM, then SIGKILL to its process group)."""
+        if self.proc.poll() is None:
+            try:
+                for k in self.api("kernels") or []:
+                    self.api(f"kernels/{k['id']}", method="DELETE")
+            except OSError:
+                pass
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self.log.close()
+
+
+# ------------------------------------------------------------------------------------------
+# driving the page
+# ------------------------------------------------------------------------------------------
+
+
+def launch_browser(playwright, width: int = 1400, height: int = 1200):
+    return playwright.chromium.launch_persistent_context(
+        tempfile.mkdtemp(prefix="bvl-chromium-"), executable_path=CHROMIUM, headless=True, args=ARGS,
+        viewport={"width": width, "height": height})
+
+
+def record_requests(page, lab: JupyterLab) -> list[str]:
+    """Every URL the page asks for (http, websockets, workers)."""
+    urls: list[str] = []
+    page.on("request", lambda r: urls.append(r.url))
+    page.on("websocket", lambda ws: urls.append(ws.url))
+    return urls
+
+
+def foreign(urls: list[str], lab: JupyterLab) -> list[str]:
+    ours = (f"http://127.0.0.1:{lab.port}/", f"ws://127.0.0.1:{lab.port}/",
+            f"http://localhost:{lab.port}/", f"ws://localhost:{lab.port}/")
+    return [u for u in urls if not u.startswith(ours + LOCAL)]
+
+
+def run_all(page, lab: JupyterLab, notebook: str, timeout_ms: int = 90_000) -> None:
+    """Open a notebook, wait for its kernel, run every cell from the Run menu."""
+    page.goto(lab.url(notebook), timeout=timeout_ms)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=timeout_ms)
+    page.wait_for_function("document.body.innerText.includes('| Idle')", timeout=timeout_ms)  # the status bar
+    page.click(".lm-MenuBar-itemLabel:text-is('Run')", timeout=10_000)
+    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')", timeout=10_000)
+
+
+def cell_output(page, index: int) -> str:
+    return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea").inner_text(timeout=5_000)
+
+
+def rerun_cell(page, index: int, expect: str, timeout_ms: int = 20_000) -> str:
+    """Run one cell again (click it, Shift+Enter) and wait until its output contains `expect`."""
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    cell.locator(".jp-InputArea-prompt").click()
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_function(
+        "([i, s]) => (document.querySelectorAll('.jp-Notebook .jp-Cell')[i].querySelector('.jp-OutputArea')"
+        "?.innerText || '').includes(s)", arg=[index, expect], timeout=timeout_ms)
+    return cell_output(page, index)
+
+
+def wait_drawn(page, layer: int, head: int, pair: str = "all", timeout_ms: int = 30_000) -> dict:
+    page.wait_for_function(
+        "([l, h, p]) => { const c = document.querySelector('.bvl-heat'); "
+        "return c && c.bvl && c.bvl.layer === l && c.bvl.head === h && c.bvl.pair === p; }",
+        arg=[layer, head, pair], timeout=timeout_ms)
+    return drawn(page)
+
+
+def drawn(page) -> dict:
+    """What the attention canvas shows: selection, real-token positions, and the values."""
+    return page.evaluate("() => { const b = document.querySelector('.bvl-heat').bvl; return {layer: b.layer, "
+                         "head: b.head, kind: b.kind, pair: b.pair, rows: b.rows, cols: b.cols, "
+                         "values: Array.from(b.values)}; }")
+
+
+def distinct_colours(png: bytes) -> int:
+    from PIL import Image
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    return len(img.getcolors(maxcolors=1 << 20) or [])
+
+
+# ------------------------------------------------------------------------------------------
+# the test
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sync_api():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing: the browser tests drive the system chromium (apt-get install chromium)")
+    return pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+
+
+@pytest.fixture(scope="module")
+def lab(sync_api):
+    pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+    server = JupyterLab()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def trace():
+    """The notebook's trace, rebuilt here (same seed and config) to check the drawn values."""
+    import bertviz_lite as bv
+    return bv.load("random", seed=5, config=CONFIG).trace(TEXT, pair=PAIR, pad_to=32)
+
+
+def real_map(tr, layer, head, rows=None, cols=None):
+    from bertviz_lite.backend import to_host
+    real = [i for i, m in enumerate(tr.mask) if m]
+    rows = real if rows is None else [real[i] for i in rows]
+    cols = real if cols is None else [real[j] for j in cols]
+    return to_host(tr.get("attn.probs", layer=layer, head=head))[np.ix_(rows, cols)]
+
+
+def shoot(page, name: str) -> None:
+    """A full-page screenshot into $BVL_SCREENSHOTS (when set), to look at what was drawn."""
+    folder = os.environ.get("BVL_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+
+def test_explorer_in_jupyterlab(lab, sync_api, trace):
+    name = lab.write_notebook("explore.ipynb", CELLS)
+    with sync_api.sync_playwright() as p:
+        ctx = launch_browser(p)
+        ctx.set_default_timeout(30_000)
+        try:
+            page = ctx.new_page()
+            urls = record_requests(page, lab)
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            run_all(page, lab, name)
+
+            # the map draws: layer 0, head 0, real tokens only, the trace's own values
+            shown = wait_drawn(page, 0, 0, timeout_ms=60_000)
+            n = trace.n_real
+            assert trace.n == 32 > n  # padded: [PAD] must not appear
+            assert shown["rows"] == shown["cols"] == list(range(n))
+            np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 0))
+            shoot(page, "attention")
+            box = page.locator(".bvl-x-heatbox")
+            before = box.screenshot()
+            assert distinct_colours(page.locator(".bvl-heat").screenshot()) > 16  # a map, not a blank panel
+            labels = page.evaluate("() => document.querySelector('.bvl-x-title').textContent")
+            assert labels.startswith("layer 0, head 0") and "softmax" in labels
+
+            # head selector: the map changes to that head's map
+            page.click(".bvl-head[data-head='3']")
+            shown = wait_drawn(page, 0, 3)
+            np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 3))
+            assert box.screenshot() != before
+            assert not np.array_equal(real_map(trace, 0, 3), real_map(trace, 0, 0))
+
+            # layer selector, then the sentence-pair filter
+            page.select_option(".bvl-layer", "2")
+            shown = wait_drawn(page, 2, 3)
+            np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 2, 3))
+            page.select_option(".bvl-pair", "A->B")
+            shown = wait_drawn(page, 2, 3, "A->B")
+            segs = [trace.segments[i] for i, m in enumerate(trace.mask) if m]
+            a_rows = [i for i in range(n) if segs[i] == 0]
+            b_cols = [i for i in range(n) if segs[i] == 1]
+            assert shown["rows"] == a_rows and shown["cols"] == b_cols
+            np.testing.assert_array_equal(np.reshape(shown["values"], (len(a_rows), len(b_cols))),
+                                          real_map(trace, 2, 3, a_rows, b_cols))
+
+            # the kernel sees what the page selected
+            shoot(page, "attention-pair")
+            assert "selection attention 2 3 probs A->B" in rerun_cell(page, 1, "selection attention 2")
+
+            # every other tab draws its figure
+            page.click(".bvl-x-tab[data-tab='model']")
+            page.wait_for_selector(".bvl-model-plot .main-svg", timeout=60_000)
+            shoot(page, "model")
+            assert page.evaluate("document.querySelector('.bvl-model-plot').data.length") == 3 * 6
+            assert distinct_colours(page.locator(".bvl-model-plot").screenshot()) > 40
+            page.click(".bvl-x-tab[data-tab='steps']")
+            page.wait_for_selector(".bvl-step-plot .main-svg", timeout=60_000)
+            title = page.evaluate("document.querySelector('.bvl-step-plot').layout.title.text")
+            assert "embed.token" in title
+            page.click(".bvl-next")
+            page.wait_for_function("document.querySelector('.bvl-step-plot').layout.title.text"
+                                   ".includes('embed.position')")
+            shoot(page, "steps")
+            assert page.locator(".bvl-step-plot .heatmaplayer image").count() >= 1
+            page.click(".bvl-x-tab[data-tab='params']")
+            page.wait_for_selector(".bvl-params-plot .main-svg", timeout=60_000)
+            shoot(page, "params")
+            assert page.evaluate("document.querySelector('.bvl-params-plot').data[0].type") == "treemap"
+
+            # a click on a model-view panel opens that head in the attention tab
+            page.click(".bvl-x-tab[data-tab='model']")
+            page.wait_for_selector(".bvl-model-plot .main-svg")
+            target = page.evaluate(
+                "() => { const gd = document.querySelector('.bvl-model-plot');"
+                " const i = gd.data.findIndex(t => t.meta.layer === 1 && t.meta.head === 4);"
+                " const xa = gd._fullLayout[gd._fullData[i].xaxis.replace('x', 'xaxis')];"
+                " const ya = gd._fullLayout[gd._fullData[i].yaxis.replace('y', 'yaxis')];"
+                " const r = gd.querySelector('.main-svg').getBoundingClientRect();"
+                " return {x: r.left + xa._offset + xa._length / 2, y: r.top + ya._offset + ya._length / 2}; }")
+            page.mouse.click(target["x"], target["y"])
+            wait_drawn(page, 1, 4, "A->B")
+            assert page.locator(".bvl-x-section[data-tab='attention']").is_visible()
+
+            assert not errors, errors
+            assert urls, "requests are recorded"
+            assert not foreign(urls, lab), foreign(urls, lab)
+        finally:
+            ctx.close()
