@@ -33,10 +33,12 @@ HUB_TIMEOUT_S = 3.0
 
 
 def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | None = None,
-         mlm: bool = False, backend: str | None = None, cache_dir: str | os.PathLike | None = None) -> Bert:
+         mlm: bool = False, nsp: bool = False, backend: str | None = None,
+         cache_dir: str | os.PathLike | None = None) -> Bert:
     """Load a BERT to trace: 'random', 'minilm', a local folder, or a Hugging Face Hub id.
 
-    seed, config, mlm apply to 'random' (config: a BertConfig or a dict of changes to BERT-base);
+    seed, config, mlm, nsp apply to 'random' (config: a BertConfig or a dict of changes to BERT-base;
+    mlm and nsp add the pre-training heads, both together make BertForPreTraining);
     backend picks 'numpy', 'cupy' or 'array_api_strict' (default: cupy when a GPU is usable);
     cache_dir overrides the Hugging Face cache folder.
     """
@@ -44,9 +46,9 @@ def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | N
         raise TypeError(f"load() takes 'random', 'minilm', a folder or a Hub id, got {type(source).__name__}")
     source = os.fspath(source)
     if source == "random":
-        return load_random(seed=seed, config=config, mlm=mlm, backend=backend)
-    if config is not None or mlm:
-        raise ValueError("config= and mlm= apply only to load('random'); a checkpoint brings its own")
+        return load_random(seed=seed, config=config, mlm=mlm, nsp=nsp, backend=backend)
+    if config is not None or mlm or nsp:
+        raise ValueError("config=, mlm= and nsp= apply only to load('random'); a checkpoint brings its own")
     if source == "minilm":
         return Bert(*read_folder(find_minilm(cache_dir)), name="minilm (all-MiniLM-L6-v2)",
                     backend_name=backend, source=MINILM_REPO)
@@ -63,7 +65,7 @@ def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | N
 
 
 def load_random(*, seed: int = 0, config: BertConfig | dict | None = None, mlm: bool = False,
-                backend: str | None = None) -> Bert:
+                nsp: bool = False, backend: str | None = None) -> Bert:
     """BERT-base (or a config override) with N(0, 0.02) weights, zero biases, layernorm 1 and 0."""
     if isinstance(config, dict):
         config = BertConfig().replace(**config)
@@ -73,7 +75,7 @@ def load_random(*, seed: int = 0, config: BertConfig | dict | None = None, mlm: 
     tokenizer = WordPieceTokenizer.bert_base_uncased()
     if tokenizer.vocab_size != c.vocab_size:
         tokenizer = None  # another vocabulary size: trace token ids with trace_ids()
-    return Bert(c, W.random_weights(c, seed, mlm=mlm), tokenizer, name=f"random (seed {seed})",
+    return Bert(c, W.random_weights(c, seed, mlm=mlm, nsp=nsp), tokenizer, name=f"random (seed {seed})",
                 backend_name=backend, source="random")
 
 

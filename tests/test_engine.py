@@ -385,8 +385,10 @@ def test_reconcile_reproduces_every_popular_total():
     totals = dict(zip(table.column("source"), table.column("total")))
     # the totals the popular sources print (seed facts); each row is computed from its convention
     assert sorted(totals.values()) == sorted([109_482_240, 110_106_428, 109_705_010, 108_853_248, 102_326_784,
-                                              110_617_344, 109_482_240])
-    assert dict(zip(table.column("source"), table.column("rounded")))["the BERT paper"] == "110M"
+                                              110_617_344, 110_106_428])
+    # the paper's "110M" sits beside the count that rounds to it (BertModel's 109.5M does not)
+    paper = dict(zip(table.column("source"), table.rows))["the BERT paper"]
+    assert paper[3] == "110M" == f"{round(paper[1] / 1e6)}M"
 
 
 def test_ledger_counts_mlm_head_with_tied_decoder_once(small_mlm):
@@ -394,6 +396,18 @@ def test_ledger_counts_mlm_head_with_tied_decoder_once(small_mlm):
     H, V = small_mlm.config.hidden_size, small_mlm.config.vocab_size
     plain = bv.count_params(bv.load("random", seed=4, config=SMALL)).total
     assert ledger.total - plain == H * H + H + 2 * H + V  # transform + layernorm + bias, no V x H matrix
+
+
+def test_random_bert_for_pretraining_holds_the_seed_total():
+    # both heads on BERT-base: the arrays themselves add up to BertForPreTraining's total
+    model = bv.load("random", seed=0, mlm=True, nsp=True)
+    assert model.has_mlm and model.has_nsp
+    total = bv.count_params(model).total
+    assert total == formula_total(model.config, mlm=True, nsp=True) == 110_106_428
+    rows = dict(zip(bv.reconcile().column("source"), bv.reconcile().column("total")))
+    assert total == rows["Hugging Face BertForPreTraining"]
+    with pytest.raises(ValueError, match="nsp= apply only"):
+        bv.load("minilm", nsp=True)
 
 
 # ---------------------------------------------------------------------------------------------
