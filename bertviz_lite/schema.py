@@ -37,6 +37,7 @@ class Step:
     scope: str = "model"  # "model" or "layer" (recorded once per layer as layer.{l}.key)
     note: str = ""  # one line: what it is, or where sources disagree
     optional: str = ""  # "mlm" when only models with an mlm head record it
+    tied: tuple[str, ...] = ()  # weights it also reads that another step owns (counted there, once)
 
 
 STEPS: tuple[Step, ...] = (
@@ -84,7 +85,7 @@ STEPS: tuple[Step, ...] = (
          note="pooled [CLS] vector (the card omits the bias)"),
     Step("mlm.logits", "y", r"y = \mathrm{LN}(\mathrm{GELU}(Z_L W^t + b^t))\, W_T^\top + b^{mlm}",
          ("token", "vocab"), ("mlm.W_t", "mlm.b_t", "mlm.ln.gamma", "mlm.ln.beta", "mlm.bias"),
-         note="masked-lm logits; the output matrix is tied to W_T", optional="mlm"),
+         note="masked-lm logits; the output matrix is tied to W_T", optional="mlm", tied=("embed.W_T",)),
 )
 
 STEP_BY_KEY = {s.key: s for s in STEPS}
@@ -115,6 +116,11 @@ def split_key(key: str) -> tuple[int | None, str]:
 def step_of(key: str) -> Step:
     """The Step row of a full trace key."""
     return STEP_BY_KEY[split_key(key)[1]]
+
+
+def owner_of(weight: str) -> str:
+    """The model-scope step that owns (and counts) a weight, e.g. 'embed.W_T' -> 'embed.token'."""
+    return next(s.key for s in MODEL_STEPS if weight in s.reads)
 
 
 def axis_sizes(config, n: int) -> dict[str, int]:

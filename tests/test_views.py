@@ -278,6 +278,45 @@ def test_to_png_is_not_blank(small, padded, tmp_path, view):
     assert img[..., :3].std() > 0.05  # not a blank page
 
 
+def test_step_view_lists_the_tied_output_matrix_once(small_mlm):
+    tr = small_mlm.trace("The cat sat on the mat.")
+    ledger = bv.count_params(small_mlm)
+    for weights in (step_view(tr, "mlm.logits", ledger=ledger).layout.meta["weights"],
+                    step_view(tr, "mlm.logits").layout.meta["weights"]):
+        tied = [w for w in weights if w[0].startswith("embed.W_T")]
+        c = small_mlm.config
+        assert len(tied) == 1 and tied[0][1] == f"{c.vocab_size} x {c.hidden_size}" and tied[0][2] == 0
+        assert "embed.token" in tied[0][0]
+    # counted where it is owned, not twice
+    assert sum(w[2] for w in step_view(tr, "mlm.logits", ledger=ledger).layout.meta["weights"]) == \
+        sum(count for _, _, count in ledger.for_step("mlm.logits"))
+
+
+def test_static_step_axis_reads_real_columns(small_mlm):
+    from bertviz_lite.views import static
+    tr = small_mlm.trace("The cat sat on the mat.")
+    fig = step_view(tr, "mlm.logits", max_cells=2_000)  # the vocabulary becomes block means
+    heat = fig.data[0]
+    assert len(heat.x) < small_mlm.config.vocab_size
+    ax = static._step(fig, fig.layout.meta).axes[0]
+    lo, hi = sorted(ax.get_xlim())
+    assert lo == pytest.approx(-0.5) and hi == pytest.approx(small_mlm.config.vocab_size - 0.5)
+
+
+def test_static_fallback_draws_bars_lines_legend_and_axis_titles():
+    import plotly.graph_objects as go
+    from bertviz_lite.views import static
+    fig = go.Figure([go.Bar(x=["a", "b", "c"], y=[1, 3, 2], name="first"), go.Bar(x=["a", "b", "c"], y=[2, 1, 2],
+                     name="second"), go.Scatter(x=[0, 1, 2], y=[1, 2, 2.5], mode="lines", name="trend")])
+    fig.update_layout(title="entropy", xaxis_title="layer", yaxis_title="bits")
+    ax = static._generic(fig).axes[0]
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
+    assert heights == [1, 1, 2, 2, 2, 3]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["trend", "first", "second"]
+    assert ax.get_xlabel() == "layer" and ax.get_ylabel() == "bits"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
+
+
 def test_save_png(padded, tmp_path):
     out = save_png(padded, tmp_path / "h.png", view="heatmap", layer=1, head=0)
     assert _pixels(out)[..., :3].std() > 0.05

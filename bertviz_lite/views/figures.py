@@ -370,15 +370,18 @@ def step_stats(trace, key: str) -> list[tuple[str, str]]:
 
 
 def step_weights(trace, key: str, ledger=None) -> list[tuple[str, str, int]]:
-    """(weight, shape, parameters) the step reads: from the ledger, or the shapes from the config."""
-    if ledger is not None:
-        return [(name, " x ".join(map(str, shape)), count) for name, shape, count in ledger.for_step(key)]
+    """(weight, shape, parameters) the step reads: from the ledger, or the shapes from the config.
+    A tied weight (the mlm output reads W_T) is listed with 0 parameters: its owner counts it."""
     from ..weights import param_shapes
+    step = schema.step_of(key)
+    shapes = param_shapes(trace.config, mlm=True)
+    tied = [(f"{n} (tied to {schema.owner_of(n)})", " x ".join(map(str, shapes[n])), 0) for n in step.tied]
+    if ledger is not None:
+        return [(name, " x ".join(map(str, shape)), count) for name, shape, count in ledger.for_step(key)] + tied
     layer, rel = schema.split_key(key)
     prefix = "" if layer is None else f"layer.{layer}."
-    shapes = param_shapes(trace.config, mlm=True)
-    names = [prefix + r for r in schema.step_of(key).reads]
-    return [(n, " x ".join(map(str, shapes[n])), math.prod(shapes[n])) for n in names if n in shapes]
+    names = [prefix + r for r in step.reads]
+    return [(n, " x ".join(map(str, shapes[n])), math.prod(shapes[n])) for n in names if n in shapes] + tied
 
 
 def colour_limit(trace, key: str) -> tuple[float, bool]:
@@ -435,7 +438,8 @@ def step_view(trace, key: str, *, ledger=None, max_cells: int = 40_000) -> go.Fi
         height=height, width=920, margin=dict(l=10, r=10, t=top, b=bottom),
         meta=dict(view="step", key=key, latex=step.formula, plain=plain_formula(step.formula, html=False),
                   shape=shape_text(trace, key), note=step.note, stats=stats,
-                  weights=[list(w) for w in weights], head_axis=heads != [None], colour_limit=lim))
+                  weights=[list(w) for w in weights], head_axis=heads != [None], colour_limit=lim,
+                  columns=int(a.shape[1])))
     return fig
 
 

@@ -138,12 +138,21 @@ def _step(fig, meta) -> Figure:
     heat = next(t for t in fig.data if t.type == "heatmap" and t.visible is not False)
     z = np.asarray(heat.z, dtype=float)
     rows = _strip(heat.y)
-    mfig = Figure(figsize=(10, 3.2 + min(6.0, 0.22 * z.shape[0]) + 0.25 * len(meta["stats"])), dpi=110,
-                  layout="constrained")
-    top, bottom = mfig.subfigures(2, 1, height_ratios=[3, 1.2])
+    # the figure's own sizes: heatmap band by its rows, table band by its longest table
+    heat_in = min(6.0, 1.2 + 0.22 * z.shape[0])
+    table_in = 0.5 + 0.24 * max(len(meta["stats"]), len(meta["weights"]) + 1)
+    mfig = Figure(figsize=(10, 1.0 + heat_in + table_in), dpi=110, layout="constrained")
+    top, bottom = mfig.subfigures(2, 1, height_ratios=[1.0 + heat_in, table_in])
     ax = top.add_subplot()
     lim = meta.get("colour_limit") or np.nanmax(np.abs(z)) or 1.0
-    im = ax.imshow(z, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+    # x holds each column block's first index (block means when the tensor is wide, e.g. the
+    # vocabulary): draw blocks between their true edges so the axis reads in real columns
+    starts = np.asarray(heat.x if heat.x is not None else np.arange(z.shape[1]), dtype=float)
+    width = meta.get("columns") or (starts[-1] + (starts[-1] - starts[-2] if len(starts) > 1 else 1))
+    x_edges = np.append(starts, width) - 0.5
+    y_edges = np.arange(z.shape[0] + 1) - 0.5
+    im = ax.pcolormesh(x_edges, y_edges, z, cmap="RdBu_r", vmin=-lim, vmax=lim)
+    ax.set_ylim(y_edges[-1], y_edges[0])  # first token on top, as in the trace
     _ticks(ax, rows, "y")
     ax.set_xlabel((fig.layout.xaxis.title.text or "").replace(" of head 0 (slider below)", ""))
     top.colorbar(im, ax=ax, shrink=0.8)
@@ -154,9 +163,9 @@ def _step(fig, meta) -> Figure:
         ax2.axis("off")
     stats = [[k, v] for k, v in meta["stats"]]
     weights = [[w[0], w[1], f"{w[2]:,}"] for w in meta["weights"]] or [["(reads no weights)", "", ""]]
-    for ax2, cells, cols in ((left, stats, ["statistic", "value"]), (right, weights, ["weight read", "shape",
-                                                                                       "parameters"])):
-        tab = ax2.table(cellText=cells, colLabels=cols, loc="upper center", cellLoc="left")
+    for ax2, cells, cols, widths in ((left, stats, ["statistic", "value"], [0.5, 0.5]),
+                                     (right, weights, ["weight read", "shape", "parameters"], [0.5, 0.27, 0.23])):
+        tab = ax2.table(cellText=cells, colLabels=cols, colWidths=widths, loc="upper center", cellLoc="left")
         tab.auto_set_font_size(False)
         tab.set_fontsize(9)
     return mfig
@@ -199,16 +208,34 @@ def _palette(k: int):
 
 
 def _generic(fig) -> Figure:
-    """Any other figure: its first heatmap, else its line traces."""
+    """Any other figure (a lesson's own plot): its first heatmap, its scatter/line traces and its
+    bars, with their names in a legend and the axis titles; other trace types are left out."""
     mfig = Figure(figsize=(8, 6), dpi=110, layout="constrained")
     ax = mfig.add_subplot()
     heat = [t for t in fig.data if t.type == "heatmap"]
     if heat:
         im = ax.imshow(np.asarray(heat[0].z, dtype=float), aspect="auto", cmap="viridis")
         mfig.colorbar(im, ax=ax)
+    bars = [t for t in fig.data if t.type == "bar"]
+    for i, t in enumerate(bars):
+        horizontal = t.orientation == "h"
+        cats, vals = (t.y, t.x) if horizontal else (t.x, t.y)
+        vals = np.asarray(vals, dtype=float)
+        cats = list(cats) if cats is not None else list(range(len(vals)))
+        pos = np.arange(len(cats), dtype=float) + (i - (len(bars) - 1) / 2) * 0.8 / len(bars)
+        draw = ax.barh if horizontal else ax.bar
+        draw(pos, vals, 0.8 / len(bars), label=t.name)
+        (ax.set_yticks if horizontal else ax.set_xticks)(np.arange(len(cats)), [str(c) for c in cats])
     for t in fig.data:
-        if t.type == "scatter" and t.x is not None:
-            ax.plot(np.asarray(t.x, dtype=float), np.asarray(t.y, dtype=float))
+        if t.type == "scatter" and t.x is not None and t.y is not None:
+            lines = t.mode is None or "lines" in t.mode
+            ax.plot(np.asarray(t.x, dtype=float), np.asarray(t.y, dtype=float), "-" if lines else "o",
+                    label=t.name)
+    if any(t.name for t in fig.data if t.type in ("bar", "scatter")):
+        ax.legend(fontsize=8, frameon=False)
+    for axis, title in ((ax.set_xlabel, fig.layout.xaxis.title.text), (ax.set_ylabel, fig.layout.yaxis.title.text)):
+        if title:
+            axis(plain_formula(title, html=False))
     if fig.layout.title.text:
         ax.set_title(plain_formula(fig.layout.title.text.replace("<b>", "").replace("</b>", ""), html=False))
     return mfig
