@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export OMP_WAIT_POLICY=PASSIVE PYTHONHASHSEED=0
-exec .venv/bin/python -m pytest tests notebooks --nbval-lax --sanitize-with notebooks/sanitize.cfg "$@"
+exec .venv/bin/python -m pytest tests notebooks --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg "$@"
