@@ -174,7 +174,6 @@ def rational_erf(x, xp: ModuleType):
 
 
 SQRT_2 = math.sqrt(2.0)
-_ERF_CHUNK = 1 << 15  # elements per block: the working set of one block stays in l2 cache
 
 
 def _erf_block_numpy(x: np.ndarray, out: np.ndarray, t: np.ndarray) -> None:
@@ -195,6 +194,17 @@ def _erf_block_numpy(x: np.ndarray, out: np.ndarray, t: np.ndarray) -> None:
     np.copysign(out, x, out=out)  # erf is odd
 
 
+# ------------------------------------------------------------------------------------------
+# numpy kernels: the engine's elementwise lines, fast. Each computes exactly what the
+# array-api line beside it in engine.py computes (tests compare them), but in blocks small
+# enough to stay in l2 cache and into one output buffer instead of a fresh array per
+# operation. (Splitting the blocks over two threads was slower here: between matrix
+# products the second core is not free, and the threads contend for the GIL per call.)
+# ------------------------------------------------------------------------------------------
+
+_BLOCK = 1 << 15  # float32 elements per block (128 KiB): a block and its scratch stay in l2
+
+
 def numpy_rational_erf(x: np.ndarray) -> np.ndarray:
     """rational_erf for float32 numpy arrays, block by block (~4x faster than scipy's float32 erf).
 
@@ -205,9 +215,9 @@ def numpy_rational_erf(x: np.ndarray) -> np.ndarray:
         return scipy.special.erf(x)
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
-    t = np.empty(min(_ERF_CHUNK, flat.size), dtype=np.float32)
-    for i in range(0, flat.size, _ERF_CHUNK):
-        j = min(i + _ERF_CHUNK, flat.size)
+    t = np.empty(min(_BLOCK, flat.size), dtype=np.float32)
+    for i in range(0, flat.size, _BLOCK):
+        j = min(i + _BLOCK, flat.size)
         _erf_block_numpy(flat[i:j], out[i:j], t[: j - i])
     return out.reshape(x.shape)
 
@@ -216,10 +226,10 @@ def numpy_gelu(x: np.ndarray) -> np.ndarray:
     """Exact-form gelu x/2 (1 + erf(x / sqrt 2)) for float32, block by block in one buffer."""
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
-    t = np.empty(min(_ERF_CHUNK, flat.size), dtype=flat.dtype)
+    t = np.empty(min(_BLOCK, flat.size), dtype=flat.dtype)
     u = np.empty_like(t)
-    for i in range(0, flat.size, _ERF_CHUNK):
-        j = min(i + _ERF_CHUNK, flat.size)
+    for i in range(0, flat.size, _BLOCK):
+        j = min(i + _BLOCK, flat.size)
         xb, ob, ub = flat[i:j], out[i:j], u[: j - i]
         np.multiply(xb, np.float32(1.0 / SQRT_2), out=ub)
         _erf_block_numpy(ub, ob, t[: j - i])  # erf(x / sqrt 2)
@@ -230,11 +240,33 @@ def numpy_gelu(x: np.ndarray) -> np.ndarray:
 
 
 def numpy_softmax(s: np.ndarray) -> np.ndarray:
-    """Row-wise softmax into one fresh buffer (the generic form allocates three)."""
-    e = np.subtract(s, s.max(axis=-1, keepdims=True))
-    np.exp(e, out=e)
-    e /= e.sum(axis=-1, keepdims=True)
-    return e
+    """Row-wise softmax, e = exp(s - max); e / sum(e), a block of rows at a time into one buffer."""
+    width = s.shape[-1]
+    rows = np.ascontiguousarray(s).reshape(-1, width)
+    out = np.empty_like(rows)
+    step = max(1, _BLOCK // max(1, width))  # rows per block
+    for i in range(0, rows.shape[0], step):
+        sb, eb = rows[i:i + step], out[i:i + step]
+        np.subtract(sb, sb.max(axis=-1, keepdims=True), out=eb)
+        np.exp(eb, out=eb)
+        np.divide(eb, eb.sum(axis=-1, keepdims=True), out=eb)
+    return out.reshape(s.shape)
+
+
+def numpy_layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis, into one buffer."""
+    width = x.shape[-1]
+    rows = np.ascontiguousarray(x).reshape(-1, width)
+    out = np.empty_like(rows)
+    step = max(1, _BLOCK // max(1, width))  # rows per block
+    for i in range(0, rows.shape[0], step):
+        xb, ob = rows[i:i + step], out[i:i + step]
+        np.subtract(xb, xb.mean(axis=-1, keepdims=True), out=ob)  # x - mu
+        var = np.mean(np.square(ob), axis=-1, keepdims=True)  # biased, as bert and torch
+        np.divide(ob, np.sqrt(var + np.float32(eps)), out=ob)  # eps inside the sqrt
+        np.multiply(ob, gamma, out=ob)
+        np.add(ob, beta, out=ob)
+    return out.reshape(x.shape)
 
 
 def is_numpy(xp: ModuleType) -> bool:

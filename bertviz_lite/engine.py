@@ -22,6 +22,8 @@ from .trace import Recorder
 
 def layer_norm(x, gamma, beta, eps: float, xp):
     """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis; gamma, beta are learned."""
+    if backend.is_numpy(xp) and x.dtype == xp.float32:
+        return backend.numpy_layer_norm(x, gamma, beta, eps)  # the same three lines, in one buffer
     mu = xp.mean(x, axis=-1, keepdims=True)  # [n, 1]
     var = xp.mean((x - mu) ** 2, axis=-1, keepdims=True)  # biased variance, as bert and torch
     return (x - mu) / xp.sqrt(var + eps) * gamma + beta  # eps inside the sqrt, not added to std
@@ -30,7 +32,7 @@ def layer_norm(x, gamma, beta, eps: float, xp):
 def softmax(s, xp):
     """Row-wise softmax; subtracting the row max changes nothing but keeps exp finite."""
     if backend.is_numpy(xp) and s.dtype == xp.float32:
-        return backend.numpy_softmax(s)  # the same two lines, in one buffer instead of three
+        return backend.numpy_softmax(s)  # the same two lines, blocked, in one buffer, on threads
     e = xp.exp(s - xp.max(s, axis=-1, keepdims=True))
     return e / xp.sum(e, axis=-1, keepdims=True)
 
@@ -38,7 +40,7 @@ def softmax(s, xp):
 def gelu(x, xp):
     """Exact gelu, x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)): what bert was trained with."""
     if backend.is_numpy(xp) and x.dtype == xp.float32:
-        return backend.numpy_gelu(x)  # the same line, block by block in one buffer
+        return backend.numpy_gelu(x)  # the same line, blocked, in one buffer, on threads
     return 0.5 * x * (1.0 + backend.erf(x / backend.SQRT_2, xp))
 
 

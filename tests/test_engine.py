@@ -15,7 +15,7 @@ import pytest
 import scipy.special
 
 import bertviz_lite as bv
-from bertviz_lite import backend, schema
+from bertviz_lite import backend, engine, schema
 from bertviz_lite.engine import gelu_sigmoid, gelu_tanh
 from bertviz_lite.params import component_counts, convention_total, formula_total
 from bertviz_lite.trace import estimate_trace_bytes
@@ -419,6 +419,31 @@ def test_rational_erf_is_within_its_bound_of_scipy():
     x = np.linspace(-6, 6, 200_001)
     approx = backend.rational_erf(x, backend.get_namespace("numpy"))
     assert np.max(np.abs(approx - scipy.special.erf(x))) < 1.5e-7
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7), (12, 37, 37), (2, 300, 300), (1, 1, 1)])
+def test_numpy_kernels_compute_the_array_api_lines(shape):
+    # the fast numpy paths of softmax, gelu and layernorm against the engine's own array-api
+    # lines (run through array_api_strict), on sizes that do and do not fill whole blocks
+    strict = backend.get_namespace("array_api_strict")
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    x[..., 0] = -np.inf if shape[-1] > 1 else x[..., 0]  # a masked key in every row
+    s = strict.asarray(x)
+    np.testing.assert_allclose(engine.softmax(x, np), backend.to_host(engine.softmax(s, strict)), atol=2e-7)
+    assert np.all(engine.softmax(x, np)[..., 0] == 0) or shape[-1] == 1
+    y = np.where(np.isfinite(x), x, 1.5).astype(np.float32)
+    np.testing.assert_allclose(engine.gelu(y, np), backend.to_host(engine.gelu(strict.asarray(y), strict)),
+                               atol=1e-6, rtol=1e-6)
+    exact = y * 0.5 * (1 + scipy.special.erf(y.astype(np.float64) / np.sqrt(2)))
+    assert np.max(np.abs(engine.gelu(y, np) - exact)) < 1e-6 * max(1.0, np.abs(y).max())
+    gamma = rng.standard_normal(shape[-1]).astype(np.float32)
+    beta = rng.standard_normal(shape[-1]).astype(np.float32)
+    fast = engine.layer_norm(y, gamma, beta, 1e-12, np)
+    slow = engine.layer_norm(strict.asarray(y), strict.asarray(gamma), strict.asarray(beta), 1e-12, strict)
+    np.testing.assert_allclose(fast, backend.to_host(slow), atol=2e-6, rtol=1e-5)
+    for out in (engine.softmax(x, np), engine.gelu(y, np), fast):
+        assert out.shape == x.shape and out.dtype == np.float32
 
 
 def test_engine_runs_under_array_api_strict(small):
