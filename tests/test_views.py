@@ -286,7 +286,7 @@ def test_step_view_lists_the_tied_output_matrix_once(small_mlm):
         tied = [w for w in weights if w[0].startswith("embed.W_T")]
         c = small_mlm.config
         assert len(tied) == 1 and tied[0][1] == f"{c.vocab_size} x {c.hidden_size}" and tied[0][2] == 0
-        assert "embed.token" in tied[0][0]
+        assert tied[0][0] == "embed.W_T (tied)" and schema.owner_of("embed.W_T") == "embed.token"
     # counted where it is owned, not twice
     assert sum(w[2] for w in step_view(tr, "mlm.logits", ledger=ledger).layout.meta["weights"]) == \
         sum(count for _, _, count in ledger.for_step("mlm.logits"))

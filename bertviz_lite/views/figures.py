@@ -371,11 +371,12 @@ def step_stats(trace, key: str) -> list[tuple[str, str]]:
 
 def step_weights(trace, key: str, ledger=None) -> list[tuple[str, str, int]]:
     """(weight, shape, parameters) the step reads: from the ledger, or the shapes from the config.
-    A tied weight (the mlm output reads W_T) is listed with 0 parameters: its owner counts it."""
+    A tied weight (the mlm output reads W_T) is listed with 0 parameters: the step that owns it
+    (schema.owner_of) counts it."""
     from ..weights import param_shapes
     step = schema.step_of(key)
     shapes = param_shapes(trace.config, mlm=True)
-    tied = [(f"{n} (tied to {schema.owner_of(n)})", " x ".join(map(str, shapes[n])), 0) for n in step.tied]
+    tied = [(f"{n} (tied)", " x ".join(map(str, shapes[n])), 0) for n in step.tied]
     if ledger is not None:
         return [(name, " x ".join(map(str, shape)), count) for name, shape, count in ledger.for_step(key)] + tied
     layer, rel = schema.split_key(key)
