@@ -222,20 +222,37 @@ def numpy_rational_erf(x: np.ndarray) -> np.ndarray:
     return out.reshape(x.shape)
 
 
+# gelu(x) = x Phi(x). With h = Phi(-|x|) = erfc(|x| / sqrt 2) / 2 = t P(t) e^{-x^2/2} / 2 (the rational
+# form above), Phi(x) = 1 - h for x >= 0 and h for x < 0, so gelu(x) = max(x, 0) - |x| h: the same
+# formula and error bound as x/2 (1 + erf(x / sqrt 2)), with no sign flip (copysign costs ~5
+# multiplies here) and three fewer passes.
+_AS_P_GELU = np.float32(_AS_P / SQRT_2)  # p |x| / sqrt 2 = p' |x|
+_AS_A_HALF = tuple(np.float32(a / 2) for a in _AS_A)  # the 1/2 of erfc / 2, folded in
+
+
 def numpy_gelu(x: np.ndarray) -> np.ndarray:
-    """Exact-form gelu x/2 (1 + erf(x / sqrt 2)) for float32, block by block in one buffer."""
+    """Exact-form gelu x Phi(x) for float32, as max(x, 0) - |x| Phi(-|x|), block by block in one buffer."""
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
-    t = np.empty(min(_BLOCK, flat.size), dtype=flat.dtype)
-    u = np.empty_like(t)
+    a_, t_, e_ = (np.empty(min(_BLOCK, flat.size), dtype=flat.dtype) for _ in range(3))
     for i in range(0, flat.size, _BLOCK):
         j = min(i + _BLOCK, flat.size)
-        xb, ob, ub = flat[i:j], out[i:j], u[: j - i]
-        np.multiply(xb, np.float32(1.0 / SQRT_2), out=ub)
-        _erf_block_numpy(ub, ob, t[: j - i])  # erf(x / sqrt 2)
-        np.add(ob, np.float32(1.0), out=ob)
-        np.multiply(ob, xb, out=ob)
-        np.multiply(ob, np.float32(0.5), out=ob)
+        xb, ob, a, t, e = flat[i:j], out[i:j], a_[: j - i], t_[: j - i], e_[: j - i]
+        np.abs(xb, out=a)  # |x|
+        np.multiply(a, np.float32(-0.5), out=e)
+        np.multiply(e, a, out=e)
+        np.exp(e, out=e)  # e^{-x^2 / 2}
+        np.multiply(a, _AS_P_GELU, out=t)
+        np.add(t, np.float32(1.0), out=t)
+        np.divide(np.float32(1.0), t, out=t)  # t = 1 / (1 + p |x| / sqrt 2)
+        np.multiply(t, _AS_A_HALF[4], out=ob)
+        for c in _AS_A_HALF[3::-1]:  # horner, as in the erf above, into out
+            np.add(ob, c, out=ob)
+            np.multiply(ob, t, out=ob)
+        np.multiply(ob, e, out=ob)  # h = Phi(-|x|)
+        np.multiply(ob, a, out=ob)  # |x| h
+        np.maximum(xb, np.float32(0.0), out=a)  # |x| is no longer needed: max(x, 0) in its place
+        np.subtract(a, ob, out=ob)
     return out.reshape(x.shape)
 
 
@@ -262,8 +279,8 @@ def numpy_layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: fl
     for i in range(0, rows.shape[0], step):
         xb, ob = rows[i:i + step], out[i:i + step]
         np.subtract(xb, xb.mean(axis=-1, keepdims=True), out=ob)  # x - mu
-        var = np.mean(np.square(ob), axis=-1, keepdims=True)  # biased, as bert and torch
-        np.divide(ob, np.sqrt(var + np.float32(eps)), out=ob)  # eps inside the sqrt
+        var = np.vecdot(ob, ob)[:, None] / np.float32(width)  # biased, as bert and torch; no squared copy
+        np.multiply(ob, np.float32(1.0) / np.sqrt(var + np.float32(eps)), out=ob)  # eps inside the sqrt
         np.multiply(ob, gamma, out=ob)
         np.add(ob, beta, out=ob)
     return out.reshape(x.shape)

@@ -32,7 +32,7 @@ def layer_norm(x, gamma, beta, eps: float, xp):
 def softmax(s, xp):
     """Row-wise softmax; subtracting the row max changes nothing but keeps exp finite."""
     if backend.is_numpy(xp) and s.dtype == xp.float32:
-        return backend.numpy_softmax(s)  # the same two lines, blocked, in one buffer, on threads
+        return backend.numpy_softmax(s)  # the same two lines, blocked, in one buffer
     e = xp.exp(s - xp.max(s, axis=-1, keepdims=True))
     return e / xp.sum(e, axis=-1, keepdims=True)
 
@@ -40,7 +40,7 @@ def softmax(s, xp):
 def gelu(x, xp):
     """Exact gelu, x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)): what bert was trained with."""
     if backend.is_numpy(xp) and x.dtype == xp.float32:
-        return backend.numpy_gelu(x)  # the same line, blocked, in one buffer, on threads
+        return backend.numpy_gelu(x)  # the same line as max(x, 0) - |x| Phi(-|x|), blocked, in one buffer
     return 0.5 * x * (1.0 + backend.erf(x / backend.SQRT_2, xp))
 
 

@@ -421,6 +421,18 @@ def test_rational_erf_is_within_its_bound_of_scipy():
     assert np.max(np.abs(approx - scipy.special.erf(x))) < 1.5e-7
 
 
+def test_numpy_gelu_is_within_the_erf_bound_everywhere():
+    # the fast kernel computes max(x, 0) - |x| Phi(-|x|) with the same rational erf: its error
+    # is |x| * 1.5e-7 / 2 from the formula plus float32 rounding, on both sides of zero and out
+    # where Phi(-|x|) underflows
+    x = np.concatenate([np.linspace(-30, 30, 600_001), [0.0, -0.0, 1e-30, -1e-30, 3e4, -3e4]]).astype(np.float32)
+    exact = x.astype(np.float64) * 0.5 * scipy.special.erfc(-x.astype(np.float64) / np.sqrt(2))
+    fast = engine.gelu(x, np)
+    assert fast.dtype == np.float32
+    assert np.max(np.abs(fast - exact) / np.maximum(1.0, np.abs(x))) < 2.5e-7
+    assert np.all(fast[x >= 0] >= 0) and np.all(fast[x < 0] <= 0)  # the sign branch
+
+
 @pytest.mark.parametrize("shape", [(3, 5, 7), (12, 37, 37), (2, 300, 300), (1, 1, 1)])
 def test_numpy_kernels_compute_the_array_api_lines(shape):
     # the fast numpy paths of softmax, gelu and layernorm against the engine's own array-api
