@@ -8,7 +8,8 @@ that both see the same machine state. The engine process times:
   - trace:   model.trace_ids(ids), recording every key (float32)
   - nokeep:  model.trace_ids(ids, keep=[]), the same forward recording nothing
   - floor:   the same matrix products in plain numpy (QKV, QK^T, AV, W^O, FFN up/down), nothing else
-and measures the trace's memory: bytes its tensors hold (tr.nbytes) against the bytes the
+and where a trace's time goes (softmax, gelu and layernorm kernels against the rest), and
+measures the trace's memory: bytes its tensors hold (tr.nbytes) against the bytes the
 process keeps while holding it (tracemalloc), and peak RSS. The peer process times Hugging Face
 transformers BertModel (eager attention, output_attentions and output_hidden_states, torch CPU,
 the same thread count). Ratios are per round; the summary prints their median and spread.
@@ -94,6 +95,7 @@ def worker_engine(n: int, reps: int) -> dict:
         "floor_s": _median_time(floor, reps),
         "trace16_s": _median_time(lambda: model.trace_ids(ids, dtype="float16"), reps),
     }
+    out["kernels_s"] = kernel_breakdown(model, ids, reps)
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
@@ -105,6 +107,43 @@ def worker_engine(n: int, reps: int) -> dict:
     probs_only = model.trace_ids(ids, keep=["attn.probs"])
     out.update(trace_bytes=tr.nbytes, held_bytes=held, trace16_bytes=tr16.nbytes, probs_bytes=probs_only.nbytes,
                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return out
+
+
+def kernel_breakdown(model, ids, reps: int) -> dict:
+    """Where a trace's time goes: seconds per trace inside the three elementwise kernels (softmax,
+    gelu, layernorm), the rest (matrix products, bias adds, residuals, recording) and the total."""
+    from bertviz_lite import backend
+
+    names = ("numpy_softmax", "numpy_gelu", "numpy_layer_norm")
+    spent = dict.fromkeys(names, 0.0)
+    originals = {name: getattr(backend, name) for name in names}
+
+    def timed(name):
+        fn = originals[name]
+
+        def wrapper(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t
+        return wrapper
+
+    try:
+        for name in names:
+            setattr(backend, name, timed(name))
+        model.trace_ids(ids)  # warm up
+        spent.update(dict.fromkeys(names, 0.0))
+        t = time.perf_counter()
+        for _ in range(reps):
+            model.trace_ids(ids)
+        total = (time.perf_counter() - t) / reps
+    finally:
+        for name, fn in originals.items():
+            setattr(backend, name, fn)
+    out = {name.removeprefix("numpy_"): spent[name] / reps for name in names}
+    out.update(total=total, rest=total - sum(out.values()))
     return out
 
 
@@ -191,6 +230,14 @@ def main(argv=None) -> None:
         e = results[n][-1][0]
         print(f"{n:>4}  {e['trace_bytes'] / 2**20:10.1f}  {e['held_bytes'] / e['trace_bytes']:10.3f}  "
               f"{e['trace16_bytes'] / e['trace_bytes']:9.3f}  {e['probs_bytes'] / 2**20:14.1f}  {e['peak_rss_mb']:12.0f}")
+    print(f"\nwhere a trace's time goes (last round, ms per trace; 'rest' is the matrix products, bias adds,"
+          f"\nresiduals and recording, to compare with the floor)")
+    print(f"{'n':>4}  {'total':>8}  {'softmax':>8}  {'gelu':>8}  {'layernorm':>9}  {'rest':>8}  {'floor':>8}  {'rest/floor':>10}")
+    for n in sizes:
+        e = results[n][-1][0]
+        k = {name: v * 1e3 for name, v in e["kernels_s"].items()}
+        print(f"{n:>4}  {k['total']:8.1f}  {k['softmax']:8.1f}  {k['gelu']:8.1f}  {k['layer_norm']:9.1f}  "
+              f"{k['rest']:8.1f}  {e['floor_s'] * 1e3:8.1f}  {k['rest'] / (e['floor_s'] * 1e3):10.2f}")
     if not args.peer_python:
         print("\n(no --peer-python: Hugging Face transformers not measured; see the docstring to install it)")
 
