@@ -1,15 +1,16 @@
-"""The explorer in a real JupyterLab 4 driven by headless chromium: the notebook runs, the
-attention map draws (not blank, the trace's own values), the head / layer / sentence
-selectors change it, every tab draws, the kernel sees the selection, and no request leaves
-127.0.0.1 (or data:, blob:, about:).
+"""The explorer in a real JupyterLab 4 (and Notebook 7) driven by headless chromium: the
+notebook runs, the attention map draws (not blank, the trace's own values), the head / layer /
+sentence selectors change it, every tab draws, the kernel sees the selection, and no request
+leaves 127.0.0.1 (or data:, blob:, about:).
 
-The test starts its own JupyterLab (a free port, a fresh token, temporary root, config,
-settings and workspaces, the news toast off) and always stops it. `JupyterLab`,
-`launch_browser` and `run_all` are reused by benchmarks/bench_explore.py.
+The test starts its own server (a free port, a fresh token, temporary root, config, settings
+and workspaces, the news toast off) and always stops it. `JupyterLab`, `launch_browser` and
+`run_all` are reused by benchmarks/bench_explore.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -58,9 +59,15 @@ def free_port() -> int:
 
 
 class JupyterLab:
-    """JupyterLab on 127.0.0.1 with its own token, root, config and settings; `stop()` always ends it."""
+    """JupyterLab (app="lab") or Notebook 7 (app="notebook") on 127.0.0.1 with its own token,
+    root, config and settings; `stop()` always ends it. Notebook 7 is built from JupyterLab's
+    components, so the same settings and page selectors apply."""
 
-    def __init__(self, *, python: str = sys.executable, start_timeout: float = 90.0):
+    def __init__(self, *, python: str = sys.executable, start_timeout: float = 90.0, app: str = "lab"):
+        if app not in ("lab", "notebook"):
+            raise ValueError(f"app must be 'lab' or 'notebook', not {app!r}")
+        self.app = app
+        module, app_class = ("jupyterlab", "LabApp") if app == "lab" else ("notebook", "JupyterNotebookApp")
         self.dir = Path(tempfile.mkdtemp(prefix="bvl-lab-"))
         self.root = self.dir / "notebooks"
         self.root.mkdir()
@@ -79,13 +86,13 @@ class JupyterLab:
                    OMP_WAIT_POLICY="PASSIVE", JUPYTER_PLATFORM_DIRS="1")
         self.log = open(self.dir / "server.log", "wb")
         self.proc = subprocess.Popen(
-            [python, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={self.port}",
+            [python, "-m", module, "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={self.port}",
              "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
-             f"--ServerApp.root_dir={self.root}", f"--LabApp.user_settings_dir={settings}",
-             f"--LabApp.workspaces_dir={self.dir / 'workspaces'}",
+             f"--ServerApp.root_dir={self.root}", f"--{app_class}.user_settings_dir={settings}",
+             f"--{app_class}.workspaces_dir={self.dir / 'workspaces'}",
              "--ServerApp.shutdown_no_activity_timeout=900",  # a safety net if this process dies hard
-             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-             "--LabApp.extension_manager=readonly"],  # the server asks no package index either
+             f"--{app_class}.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+             f"--{app_class}.extension_manager=readonly"],  # the server asks no package index either
             env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
         deadline = time.monotonic() + start_timeout
         while True:
@@ -95,7 +102,7 @@ class JupyterLab:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"JupyterLab did not start; its log:\n{self.server_log()[-3000:]}")
+                    raise RuntimeError(f"{module} did not start; its log:\n{self.server_log()[-3000:]}")
                 time.sleep(0.25)
 
     def api(self, path: str, method: str = "GET"):
@@ -106,7 +113,16 @@ class JupyterLab:
         return json.loads(body) if body else None
 
     def url(self, notebook: str) -> str:
-        return f"http://127.0.0.1:{self.port}/lab/tree/{notebook}?token={self.token}"
+        where = "lab/tree" if self.app == "lab" else "notebooks"
+        return f"http://127.0.0.1:{self.port}/{where}/{notebook}?token={self.token}"
+
+    def wait_kernel_idle(self, timeout: float) -> None:
+        """Until the server runs a kernel and it is idle (Notebook 7 has no status bar to read)."""
+        deadline = time.monotonic() + timeout
+        while not any(k.get("execution_state") == "idle" for k in self.api("kernels") or []):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no idle kernel after {timeout:.0f} s; server log:\n{self.server_log()[-2000:]}")
+            time.sleep(0.25)
 
     def write_notebook(self, name: str, cells: list[str]) -> str:
         import nbformat
@@ -165,7 +181,10 @@ def run_all(page, lab: JupyterLab, notebook: str, timeout_ms: int = 90_000) -> N
     """Open a notebook, wait for its kernel, run every cell from the Run menu."""
     page.goto(lab.url(notebook), timeout=timeout_ms)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=timeout_ms)
-    page.wait_for_function("document.body.innerText.includes('| Idle')", timeout=timeout_ms)  # the status bar
+    if lab.app == "lab":
+        page.wait_for_function("document.body.innerText.includes('| Idle')", timeout=timeout_ms)  # the status bar
+    else:
+        lab.wait_kernel_idle(timeout_ms / 1000)
     page.click(".lm-MenuBar-itemLabel:text-is('Run')", timeout=10_000)
     page.click(".lm-Menu-itemLabel:text-is('Run All Cells')", timeout=10_000)
 
@@ -249,91 +268,142 @@ def shoot(page, name: str) -> None:
         page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
 
 
-def test_explorer_in_jupyterlab(lab, sync_api, trace):
-    name = lab.write_notebook("explore.ipynb", CELLS)
+@contextlib.contextmanager
+def opened(sync_api, server: JupyterLab, notebook: str):
+    """A fresh chromium on `notebook`, every cell run; yields the page, the URLs it asked for and
+    its page errors, and always closes the browser."""
     with sync_api.sync_playwright() as p:
         ctx = launch_browser(p)
         ctx.set_default_timeout(30_000)
         try:
             page = ctx.new_page()
-            urls = record_requests(page, lab)
+            urls = record_requests(page, server)
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
-            run_all(page, lab, name)
-
-            # the map draws: layer 0, head 0, real tokens only, the trace's own values
-            shown = wait_drawn(page, 0, 0, timeout_ms=60_000)
-            n = trace.n_real
-            assert trace.n == 32 > n  # padded: [PAD] must not appear
-            assert shown["rows"] == shown["cols"] == list(range(n))
-            np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 0))
-            shoot(page, "attention")
-            box = page.locator(".bvl-x-heatbox")
-            before = box.screenshot()
-            assert distinct_colours(page.locator(".bvl-heat").screenshot()) > 16  # a map, not a blank panel
-            labels = page.evaluate("() => document.querySelector('.bvl-x-title').textContent")
-            assert labels.startswith("layer 0, head 0") and "softmax" in labels
-
-            # head selector: the map changes to that head's map
-            page.click(".bvl-head[data-head='3']")
-            shown = wait_drawn(page, 0, 3)
-            np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 3))
-            assert box.screenshot() != before
-            assert not np.array_equal(real_map(trace, 0, 3), real_map(trace, 0, 0))
-
-            # layer selector, then the sentence-pair filter
-            page.select_option(".bvl-layer", "2")
-            shown = wait_drawn(page, 2, 3)
-            np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 2, 3))
-            page.select_option(".bvl-pair", "A->B")
-            shown = wait_drawn(page, 2, 3, "A->B")
-            segs = [trace.segments[i] for i, m in enumerate(trace.mask) if m]
-            a_rows = [i for i in range(n) if segs[i] == 0]
-            b_cols = [i for i in range(n) if segs[i] == 1]
-            assert shown["rows"] == a_rows and shown["cols"] == b_cols
-            np.testing.assert_array_equal(np.reshape(shown["values"], (len(a_rows), len(b_cols))),
-                                          real_map(trace, 2, 3, a_rows, b_cols))
-
-            # the kernel sees what the page selected
-            shoot(page, "attention-pair")
-            assert "selection attention 2 3 probs A->B" in rerun_cell(page, 1, "selection attention 2")
-
-            # every other tab draws its figure
-            page.click(".bvl-x-tab[data-tab='model']")
-            page.wait_for_selector(".bvl-model-plot .main-svg", timeout=60_000)
-            shoot(page, "model")
-            assert page.evaluate("document.querySelector('.bvl-model-plot').data.length") == 3 * 6
-            assert distinct_colours(page.locator(".bvl-model-plot").screenshot()) > 40
-            page.click(".bvl-x-tab[data-tab='steps']")
-            page.wait_for_selector(".bvl-step-plot .main-svg", timeout=60_000)
-            title = page.evaluate("document.querySelector('.bvl-step-plot').layout.title.text")
-            assert "embed.token" in title
-            page.click(".bvl-next")
-            page.wait_for_function("document.querySelector('.bvl-step-plot').layout.title.text"
-                                   ".includes('embed.position')")
-            shoot(page, "steps")
-            assert page.locator(".bvl-step-plot .heatmaplayer image").count() >= 1
-            page.click(".bvl-x-tab[data-tab='params']")
-            page.wait_for_selector(".bvl-params-plot .main-svg", timeout=60_000)
-            shoot(page, "params")
-            assert page.evaluate("document.querySelector('.bvl-params-plot').data[0].type") == "treemap"
-
-            # a click on a model-view panel opens that head in the attention tab
-            page.click(".bvl-x-tab[data-tab='model']")
-            page.wait_for_selector(".bvl-model-plot .main-svg")
-            target = page.evaluate(
-                "() => { const gd = document.querySelector('.bvl-model-plot');"
-                " const i = gd.data.findIndex(t => t.meta.layer === 1 && t.meta.head === 4);"
-                " const xa = gd._fullLayout[gd._fullData[i].xaxis.replace('x', 'xaxis')];"
-                " const ya = gd._fullLayout[gd._fullData[i].yaxis.replace('y', 'yaxis')];"
-                " const r = gd.querySelector('.main-svg').getBoundingClientRect();"
-                " return {x: r.left + xa._offset + xa._length / 2, y: r.top + ya._offset + ya._length / 2}; }")
-            page.mouse.click(target["x"], target["y"])
-            wait_drawn(page, 1, 4, "A->B")
-            assert page.locator(".bvl-x-section[data-tab='attention']").is_visible()
-
-            assert not errors, errors
-            assert urls, "requests are recorded"
-            assert not foreign(urls, lab), foreign(urls, lab)
+            run_all(page, server, notebook)
+            yield page, urls, errors
         finally:
             ctx.close()
+
+
+def test_explorer_in_jupyterlab(lab, sync_api, trace):
+    name = lab.write_notebook("explore.ipynb", CELLS)
+    with opened(sync_api, lab, name) as (page, urls, errors):
+        # the map draws: layer 0, head 0, real tokens only, the trace's own values
+        shown = wait_drawn(page, 0, 0, timeout_ms=60_000)
+        n = trace.n_real
+        assert trace.n == 32 > n  # padded: [PAD] must not appear
+        assert shown["rows"] == shown["cols"] == list(range(n))
+        np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 0))
+        shoot(page, "attention")
+        box = page.locator(".bvl-x-heatbox")
+        before = box.screenshot()
+        assert distinct_colours(page.locator(".bvl-heat").screenshot()) > 16  # a map, not a blank panel
+        labels = page.evaluate("() => document.querySelector('.bvl-x-title').textContent")
+        assert labels.startswith("layer 0, head 0") and "softmax" in labels
+
+        # head selector: the map changes to that head's map
+        page.click(".bvl-head[data-head='3']")
+        shown = wait_drawn(page, 0, 3)
+        np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 3))
+        assert box.screenshot() != before
+        assert not np.array_equal(real_map(trace, 0, 3), real_map(trace, 0, 0))
+
+        # layer selector, then the sentence-pair filter
+        page.select_option(".bvl-layer", "2")
+        shown = wait_drawn(page, 2, 3)
+        np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 2, 3))
+        page.select_option(".bvl-pair", "A->B")
+        shown = wait_drawn(page, 2, 3, "A->B")
+        segs = [trace.segments[i] for i, m in enumerate(trace.mask) if m]
+        a_rows = [i for i in range(n) if segs[i] == 0]
+        b_cols = [i for i in range(n) if segs[i] == 1]
+        assert shown["rows"] == a_rows and shown["cols"] == b_cols
+        np.testing.assert_array_equal(np.reshape(shown["values"], (len(a_rows), len(b_cols))),
+                                      real_map(trace, 2, 3, a_rows, b_cols))
+
+        # the kernel sees what the page selected
+        shoot(page, "attention-pair")
+        assert "selection attention 2 3 probs A->B" in rerun_cell(page, 1, "selection attention 2")
+
+        # every other tab draws its figure
+        page.click(".bvl-x-tab[data-tab='model']")
+        page.wait_for_selector(".bvl-model-plot .main-svg", timeout=60_000)
+        shoot(page, "model")
+        assert page.evaluate("document.querySelector('.bvl-model-plot').data.length") == 3 * 6
+        assert distinct_colours(page.locator(".bvl-model-plot").screenshot()) > 40
+        page.click(".bvl-x-tab[data-tab='steps']")
+        page.wait_for_selector(".bvl-step-plot .main-svg", timeout=60_000)
+        title = page.evaluate("document.querySelector('.bvl-step-plot').layout.title.text")
+        assert "embed.token" in title
+        page.click(".bvl-next")
+        page.wait_for_function("document.querySelector('.bvl-step-plot').layout.title.text"
+                               ".includes('embed.position')")
+        shoot(page, "steps")
+        assert page.locator(".bvl-step-plot .heatmaplayer image").count() >= 1
+        page.click(".bvl-x-tab[data-tab='params']")
+        page.wait_for_selector(".bvl-params-plot .main-svg", timeout=60_000)
+        shoot(page, "params")
+        assert page.evaluate("document.querySelector('.bvl-params-plot').data[0].type") == "treemap"
+
+        # a click on a model-view panel opens that head in the attention tab
+        page.click(".bvl-x-tab[data-tab='model']")
+        page.wait_for_selector(".bvl-model-plot .main-svg")
+        target = page.evaluate(
+            "() => { const gd = document.querySelector('.bvl-model-plot');"
+            " const i = gd.data.findIndex(t => t.meta.layer === 1 && t.meta.head === 4);"
+            " const xa = gd._fullLayout[gd._fullData[i].xaxis.replace('x', 'xaxis')];"
+            " const ya = gd._fullLayout[gd._fullData[i].yaxis.replace('y', 'yaxis')];"
+            " const r = gd.querySelector('.main-svg').getBoundingClientRect();"
+            " return {x: r.left + xa._offset + xa._length / 2, y: r.top + ya._offset + ya._length / 2}; }")
+        page.mouse.click(target["x"], target["y"])
+        wait_drawn(page, 1, 4, "A->B")
+        assert page.locator(".bvl-x-section[data-tab='attention']").is_visible()
+
+        assert not errors, errors
+        assert urls, "requests are recorded"
+        assert not foreign(urls, lab), foreign(urls, lab)
+
+
+@pytest.fixture(scope="module")
+def notebook7(sync_api):
+    pytest.importorskip("notebook", reason="notebook (Notebook 7) is not installed")
+    server = JupyterLab(app="notebook")
+    yield server
+    server.stop()
+
+
+def page_errors_without_us(sync_api, server: JupyterLab) -> set[str]:
+    """The page errors the front-end raises by itself, on a notebook that never imports bertviz-lite
+    (Notebook 7.6 raises one from its shortcuts settings plugin while it loads)."""
+    name = server.write_notebook("plain.ipynb", ["print(1 + 1)"])
+    with opened(sync_api, server, name) as (page, _, errors):
+        page.wait_for_function("document.querySelector('.jp-OutputArea')?.innerText.includes('2')")
+    for kernel in server.api("kernels") or []:
+        server.api(f"kernels/{kernel['id']}", method="DELETE")
+    return set(errors)
+
+
+def test_explorer_in_notebook7(notebook7, sync_api, trace):
+    # the same widget in Notebook 7's page: it draws the trace's values, the head selector
+    # changes the map, the kernel sees the selection, nothing leaves 127.0.0.1, and the page
+    # raises no error that Notebook does not raise without us
+    baseline = page_errors_without_us(sync_api, notebook7)
+    name = notebook7.write_notebook("explore.ipynb", CELLS)
+    with opened(sync_api, notebook7, name) as (page, urls, errors):
+        shown = wait_drawn(page, 0, 0, timeout_ms=60_000)
+        n = trace.n_real
+        np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 0))
+        assert distinct_colours(page.locator(".bvl-heat").screenshot()) > 16
+        before = page.locator(".bvl-x-heatbox").screenshot()
+        page.click(".bvl-head[data-head='5']")
+        shown = wait_drawn(page, 0, 5)
+        np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 5))
+        assert page.locator(".bvl-x-heatbox").screenshot() != before
+        shoot(page, "notebook7-attention")
+        assert "selection attention 0 5 probs all" in rerun_cell(page, 1, "selection attention 0 5")
+
+        ours = [e for e in errors if e not in baseline]
+        assert not ours, (ours, baseline)
+        assert urls, "requests are recorded"
+        assert not foreign(urls, notebook7), foreign(urls, notebook7)
