@@ -256,14 +256,20 @@ def numpy_gelu(x: np.ndarray) -> np.ndarray:
     return out.reshape(x.shape)
 
 
-def numpy_softmax(s: np.ndarray) -> np.ndarray:
-    """Row-wise softmax, e = exp(s - max); e / sum(e), a block of rows at a time into one buffer."""
-    width = s.shape[-1]
-    rows = np.ascontiguousarray(s).reshape(-1, width)
+def _row_blocks(x: np.ndarray):
+    """A fresh output shaped as x's rows (its last axis), and (input, output) blocks of whole rows
+    small enough to stay in l2 while a kernel makes its passes over them."""
+    width = x.shape[-1]
+    rows = np.ascontiguousarray(x).reshape(-1, width)
     out = np.empty_like(rows)
     step = max(1, _BLOCK // max(1, width))  # rows per block
-    for i in range(0, rows.shape[0], step):
-        sb, eb = rows[i:i + step], out[i:i + step]
+    return out, ((rows[i:i + step], out[i:i + step]) for i in range(0, rows.shape[0], step))
+
+
+def numpy_softmax(s: np.ndarray) -> np.ndarray:
+    """Row-wise softmax, e = exp(s - max); e / sum(e), a block of rows at a time into one buffer."""
+    out, blocks = _row_blocks(s)
+    for sb, eb in blocks:
         np.subtract(sb, sb.max(axis=-1, keepdims=True), out=eb)
         np.exp(eb, out=eb)
         np.divide(eb, eb.sum(axis=-1, keepdims=True), out=eb)
@@ -272,14 +278,10 @@ def numpy_softmax(s: np.ndarray) -> np.ndarray:
 
 def numpy_layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis, into one buffer."""
-    width = x.shape[-1]
-    rows = np.ascontiguousarray(x).reshape(-1, width)
-    out = np.empty_like(rows)
-    step = max(1, _BLOCK // max(1, width))  # rows per block
-    for i in range(0, rows.shape[0], step):
-        xb, ob = rows[i:i + step], out[i:i + step]
+    out, blocks = _row_blocks(x)
+    for xb, ob in blocks:
         np.subtract(xb, xb.mean(axis=-1, keepdims=True), out=ob)  # x - mu
-        var = np.vecdot(ob, ob)[:, None] / np.float32(width)  # biased, as bert and torch; no squared copy
+        var = np.vecdot(ob, ob)[:, None] / np.float32(x.shape[-1])  # biased, as bert and torch; no squared copy
         np.multiply(ob, np.float32(1.0) / np.sqrt(var + np.float32(eps)), out=ob)  # eps inside the sqrt
         np.multiply(ob, gamma, out=ob)
         np.add(ob, beta, out=ob)
