@@ -230,8 +230,8 @@ def main(argv=None) -> None:
         e = results[n][-1][0]
         print(f"{n:>4}  {e['trace_bytes'] / 2**20:10.1f}  {e['held_bytes'] / e['trace_bytes']:10.3f}  "
               f"{e['trace16_bytes'] / e['trace_bytes']:9.3f}  {e['probs_bytes'] / 2**20:14.1f}  {e['peak_rss_mb']:12.0f}")
-    print(f"\nwhere a trace's time goes (last round, ms per trace; 'rest' is the matrix products, bias adds,"
-          f"\nresiduals and recording, to compare with the floor)")
+    print("\nwhere a trace's time goes (last round, ms per trace; 'rest' is the matrix products, bias adds,"
+          "\nresiduals and recording, to compare with the floor)")
     print(f"{'n':>4}  {'total':>8}  {'softmax':>8}  {'gelu':>8}  {'layernorm':>9}  {'rest':>8}  {'floor':>8}  {'rest/floor':>10}")
     for n in sizes:
         e = results[n][-1][0]

@@ -8,8 +8,6 @@ import pytest
 
 from bertviz_lite import analysis as A
 
-from .conftest import SMALL  # noqa: F401  (the `small` fixture's config)
-
 
 @pytest.fixture(scope="module")
 def tr(small):
