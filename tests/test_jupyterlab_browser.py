@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -90,9 +91,11 @@ class JupyterLab:
              "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
              f"--ServerApp.root_dir={self.root}", f"--{app_class}.user_settings_dir={settings}",
              f"--{app_class}.workspaces_dir={self.dir / 'workspaces'}",
-             "--ServerApp.shutdown_no_activity_timeout=900",  # a safety net if this process dies hard
-             f"--{app_class}.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-             f"--{app_class}.extension_manager=readonly"],  # the server asks no package index either
+             "--ServerApp.shutdown_no_activity_timeout=900"]  # a safety net if this process dies hard
+            # the server asks no package index either; Notebook 7 has no update check or extension
+            # manager to turn off (passing those traits to it breaks its extension link)
+            + (["--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--LabApp.extension_manager=readonly"] if app == "lab" else []),
             env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
         deadline = time.monotonic() + start_timeout
         while True:
@@ -116,12 +119,24 @@ class JupyterLab:
         where = "lab/tree" if self.app == "lab" else "notebooks"
         return f"http://127.0.0.1:{self.port}/{where}/{notebook}?token={self.token}"
 
-    def wait_kernel_idle(self, timeout: float) -> None:
-        """Until the server runs a kernel and it is idle (Notebook 7 has no status bar to read)."""
+    def wait_kernel_idle(self, notebook: str, timeout: float) -> None:
+        """Until the notebook's own session has a kernel and it is idle (Notebook 7 has no status bar
+        to read). A kernel that is still starting can make the listing fail with a 500 (jupyter_server
+        reads its last_activity before it is set): that is retried, not an error."""
         deadline = time.monotonic() + timeout
-        while not any(k.get("execution_state") == "idle" for k in self.api("kernels") or []):
+        while True:
+            try:
+                sessions = self.api("sessions") or []
+            except urllib.error.HTTPError as e:
+                if e.code < 500:
+                    raise
+                sessions = []
+            if any(s.get("path") == notebook and (s.get("kernel") or {}).get("execution_state") == "idle"
+                   for s in sessions):
+                return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no idle kernel after {timeout:.0f} s; server log:\n{self.server_log()[-2000:]}")
+                raise TimeoutError(f"no idle kernel for {notebook} after {timeout:.0f} s; "
+                                   f"server log:\n{self.server_log()[-2000:]}")
             time.sleep(0.25)
 
     def write_notebook(self, name: str, cells: list[str]) -> str:
@@ -184,7 +199,7 @@ def run_all(page, lab: JupyterLab, notebook: str, timeout_ms: int = 90_000) -> N
     if lab.app == "lab":
         page.wait_for_function("document.body.innerText.includes('| Idle')", timeout=timeout_ms)  # the status bar
     else:
-        lab.wait_kernel_idle(timeout_ms / 1000)
+        lab.wait_kernel_idle(notebook, timeout_ms / 1000)
     page.click(".lm-MenuBar-itemLabel:text-is('Run')", timeout=10_000)
     page.click(".lm-Menu-itemLabel:text-is('Run All Cells')", timeout=10_000)
 
