@@ -10,6 +10,8 @@ The engine (this package's top level) imports no widget library; views live in
 `bertviz_lite.views` and are imported only when used.
 """
 
+from . import corpus
+from .batch import BatchTrace
 from .config import BertConfig
 from .errors import (BackendError, BertVizError, CheckpointError, InputTooLongError, OutOfRangeError,
                      TraceTooLargeError, WeightsNotFoundError)
@@ -22,7 +24,7 @@ from .trace import Table, Trace
 __version__ = "0.1.0"
 
 __all__ = [
-    "BackendError", "Bert", "BertConfig", "BertVizError", "CheckpointError", "InputTooLongError", "MaskPrediction",
+    "BackendError", "BatchTrace", "Bert", "BertConfig", "BertVizError", "CheckpointError", "InputTooLongError", "MaskPrediction",
     "OutOfRangeError", "STEPS", "Table", "Trace", "TraceTooLargeError", "WeightsNotFoundError", "component_counts",
     "count_params", "load", "reconcile", "trace_keys",
 ]

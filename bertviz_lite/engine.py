@@ -4,7 +4,8 @@ Vaswani et al. 2017, section 3.2), matching Hugging Face transformers' `BertMode
 
 Every function takes the array namespace `xp` (array API standard) and never changes
 an array in place, so every recorded tensor stays as it was computed. Shapes in
-brackets: n tokens, H hidden, A heads, d = H / A per head, F feed-forward width.
+brackets: n tokens, H hidden, A heads, d = H / A per head, F feed-forward width. A batch
+(`model.trace_batch`) runs the same lines with one more leading axis on every shape.
 """
 
 from __future__ import annotations
@@ -62,23 +63,35 @@ def relu(x, xp):
 ACTIVATION_FUNCTIONS = {"gelu": gelu, "gelu_tanh": gelu_tanh, "gelu_sigmoid": gelu_sigmoid, "relu": relu}
 
 
+def matmul(x, W, xp):
+    """x W for x [..., k] and a weight W [k, m] -> [..., m]. Leading axes (a batch) fold into one
+    [B*n, k] product: numpy would otherwise run one small product per example (1.7x slower here)."""
+    if x.ndim <= 2:
+        return x @ W
+    return xp.reshape(xp.reshape(x, (-1, x.shape[-1])) @ W, (*x.shape[:-1], W.shape[-1]))
+
+
 def split_heads(x, num_heads: int, xp):
-    """[n, H] -> [A, n, d]: head h owns columns h*d .. (h+1)*d."""
-    n = x.shape[0]
-    return xp.permute_dims(xp.reshape(x, (n, num_heads, -1)), (1, 0, 2))
+    """[..., n, H] -> [..., A, n, d]: head h owns columns h*d .. (h+1)*d (leading axes: a batch)."""
+    *lead, n, H = x.shape
+    r = len(lead)
+    x = xp.reshape(x, (*lead, n, num_heads, H // num_heads))  # [..., n, A, d]
+    return xp.permute_dims(x, (*range(r), r + 1, r, r + 2))
 
 
 def merge_heads(z, xp):
-    """[A, n, d] -> [n, A*d]: the heads' outputs side by side (concatenation)."""
-    A, n, d = z.shape
-    return xp.reshape(xp.permute_dims(z, (1, 0, 2)), (n, A * d))
+    """[..., A, n, d] -> [..., n, A*d]: the heads' outputs side by side (concatenation)."""
+    *lead, A, n, d = z.shape
+    r = len(lead)
+    return xp.reshape(xp.permute_dims(z, (*range(r), r + 1, r, r + 2)), (*lead, n, A * d))
 
 
 def padding_mask(mask, xp, dtype):
-    """Additive mask [1, 1, n]: 0 for real keys, -inf for [PAD], so exp() gives exactly 0."""
+    """Additive mask [..., 1, 1, n]: 0 for real keys, -inf for [PAD], so exp() gives exactly 0.
+    A mask [n] gives [1, 1, n]; a batch's masks [B, n] give [B, 1, 1, n] (one per example)."""
     m = xp.asarray(mask)
     zero = xp.zeros(m.shape, dtype=dtype)
-    return xp.reshape(xp.where(m > 0, zero, zero - math.inf), (1, 1, -1))
+    return xp.reshape(xp.where(m > 0, zero, zero - math.inf), (*m.shape[:-1], 1, 1, m.shape[-1]))
 
 
 # ------------------------------------------------------------------------------------------
@@ -86,12 +99,18 @@ def padding_mask(mask, xp, dtype):
 # ------------------------------------------------------------------------------------------
 
 
+def _lookup(table, ids, xp):
+    """Rows of a table by id   [V, H], [..., n] -> [..., n, H] (the array api's take wants 1-d ids)."""
+    return xp.reshape(xp.take(table, xp.reshape(ids, (-1,)), axis=0), (*ids.shape, table.shape[-1]))
+
+
 def embeddings(W: dict, ids, segments, c: BertConfig, rec: Recorder, xp):
-    """Z_0 = LayerNorm(T + P + S)   [n] ids -> [n, H]."""
-    n = ids.shape[0]
-    T = rec("embed.token", xp.take(W["embed.W_T"], ids, axis=0))  # [n, H]
-    P = rec("embed.position", xp.asarray(W["embed.W_P"][:n, :], copy=True))  # [n, H], a copy: traces never share weights
-    S = rec("embed.segment", xp.take(W["embed.W_S"], segments, axis=0))  # [n, H]
+    """Z_0 = LayerNorm(T + P + S)   [..., n] ids -> [..., n, H] (leading axes: a batch)."""
+    n, H = ids.shape[-1], W["embed.W_T"].shape[-1]
+    T = rec("embed.token", _lookup(W["embed.W_T"], ids, xp))  # [..., n, H]
+    # [..., n, H], a copy: traces never share weights
+    P = rec("embed.position", xp.asarray(xp.broadcast_to(W["embed.W_P"][:n, :], (*ids.shape, H)), copy=True))
+    S = rec("embed.segment", _lookup(W["embed.W_S"], segments, xp))  # [..., n, H]
     X = rec("embed.sum", T + P + S)  # [n, H]
     return rec("embed.ln", layer_norm(X, W["embed.ln.gamma"], W["embed.ln.beta"], c.layer_norm_eps, xp))
 
@@ -100,19 +119,19 @@ def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
     """Multi-head self-attention and its residual + layernorm   [n, H] -> [n, H]."""
     A = c.num_heads
     scale = c.attention_scale if c.attention_scale is not None else 1.0 / math.sqrt(c.head_size)
-    Q = rec("attn.q", split_heads(Z @ W["attn.W_Q"] + W["attn.b_Q"], A, xp))  # [A, n, d]
-    K = rec("attn.k", split_heads(Z @ W["attn.W_K"] + W["attn.b_K"], A, xp))  # [A, n, d]
-    V = rec("attn.v", split_heads(Z @ W["attn.W_V"] + W["attn.b_V"], A, xp))  # [A, n, d]
+    Q = rec("attn.q", split_heads(matmul(Z, W["attn.W_Q"], xp) + W["attn.b_Q"], A, xp))  # [A, n, d]
+    K = rec("attn.k", split_heads(matmul(Z, W["attn.W_K"], xp) + W["attn.b_K"], A, xp))  # [A, n, d]
+    V = rec("attn.v", split_heads(matmul(Z, W["attn.W_V"], xp) + W["attn.b_V"], A, xp))  # [A, n, d]
     # [A, n, n]: Q K^T / sqrt(d_k); scaling the n x d queries first gives the same product and
     # touches A*n*d numbers instead of A*n*n
-    scores = (Q * scale) @ xp.permute_dims(K, (0, 2, 1))
+    scores = (Q * scale) @ xp.matrix_transpose(K)
     if mask_add is not None:
         scores = scores + mask_add  # -inf on [PAD] keys
     scores = rec("attn.scores", scores)
     probs = rec("attn.probs", softmax(scores, xp))  # [A, n, n], rows sum to 1
     context = rec("attn.context", probs @ V)  # [A, n, d]
     concat = rec("attn.concat", merge_heads(context, xp))  # [n, H]
-    out = rec("attn.out", concat @ W["attn.W_O"] + W["attn.b_O"])  # [n, H]
+    out = rec("attn.out", matmul(concat, W["attn.W_O"], xp) + W["attn.b_O"])  # [n, H]
     resid = rec("attn.resid", Z + out)  # [n, H]
     return rec("attn.ln", layer_norm(resid, W["attn.ln.gamma"], W["attn.ln.beta"], c.layer_norm_eps, xp))
 
@@ -120,9 +139,9 @@ def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
 def feed_forward(W: dict, Z, c: BertConfig, rec: Recorder, xp):
     """Position-wise feed-forward and its residual + layernorm   [n, H] -> [n, F] -> [n, H]."""
     act = ACTIVATION_FUNCTIONS[c.activation]
-    up = rec("ffn.up", Z @ W["ffn.W_up"] + W["ffn.b_up"])  # [n, F]
+    up = rec("ffn.up", matmul(Z, W["ffn.W_up"], xp) + W["ffn.b_up"])  # [n, F]
     a = rec("ffn.act", act(up, xp))  # [n, F]
-    down = rec("ffn.down", a @ W["ffn.W_down"] + W["ffn.b_down"])  # [n, H]
+    down = rec("ffn.down", matmul(a, W["ffn.W_down"], xp) + W["ffn.b_down"])  # [n, H]
     resid = rec("ffn.resid", Z + down)  # [n, H]
     return rec("ffn.ln", layer_norm(resid, W["ffn.ln.gamma"], W["ffn.ln.beta"], c.layer_norm_eps, xp))
 
@@ -134,8 +153,8 @@ def encoder_layer(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
 
 
 def pooler(W: dict, Z_L, rec: Recorder, xp):
-    """p = tanh(W Z_L[0] + b): the [CLS] vector through one dense layer   [n, H] -> [H]."""
-    return rec("pooler.out", xp.tanh(Z_L[0, :] @ W["pooler.W"] + W["pooler.b"]))
+    """p = tanh(W Z_L[0] + b): the [CLS] vector through one dense layer   [..., n, H] -> [..., H]."""
+    return rec("pooler.out", xp.tanh(Z_L[..., 0, :] @ W["pooler.W"] + W["pooler.b"]))
 
 
 def mlm_head(W: dict, Z_L, c: BertConfig, rec: Recorder, xp):
@@ -157,7 +176,8 @@ class LayerWeights(dict):
 def forward(weights: dict, layer_weights: list, ids, segments, mask, c: BertConfig, rec: Recorder, xp, *,
             mlm: bool = False):
     """The whole model: embeddings, L encoder layers, pooler (and the mlm head)."""
-    mask_add = None if all(int(m) for m in mask) else padding_mask(mask, xp, weights["embed.W_T"].dtype)
+    all_real = bool(xp.all(xp.asarray(mask) > 0))  # mask [n], or [B, n] for a batch
+    mask_add = None if all_real else padding_mask(mask, xp, weights["embed.W_T"].dtype)
     Z = embeddings(weights, ids, segments, c, rec, xp)
     for layer in range(c.num_layers):
         Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(f"layer.{layer}"), xp)

@@ -80,6 +80,16 @@ class Bert:
         return Bert(self.config.replace(**config_changes), new_weights, self.tokenizer,
                     name=name or f"{self.name} [{changes}]", backend_name=self.backend, source=self.source)
 
+    # --- pickling (to send a model to Dask workers): weights travel as host arrays, the array
+    # namespace by its name, and the receiving process moves them to that backend again
+    def __getstate__(self) -> dict:
+        return {"config": self.config, "weights": {k: backend.to_host(v) for k, v in self.weights.items()},
+                "tokenizer": self.tokenizer, "name": self.name, "backend_name": self.backend, "source": self.source}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["config"], state["weights"], state["tokenizer"], name=state["name"],
+                      backend_name=state["backend_name"], source=state["source"])
+
     # --- input
     def tokenize(self, text: str, pair: str | None = None, *, truncate: bool = False, pad_to: int | None = None):
         """The exact model input: tokens, ids, segments, mask and character spans."""
@@ -100,6 +110,17 @@ class Bert:
         texts = (text,) if pair is None else (text, pair)
         return self.trace_ids(enc.ids, enc.segments, enc.mask, tokens=enc.tokens, spans=enc.spans, texts=texts,
                               keep=keep, dtype=dtype, max_bytes=max_bytes)
+
+    def trace_batch(self, texts, pairs=None, *, pad_to: int | None = None, keep=None, dtype: str | None = None,
+                    truncate: bool = False, max_bytes: int | None = None):
+        """Trace many texts at once: a BatchTrace with a leading batch axis on every key.
+
+        Inputs are padded with [PAD] to the longest (or pad_to); `btr[i]` is text i as a Trace
+        without its padding, the same as `trace(texts[i])`. The budget covers the whole batch.
+        """
+        from .batch import trace_batch
+        return trace_batch(self, texts, pairs, pad_to=pad_to, keep=keep, dtype=dtype, truncate=truncate,
+                           max_bytes=max_bytes)
 
     def trace_ids(self, ids, segments=None, mask=None, *, tokens=None, spans=None, texts=("",), keep=None,
                   dtype: str | None = None, max_bytes: int | None = None) -> Trace:

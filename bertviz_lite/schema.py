@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 # every axis name used by any trace tensor, with what its length is
 AXES = {
+    "batch": "B, inputs of a batched trace (model.trace_batch)",
     "layer": "L, encoder layers",
     "token": "n, input tokens ([CLS] ... [SEP], padding included)",
     "query": "n, the token that attends (row of an attention map)",

@@ -1,0 +1,338 @@
+"""Every head's attention statistics over a corpus, batch by batch, on one machine or a Dask cluster.
+
+    r = bv.corpus.head_stats(model, sentences)          # streams batches of 32 traces
+    r["sep"]                                            # [layer, head]: mean attention to [SEP]
+    r.top("prev")                                       # the heads that look at the previous token
+
+The statistics of Clark et al. 2019 ("What Does BERT Look At?", section 3). For one sentence and
+one head, A is the attention map over its real tokens; i runs over the query tokens, j over the
+keys. Each statistic is a sum over j for each i, then a mean over i; `head_stats` returns its
+mean over the sentences:
+
+    cls, sep, punct   sum_j A[i, j] over keys j that are [CLS] / [SEP] / punctuation word pieces
+    self, prev, next  A[i, i], A[i, i-1], A[i, i+1]  (0 where that key does not exist)
+    entropy           -sum_j A[i, j] ln A[i, j]     (nats; 0 ln 0 = 0)
+    distance          sum_j A[i, j] |i - j|          (tokens)
+
+Streaming: sentences are grouped by length (less padding), a batch is traced with keep=['attn.probs'], reduced to per-sentence sums ([layer, head]
+per statistic) and dropped before the next one, so memory does not grow with the corpus. With a
+Dask client the same function `batch_sums` runs on the workers and the partial sums are added there
+(a tree of `add` tasks); only the final [layer, head] arrays come back.
+
+Sentences over the model's 512 positions are skipped and counted (`r.n_skipped`, `r.skipped`
+holds their indices); `too_long="error"` raises instead.
+
+Engine rule: no numpy here; the statistics run in the model's array namespace and only the small
+[layer, head] sums come back to the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from . import backend
+from .analysis import _row_entropy, is_punctuation
+from .batch import pad_encoding, trace_encodings
+from .errors import BertVizError, InputTooLongError
+from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes
+
+# the statistics, in order; the first seven are sums of A[i, j] times a weight on (i, j)
+STATS = ("cls", "sep", "punct", "self", "prev", "next", "distance", "entropy")
+WEIGHTED = STATS[:7]
+DESCRIPTIONS = {
+    "cls": "attention to [CLS]", "sep": "attention to [SEP]", "punct": "attention to punctuation",
+    "self": "attention to the token itself", "prev": "attention to the previous token",
+    "next": "attention to the next token", "distance": "mean distance attended (tokens)",
+    "entropy": "entropy of the attention row (nats)",
+}
+
+
+# ------------------------------------------------------------------------------------------
+# one batch -> sums over its sentences (what runs on a worker)
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Partial:
+    """Sums over some sentences of each per-sentence statistic ([layer, head] host arrays)."""
+
+    sums: dict
+    n_sentences: int
+    skipped: tuple[int, ...] = ()
+
+    def __add__(self, other: "Partial") -> "Partial":
+        return Partial({k: self.sums[k] + other.sums[k] for k in self.sums}, self.n_sentences + other.n_sentences,
+                       self.skipped + other.skipped)
+
+
+def add(*parts: Partial) -> Partial:
+    """The sum of partial sums, in the order given (the reduction's one step)."""
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def key_weights(tokens, mask, xp, dtype):
+    """[B, 7, n, n]: for each statistic in WEIGHTED, the weight of key j for query i.
+
+    cls / sep / punct weigh the keys that are such tokens; self / prev / next the key at i, i-1,
+    i+1; distance |i - j|. Padded keys weigh 0 (they get zero attention anyway).
+    """
+    B, n = len(tokens), len(tokens[0])
+    real = xp.asarray(mask, dtype=dtype)  # [B, n]
+    i = xp.reshape(xp.arange(n), (n, 1))  # [n, 1], query
+    j = xp.reshape(xp.arange(n), (1, n))  # [1, n], key
+
+    def keys_that(flags):  # [B, n] flags on keys -> [B, n, n], the same for every query
+        return xp.broadcast_to(xp.reshape(xp.asarray(flags, dtype=dtype), (B, 1, n)), (B, n, n))
+
+    def band(cells):  # [n, n] of bools -> [B, n, n]
+        return xp.broadcast_to(xp.astype(cells, dtype), (B, n, n))
+
+    w = [keys_that([[t == "[CLS]" for t in ts] for ts in tokens]),
+         keys_that([[t == "[SEP]" for t in ts] for ts in tokens]),
+         keys_that([[is_punctuation(t) for t in ts] for ts in tokens]),
+         band(i == j), band(j == i - 1), band(j == i + 1),
+         band(xp.astype(xp.abs(i - j), dtype))]
+    return xp.stack(w, axis=1) * xp.reshape(real, (B, 1, 1, n))  # [B, 7, n, n]
+
+
+def sentence_stats(probs, tokens, mask, xp):
+    """Each sentence's statistics for one layer: [B, A, n, n] maps -> [B, A, 8] (STATS order).
+
+    Per query i: sum_j A[i, j] w[i, j] for the weighted ones (one batched product) and the row's
+    entropy; then the mean over the real queries of each sentence.
+    """
+    B, A, n, _ = probs.shape
+    w = key_weights(tokens, mask, xp, probs.dtype)  # [B, 7, n, n]
+    # [B, n, A, n] @ [B, n, n, 7] -> [B, n(query), A, 7]: sum over keys j, for each query i
+    per_query = xp.permute_dims(probs, (0, 2, 1, 3)) @ xp.permute_dims(w, (0, 2, 3, 1))
+    entropy = xp.permute_dims(_row_entropy(probs, xp), (0, 2, 1))  # [B, n, A]
+    per_query = xp.concat([per_query, xp.reshape(entropy, (B, n, A, 1))], axis=-1)  # [B, n, A, 8]
+    wide = getattr(xp, "float64", None) or probs.dtype
+    per_query = xp.astype(per_query, wide)
+    real = xp.asarray(mask, dtype=wide)  # [B, n]
+    n_real = xp.sum(real, axis=1)  # [B]
+    return xp.sum(per_query * xp.reshape(real, (B, n, 1, 1)), axis=1) / xp.reshape(n_real, (B, 1, 1))  # [B, A, 8]
+
+
+def batch_sums(model, sentences: list, indices: list | None = None, too_long: str = "skip",
+               max_bytes: int | None = None) -> Partial:
+    """Trace one batch (keep=['attn.probs']) and sum each statistic over its sentences.
+
+    `indices` are the sentences' places in the corpus (to report skipped ones). A batch whose
+    attention maps would not fit in the trace budget (max_bytes, 2 GiB by default) is traced in
+    smaller pieces. Runs wherever it is called: in this process, or on a Dask worker.
+    """
+    indices = list(range(len(sentences))) if indices is None else list(indices)
+    encs, skipped = [], []
+    for k, s in zip(indices, sentences):
+        try:
+            encs.append(model.tokenize(s))
+        except InputTooLongError as e:
+            if too_long == "error":
+                raise InputTooLongError(f"sentence {k} of the corpus: {e}") from None
+            skipped.append(k)
+    L, A = model.config.num_layers, model.config.num_heads
+    xp = model.xp
+    total = xp.zeros((L, A, len(STATS)), dtype=getattr(xp, "float64", None) or xp.float32)
+    if encs:
+        n = max(len(e.ids) for e in encs)
+        pad_id = model.tokenizer.token_to_id("[PAD]")
+        encs = [pad_encoding(e, n, pad_id) for e in encs]
+        limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
+        fit = max(1, limit // estimate_trace_bytes(model.config, n, keep=["attn.probs"], mlm=model.has_mlm))
+        for k in range(0, len(encs), fit):  # a piece that fits the budget at a time
+            btr = trace_encodings(model, encs[k:k + fit], [("",)] * len(encs[k:k + fit]), keep=["attn.probs"],
+                                  max_bytes=max_bytes)
+            per_layer = [xp.sum(sentence_stats(btr.get("attn.probs", layer=layer), btr.tokens, btr.mask, xp), axis=0)
+                         for layer in range(L)]  # L x [A, 8], summed over the piece's sentences
+            total = total + xp.stack(per_layer, axis=0)  # [L, A, 8]
+            del btr
+    stacked = backend.to_host(total)
+    return Partial({name: stacked[:, :, k].copy() for k, name in enumerate(STATS)}, len(encs), tuple(skipped))
+
+
+def batches(sentences: list, batch_size: int) -> list[list[int]]:
+    """The corpus's indices cut into batches of sentences of similar length.
+
+    Sorting by character length (a close proxy for token length, known without tokenizing)
+    keeps padding small: a batch pads every sentence to its longest. Averages do not depend on
+    the order, and the same corpus always gives the same batches (ties keep corpus order).
+    """
+    order = sorted(range(len(sentences)), key=lambda i: (len(sentences[i]), i))
+    return [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
+
+
+# ------------------------------------------------------------------------------------------
+# the result
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeadStats:
+    """Each statistic's mean over the sentences, per layer and head: `r["sep"]` -> [layer, head]."""
+
+    means: dict
+    n_sentences: int
+    skipped: tuple[int, ...] = ()
+    model_name: str = ""
+    names: tuple[str, ...] = field(default=STATS)
+
+    @classmethod
+    def from_sums(cls, total: Partial, model_name: str = "") -> "HeadStats":
+        if total.n_sentences == 0:
+            raise BertVizError(f"every sentence ({len(total.skipped)}) was longer than the model's positions; "
+                               "nothing to average (shorten them)")
+        return cls({k: v / total.n_sentences for k, v in total.sums.items()}, total.n_sentences,
+                   tuple(sorted(total.skipped)), model_name)
+
+    def __getitem__(self, name: str):
+        if name not in self.means:
+            raise KeyError(f"unknown statistic {name!r}; head_stats computes {', '.join(STATS)}")
+        return self.means[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self.means
+
+    def keys(self):
+        return list(self.names)
+
+    @property
+    def n_skipped(self) -> int:
+        return len(self.skipped)
+
+    def top(self, name: str, k: int = 5, *, largest: bool = True) -> list[tuple[int, int, float]]:
+        """The k heads with the largest (or smallest) value: [(layer, head, value), ...]; ties by position."""
+        v = self[name]
+        cells = [(float(v[layer, head]), layer, head) for layer in range(v.shape[0]) for head in range(v.shape[1])]
+        cells.sort(key=lambda c: (-c[0] if largest else c[0], c[1], c[2]))
+        return [(layer, head, value) for value, layer, head in cells[:k]]
+
+    def table(self, names: Iterable[str] = ("cls", "sep", "punct", "prev", "next"), k: int = 5) -> Table:
+        """The top-k heads of each statistic, as rows: statistic, rank, layer, head, value."""
+        rows = [(name, r + 1, layer, head, round(value, 4))
+                for name in names for r, (layer, head, value) in enumerate(self.top(name, k))]
+        return Table(("statistic", "rank", "layer", "head", "value"), rows,
+                     title=f"top {k} heads over {self.n_sentences:,} sentences ({self.model_name})")
+
+    def __repr__(self) -> str:
+        L, A = self.means[STATS[0]].shape
+        skipped = f", {self.n_skipped} skipped (too long)" if self.skipped else ""
+        return (f"<HeadStats {self.model_name}: {len(self.names)} statistics x {L} layers x {A} heads over "
+                f"{self.n_sentences:,} sentences{skipped}>")
+
+
+# ------------------------------------------------------------------------------------------
+# the corpus: locally or on a Dask cluster
+# ------------------------------------------------------------------------------------------
+
+
+def _check_corpus(sentences) -> list:
+    if isinstance(sentences, str):
+        raise TypeError("head_stats takes a list of sentences, not one string; for a text file use "
+                        "open(path).read().splitlines()")
+    if not isinstance(sentences, Iterable):
+        raise TypeError(f"sentences must be a list of strings, got {type(sentences).__name__}")
+    sentences = list(sentences)
+    if not sentences:
+        raise ValueError("the corpus is empty: head_stats needs at least one sentence")
+    for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            raise TypeError(f"sentence {i} is a {type(s).__name__} ({s!r:.60}), not a str; every item of the "
+                            "corpus must be a sentence")
+    return sentences
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    from tqdm.auto import tqdm
+    # delay: a run that ends within a second never draws a bar
+    return tqdm(total=total, disable=not enabled, desc=desc, unit="sentence", delay=1.0)
+
+
+def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bool = True,
+               too_long: str = "skip") -> HeadStats:
+    """Every head's statistics (STATS) averaged over a corpus -> HeadStats (`r[name]` is [layer, head]).
+
+    sentences: a list (or any iterable) of strings, each one input ([CLS] sentence [SEP]).
+    batch_size: sentences traced at once; memory is one batch of attention maps, whatever the corpus.
+    client: a `dask.distributed.Client` or a scheduler address ('tcp://host:8786') to run the batches
+    on a cluster's workers (each needs bertviz-lite installed); None runs here.
+    progress: a tqdm bar (shown when a run takes more than a second).
+    too_long: 'skip' (count them in r.skipped) or 'error' for sentences over the model's positions.
+    Deterministic: the same corpus and batch size give the same result, here or on a cluster.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if too_long not in ("skip", "error"):
+        raise ValueError(f"too_long must be 'skip' or 'error', got {too_long!r}")
+    sentences = _check_corpus(sentences)
+    groups = batches(sentences, batch_size)
+    if client is None:
+        total = None
+        with _progress(len(sentences), progress, "head_stats") as bar:
+            for idx in groups:  # one batch of traces alive at a time
+                part = batch_sums(model, [sentences[i] for i in idx], idx, too_long)
+                total = part if total is None else total + part
+                bar.update(len(idx))
+    else:
+        total = _on_cluster(client, model, sentences, groups, progress, too_long)
+    return HeadStats.from_sums(total, model.name)
+
+
+def _connect(client):
+    """(a running Client, whether we opened it) from a Client or a scheduler address."""
+    try:
+        from dask.distributed import Client
+    except ImportError as e:
+        raise BertVizError("client= needs Dask: pip install 'bertviz-lite[cluster]' (dask and distributed)") from e
+    if isinstance(client, str):
+        try:
+            return Client(client, timeout="10s", set_as_default=False), True
+        except (OSError, TimeoutError) as e:
+            raise BertVizError(f"could not reach a Dask scheduler at {client!r} ({e}); start one (`dask scheduler`) "
+                               "or pass a running dask.distributed.Client") from None
+    if not isinstance(client, Client):
+        raise TypeError(f"client must be a dask.distributed.Client or a scheduler address, got "
+                        f"{type(client).__name__}")
+    if client.status != "running":
+        raise BertVizError(f"the Dask client is {client.status}, not running: connect a new Client to the "
+                           "scheduler (or pass client=None to run here)")
+    return client, False
+
+
+def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str) -> Partial:
+    """Send each batch to the workers, add the partial sums there in a tree, bring back the total."""
+    from dask.distributed import as_completed
+
+    client, opened = _connect(client)
+    futures = []
+    try:
+        try:
+            remote_model = client.scatter(model, broadcast=True, hash=False)  # once per worker, not per batch
+            leaves = [client.submit(batch_sums, remote_model, [sentences[i] for i in idx], idx, too_long, pure=False)
+                      for idx in groups]
+            futures = list(leaves)
+            level = leaves
+            while len(level) > 1:  # pairwise sums, in a fixed order: the same result every run
+                level = [client.submit(add, *level[k:k + 2], pure=False) for k in range(0, len(level), 2)]
+                futures += level
+            with _progress(len(sentences), progress, "head_stats (dask)") as bar:
+                sizes = {f.key: len(idx) for f, idx in zip(leaves, groups)}
+                for f in as_completed(leaves):
+                    if f.status == "error":
+                        f.result()  # raises the worker's error now, not after the whole run
+                    bar.update(sizes[f.key])
+            return level[0].result()
+        except (InputTooLongError, BertVizError, TypeError, ValueError):
+            raise  # the run's own errors, raised on a worker: pass them on as they are
+        except Exception as e:  # the cluster went away, a worker died, the connection closed
+            raise BertVizError(f"the Dask cluster failed during head_stats ({type(e).__name__}: {e}); "
+                               "no result was produced. Check the scheduler and workers, then run again") from e
+    finally:
+        if futures and client.status == "running":
+            client.cancel(futures)
+        if opened:
+            client.close()
