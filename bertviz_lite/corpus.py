@@ -40,6 +40,7 @@ from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes
 # the statistics, in order; the first seven are sums of A[i, j] times a weight on (i, j)
 STATS = ("cls", "sep", "punct", "self", "prev", "next", "distance", "entropy")
 WEIGHTED = STATS[:7]
+CONNECT_TIMEOUT = "10s"  # how long to try a scheduler address before saying it cannot be reached
 DESCRIPTIONS = {
     "cls": "attention to [CLS]", "sep": "attention to [SEP]", "punct": "attention to punctuation",
     "self": "attention to the token itself", "prev": "attention to the previous token",
@@ -290,8 +291,8 @@ def _connect(client):
         raise BertVizError("client= needs Dask: pip install 'bertviz-lite[cluster]' (dask and distributed)") from e
     if isinstance(client, str):
         try:
-            return Client(client, timeout="10s", set_as_default=False), True
-        except (OSError, TimeoutError) as e:
+            return Client(client, timeout=CONNECT_TIMEOUT, set_as_default=False), True
+        except (OSError, TimeoutError, ValueError) as e:
             raise BertVizError(f"could not reach a Dask scheduler at {client!r} ({e}); start one (`dask scheduler`) "
                                "or pass a running dask.distributed.Client") from None
     if not isinstance(client, Client):
@@ -321,7 +322,7 @@ def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str)
                 futures += level
             with _progress(len(sentences), progress, "head_stats (dask)") as bar:
                 sizes = {f.key: len(idx) for f, idx in zip(leaves, groups)}
-                for f in as_completed(leaves):
+                for f in as_completed(leaves, loop=client.loop):  # this client, even when not the default
                     if f.status == "error":
                         f.result()  # raises the worker's error now, not after the whole run
                     bar.update(sizes[f.key])
