@@ -27,3 +27,7 @@ class WeightsNotFoundError(BertVizError, OSError):
 
 class BackendError(BertVizError, RuntimeError):
     """The requested array backend (cupy, array_api_strict) is not usable here."""
+
+
+class ModelTooLargeError(BertVizError, MemoryError):
+    """A config whose weights could not fit in this machine's memory (refused before allocating)."""
