@@ -286,3 +286,35 @@ def test_keep_takes_any_iterable(small):
     assert small.trace("hello", keep=gen).keys() == ["embed.sum", "layer.0.attn.probs", "layer.1.attn.probs"]
     assert small.trace("hello", keep=iter(["pooler.out"])).keys() == ["pooler.out"]
     assert small.trace("hello", keep=()).keys() == []
+
+
+# ---------------------------------------------------------------------------------------------
+# head importance for a trained task (sentence-embedding similarity)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sentence_embedding_is_the_mean_of_the_last_layer_over_real_tokens(small):
+    from bertviz_lite import analysis
+    tr = small.trace("mean pooling here", pad_to=12)
+    real = np.array(tr.mask, bool)
+    np.testing.assert_allclose(analysis.sentence_embedding(tr), host(tr["layer.1.ffn.ln"])[real].mean(axis=0),
+                               atol=1e-6)
+
+
+def test_head_importance_is_the_cosine_change_when_each_head_is_ablated(small):
+    from bertviz_lite import analysis
+    pairs = [("a cat sat", "a dog sat"), ("rain falls", "the sun shines brightly")]
+    imp = analysis.head_importance(small, pairs)
+    assert imp.shape == (SMALL["num_layers"], SMALL["num_heads"]) and np.all(imp >= 0) and imp.max() > 0
+
+    def emb(text, edits=None):
+        return host(small.trace(text, edits=edits)["layer.1.ffn.ln"]).mean(axis=0)
+
+    def cos(u, v):
+        return u @ v / np.linalg.norm(u) / np.linalg.norm(v)
+
+    edit = bv.ablate(heads={1: [2]})
+    want = np.mean([abs(cos(emb(a, edit), emb(b, edit)) - cos(emb(a), emb(b))) for a, b in pairs])
+    assert imp[1, 2] == pytest.approx(want, abs=1e-6)
+    with pytest.raises(ValueError, match="pairs"):
+        analysis.head_importance(small, [("only one",)])
