@@ -108,8 +108,8 @@ def check_model_size(c: BertConfig, *, mlm: bool = False, nsp: bool = False, wha
         raise ModelTooLargeError(
             f"{what} asks for a BERT with {c.num_layers:,} layers, hidden size {c.hidden_size:,}, feed-forward "
             f"{c.ffn_size:,} and vocabulary {c.vocab_size:,}: {n_params:,} parameters, {need / 2**30:,.1f} GiB, "
-            f"more than this machine's {have / 2**30:,.0f} GiB of memory. Check num_hidden_layers, hidden_size, "
-            "intermediate_size and vocab_size.")
+            f"more than this machine's {have / 2**30:,.0f} GiB of memory. Check num_hidden_layers (num_layers), "
+            "hidden_size, intermediate_size (ffn_size) and vocab_size.")
     return need
 
 

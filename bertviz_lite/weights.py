@@ -247,6 +247,10 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
         if tuple(dec.shape) != tuple(weights["embed.W_T"].shape):
             problems.append(f"{raw_name!r} has shape {tuple(dec.shape)}; bert ties it to the token "
                             f"embeddings {tuple(weights['embed.W_T'].shape)}")
+    found_layers = {int(k.split(".")[1]) for k in weights if k.startswith("layer.")}
+    if found_layers and len(found_layers) != config.num_layers:  # say it once, before the tensors it explains
+        problems.insert(0, f"config.json says num_hidden_layers={config.num_layers}, the checkpoint holds "
+                           f"{len(found_layers)} layer(s)")
     if problems:
         shown = problems if len(problems) <= MAX_LISTED else \
             problems[:MAX_LISTED] + [f"... and {len(problems) - MAX_LISTED:,} more"]

@@ -323,6 +323,7 @@ def test_absurd_config_json_gives_a_short_error_quickly(tmp_path, small, layers)
         bv.load(folder)
     assert time.monotonic() - start < 15
     assert len(str(e.value)) < 5000, f"{len(str(e.value)):,} characters"
+    assert "num_hidden_layers" in str(e.value)
 
 
 # ---------------------------------------------------------------------------------------------
