@@ -322,6 +322,8 @@ def _download(repo: str, cache_dir, how: str) -> Path:
     except RepositoryNotFoundError as e:
         raise WeightsNotFoundError(f"{repo} does not exist on the Hugging Face Hub (or is private)") from e
     except Exception as e:  # timeouts and network errors come as httpx, requests or hub errors
-        raise WeightsNotFoundError(f"downloading {repo} from the Hugging Face Hub failed "
-                                   f"({type(e).__name__}: {' '.join(str(e).split())[:200]}). {how}") from e
+        why = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        if "Timeout" in type(e).__name__:
+            why = f"no answer within {HUB_TIMEOUT_S:g} s; a proxy or captive portal? ({why})"
+        raise WeightsNotFoundError(f"downloading {repo} from the Hugging Face Hub failed ({why}). {how}") from e
     return Path(paths[0]).parent
