@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from . import backend, engine, schema
 from .errors import TraceTooLargeError
 from .tokenizer import Encoding
-from .trace import DEFAULT_MAX_TRACE_BYTES, NullRecorder, Recorder, Trace, estimate_trace_bytes
+from .trace import (DEFAULT_MAX_TRACE_BYTES, NullRecorder, Recorder, Trace, check_patterns, compile_patterns,
+                    estimate_trace_bytes)
 
 BATCH_AXIS = "batch"  # the leading axis every key of a BatchTrace has (schema.AXES names it)
 _STORE_DTYPES = {"float32": 4, "float16": 2}
@@ -86,18 +87,20 @@ def check_batch_budget(config, batch: int, n: int, *, keep, itemsize: int, mlm: 
 
 
 def trace_batch(model, texts, pairs=None, *, pad_to: int | None = None, keep=None, dtype: str | None = None,
-                truncate: bool = False, max_bytes: int | None = None) -> "BatchTrace":
+                truncate: bool = False, max_bytes: int | None = None, fast: bool = True) -> "BatchTrace":
     """What `Bert.trace_batch` runs: tokenize, pad, check the budget, one forward with a batch axis."""
     texts, pairs = _check_texts(texts, pairs)
     encs = encode_batch(model, texts, pairs, pad_to=pad_to, truncate=truncate)
     return trace_encodings(model, encs, [(t,) if p is None else (t, p) for t, p in zip(texts, pairs)],
-                           keep=keep, dtype=dtype, max_bytes=max_bytes)
+                           keep=keep, dtype=dtype, max_bytes=max_bytes, fast=fast)
 
 
 def trace_encodings(model, encs: Sequence[Encoding], texts, *, keep=None, dtype: str | None = None,
-                    max_bytes: int | None = None) -> "BatchTrace":
+                    max_bytes: int | None = None, fast: bool = True) -> "BatchTrace":
     """One forward over inputs already tokenized and padded to the same length."""
     c, xp = model.config, model.xp
+    keep = compile_patterns(keep)
+    check_patterns(keep, model.trace_keys(), "keep=")
     if len({len(e.ids) for e in encs}) != 1:
         raise ValueError("every encoding of a batch must have the same length; pad them with pad_encoding()")
     for e in encs:
@@ -108,12 +111,12 @@ def trace_encodings(model, encs: Sequence[Encoding], texts, *, keep=None, dtype:
     check_batch_budget(c, B, n, keep=keep, itemsize=_STORE_DTYPES[dtype or "float32"], mlm=model.has_mlm,
                        max_bytes=max_bytes)
     store_dtype = None if dtype in (None, "float32") else getattr(xp, dtype)
-    rec = NullRecorder(xp) if keep is not None and len(list(keep)) == 0 else \
-        Recorder(xp, keep=keep, dtype=store_dtype)
+    rec = NullRecorder(xp) if keep == () else Recorder(xp, keep=keep, dtype=store_dtype)
     ids = xp.asarray([e.ids for e in encs])  # [B, n]
     segments = xp.asarray([e.segments for e in encs])  # [B, n]
     mask = [e.mask for e in encs]  # [B, n]
-    engine.forward(model.weights, model._layers, ids, segments, mask, c, rec, xp, mlm=model.has_mlm)
+    with backend.fast_path(fast):
+        engine.forward(model.weights, model._layers, ids, segments, mask, c, rec, xp, mlm=model.has_mlm)
     return BatchTrace(rec.store, config=c, encodings=encs, texts=texts, model_name=model.name,
                       backend_name=model.backend, keep=keep)
 

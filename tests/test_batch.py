@@ -50,9 +50,9 @@ def test_every_key_gets_a_leading_batch_axis(minilm):
     assert "batch" in schema.AXES
 
 
-@pytest.mark.parametrize("pairs, pad_to", [(None, None), (PAIRS, 40)])
-def test_each_example_equals_its_own_trace(minilm, pairs, pad_to):
-    btr = minilm.trace_batch(TEXTS, pairs, pad_to=pad_to)
+@pytest.mark.parametrize("pairs, pad_to, fast", [(None, None, True), (PAIRS, 40, True), (None, None, False)])
+def test_each_example_equals_its_own_trace(minilm, pairs, pad_to, fast):
+    btr = minilm.trace_batch(TEXTS, pairs, pad_to=pad_to, fast=fast)
     if pad_to:
         assert btr.n == pad_to
     for i, text in enumerate(TEXTS):
@@ -101,8 +101,12 @@ def test_shape_agnostic_lines_keep_the_single_input_shapes():
     assert engine.padding_mask([1, 1, 0], xp, np.float32).shape == (1, 1, 3)
     m = engine.padding_mask([[1, 1, 0], [1, 1, 1]], xp, np.float32)
     assert m.shape == (2, 1, 1, 3) and m[0, 0, 0, 2] == -np.inf and m[1].max() == 0
-    W = np.ones((8, 3), dtype=np.float32)
-    np.testing.assert_array_equal(engine.matmul(x, W, xp), x @ W)
+    W = np.random.default_rng(0).standard_normal((8, 3), dtype=np.float32)
+    folded = engine.matmul(x, W, xp)  # the fused kernel folds [2, 3, 5] into one [30, 8] product
+    with backend.fast_path(False):
+        as_written = engine.matmul(x, W, xp)  # x @ W, one product per leading index
+    assert folded.shape == as_written.shape == (2, 3, 5, 3)
+    np.testing.assert_allclose(folded, as_written, rtol=1e-6, atol=1e-4)
 
 
 def test_the_memory_budget_covers_the_whole_batch(base):
@@ -125,6 +129,7 @@ def test_the_memory_budget_covers_the_whole_batch(base):
     (["a"], None, {"pad_to": 600}, bv.InputTooLongError, "512 positions"),
     (["a"], None, {"pad_to": "8"}, TypeError, "pad_to must be an int"),
     (["a"], None, {"dtype": "int8"}, ValueError, "storage type"),
+    (["a"], None, {"keep": ["attn.prbs"]}, bv.PatternError, "did you mean"),
     (["word " * 600], None, {}, bv.InputTooLongError, "truncate=True"),
 ])
 def test_bad_batches_are_refused_clearly(small, texts, pairs, kw, err, match):
