@@ -41,6 +41,8 @@ from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes
 STATS = ("cls", "sep", "punct", "self", "prev", "next", "distance", "entropy")
 WEIGHTED = STATS[:7]
 CONNECT_TIMEOUT = "10s"  # how long to try a scheduler address before saying it cannot be reached
+NO_WORKERS_TIMEOUT = 60.0  # seconds a cluster may have no workers while head_stats waits on it
+POLL_SECONDS = 2.0  # how often a waiting run checks that the cluster is still there
 DESCRIPTIONS = {
     "cls": "attention to [CLS]", "sep": "attention to [SEP]", "punct": "attention to punctuation",
     "self": "attention to the token itself", "prev": "attention to the previous token",
@@ -304,14 +306,35 @@ def _connect(client):
     return client, False
 
 
+def _check_cluster(client, no_workers_since: float | None) -> float | None:
+    """Raise when the client has lost its scheduler, or the cluster has had no worker for too long
+    (tasks would wait forever); returns since when it has had none (None while it has some)."""
+    import time
+
+    if client.status != "running":
+        raise BertVizError(f"lost the Dask scheduler during head_stats (client {client.status}); no result")
+    if client.scheduler_info(n_workers=-1).get("workers"):
+        return None
+    since = no_workers_since or time.monotonic()
+    if time.monotonic() - since > NO_WORKERS_TIMEOUT:
+        raise BertVizError(f"the Dask cluster has had no workers for {NO_WORKERS_TIMEOUT:.0f} s, so head_stats cannot "
+                           "go on; start workers (`dask worker <scheduler address>`) and run it again")
+    return since
+
+
 def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str) -> Partial:
     """Send each batch to the workers, add the partial sums there in a tree, bring back the total."""
-    from dask.distributed import as_completed
+    import queue
 
     client, opened = _connect(client)
     futures = []
     try:
         try:
+            try:
+                client.wait_for_workers(1, timeout=NO_WORKERS_TIMEOUT)
+            except TimeoutError:
+                raise BertVizError(f"the Dask cluster has no workers (waited {NO_WORKERS_TIMEOUT:.0f} s); start some "
+                                   "(`dask worker <scheduler address>`) and run head_stats again") from None
             remote_model = client.scatter(model, broadcast=True, hash=False)  # once per worker, not per batch
             leaves = [client.submit(batch_sums, remote_model, [sentences[i] for i in idx], idx, too_long, pure=False)
                       for idx in groups]
@@ -320,12 +343,22 @@ def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str)
             while len(level) > 1:  # pairwise sums, in a fixed order: the same result every run
                 level = [client.submit(add, *level[k:k + 2], pure=False) for k in range(0, len(level), 2)]
                 futures += level
+            sizes = {f.key: len(idx) for f, idx in zip(leaves, groups)}
+            finished = queue.Queue()  # each future puts itself here when it is done (dask calls back)
+            for f in futures:
+                f.add_done_callback(finished.put)
             with _progress(len(sentences), progress, "head_stats (dask)") as bar:
-                sizes = {f.key: len(idx) for f, idx in zip(leaves, groups)}
-                for f in as_completed(leaves, loop=client.loop):  # this client, even when not the default
-                    if f.status == "error":
-                        f.result()  # raises the worker's error now, not after the whole run
-                    bar.update(sizes[f.key])
+                left, no_workers_since = len(futures), None
+                while left:
+                    try:
+                        f = finished.get(timeout=POLL_SECONDS)
+                    except queue.Empty:  # nothing finished for a while: is anyone still working?
+                        no_workers_since = _check_cluster(client, no_workers_since)
+                        continue
+                    left -= 1
+                    if f.status != "finished":
+                        f.result()  # raises the task's error (or CancelledError) now, not after the run
+                    bar.update(sizes.get(f.key, 0))
             return level[0].result()
         except (InputTooLongError, BertVizError, TypeError, ValueError):
             raise  # the run's own errors, raised on a worker: pass them on as they are

@@ -223,3 +223,15 @@ def test_dask_errors_are_clear(small, cluster):
         corpus.head_stats(small, ["fine"], client=client, progress=False)
     with pytest.raises(TypeError, match="dask.distributed.Client or a scheduler address"):
         corpus.head_stats(small, ["fine"], client=object(), progress=False)
+
+
+def test_a_cluster_without_workers_is_an_error_not_a_hang(small, monkeypatch):
+    distributed = pytest.importorskip("distributed", reason="needs the [cluster] extra (dask, distributed)")
+    monkeypatch.setattr(corpus, "NO_WORKERS_TIMEOUT", 1.0)
+    monkeypatch.setattr(corpus, "POLL_SECONDS", 0.5)
+    with distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None) as empty, \
+            distributed.Client(empty, set_as_default=False) as client:
+        t = time.monotonic()
+        with pytest.raises(bv.BertVizError, match="no workers"):
+            corpus.head_stats(small, ["fine"], client=client, progress=False)
+        assert time.monotonic() - t < 30
