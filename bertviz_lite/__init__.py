@@ -10,7 +10,7 @@ The engine (this package's top level) imports no widget library; views live in
 `bertviz_lite.views` and are imported only when used.
 """
 
-from . import corpus
+from . import analysis, corpus
 from .batch import BatchTrace
 from .config import BertConfig
 from .edits import Edit, Edits, ablate, compare, replace, scale

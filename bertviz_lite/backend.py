@@ -155,6 +155,19 @@ def host_float32(a) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
+def host_real_array(value, what: str) -> np.ndarray:
+    """Any array-like of real numbers (numpy, cupy, nested lists) as a float32 host array; TypeError naming
+    `what` for anything else (None, strings, booleans, complex numbers)."""
+    try:
+        a = to_host(value) if hasattr(value, "__dlpack__") else np.asarray(value)
+    except Exception:
+        a = None
+    if a is None or a.dtype.kind not in "fiu":
+        kind = type(value).__name__ if a is None else f"{type(value).__name__} of {a.dtype}"
+        raise TypeError(f"{what} must be an array of real numbers, got {kind}")
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
 # safetensors dtype names -> numpy; BF16 has no numpy type and is widened (host_from_raw)
 SAFETENSORS_NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
                        "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}

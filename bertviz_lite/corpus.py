@@ -130,10 +130,11 @@ def batch_sums(model, sentences: list, indices: list | None = None, too_long: st
     smaller pieces. Runs wherever it is called: in this process, or on a Dask worker.
     """
     indices = list(range(len(sentences))) if indices is None else list(indices)
-    encs, skipped = [], []
+    encs, texts, skipped = [], [], []
     for k, s in zip(indices, sentences):
         try:
             encs.append(model.tokenize(s))
+            texts.append((s,))
         except InputTooLongError as e:
             if too_long == "error":
                 raise InputTooLongError(f"sentence {k} of the corpus: {e}") from None
@@ -148,8 +149,7 @@ def batch_sums(model, sentences: list, indices: list | None = None, too_long: st
         limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
         fit = max(1, limit // estimate_trace_bytes(model.config, n, keep=["attn.probs"], mlm=model.has_mlm))
         for k in range(0, len(encs), fit):  # a piece that fits the budget at a time
-            btr = trace_encodings(model, encs[k:k + fit], [("",)] * len(encs[k:k + fit]), keep=["attn.probs"],
-                                  max_bytes=max_bytes)
+            btr = trace_encodings(model, encs[k:k + fit], texts[k:k + fit], keep=["attn.probs"], max_bytes=max_bytes)
             per_layer = [xp.sum(sentence_stats(btr.get("attn.probs", layer=layer), btr.tokens, btr.mask, xp), axis=0)
                          for layer in range(L)]  # L x [A, 8], summed over the piece's sentences
             total = total + xp.stack(per_layer, axis=0)  # [L, A, 8]

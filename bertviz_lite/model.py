@@ -163,9 +163,7 @@ class Bert:
         keep = compile_patterns(keep)  # once: a generator would be used up by the budget check
         all_keys = self.trace_keys()
         check_patterns(keep, all_keys, "keep=")
-        compute_dtype = self.weights["embed.W_T"].dtype
-        key_edits = compile_edits(edits, patch_from, patch, self, n, all_keys,
-                                  xp.asarray(mask, dtype=compute_dtype), xp)
+        key_edits = compile_edits(edits, patch_from, patch, self, n, all_keys, mask, xp)
         check_budget(c, n, keep=keep, itemsize=_DTYPES.get(dtype or "float32"), mlm=self.has_mlm,
                      max_bytes=max_bytes)
         store_dtype = None if dtype in (None, "float32") else getattr(xp, dtype)
