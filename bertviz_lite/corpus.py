@@ -363,6 +363,9 @@ def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str)
         except (InputTooLongError, BertVizError, TypeError, ValueError):
             raise  # the run's own errors, raised on a worker: pass them on as they are
         except Exception as e:  # the cluster went away, a worker died, the connection closed
+            if "bertviz_lite" in str(e):
+                raise BertVizError(f"a Dask worker could not load bertviz-lite ({type(e).__name__}: {e}); install "
+                                   "the same bertviz-lite version on every worker, then run again") from e
             raise BertVizError(f"the Dask cluster failed during head_stats ({type(e).__name__}: {e}); "
                                "no result was produced. Check the scheduler and workers, then run again") from e
     finally:
