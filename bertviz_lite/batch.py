@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from . import backend, engine, schema
 from .errors import TraceTooLargeError
 from .tokenizer import Encoding
-from .trace import (DEFAULT_MAX_TRACE_BYTES, NullRecorder, Recorder, Trace, check_patterns, compile_patterns,
-                    estimate_trace_bytes)
+from .trace import (DEFAULT_MAX_TRACE_BYTES, NullRecorder, Recorder, Table, Trace, check_patterns,
+                    compile_patterns, estimate_trace_bytes)
 
 BATCH_AXIS = "batch"  # the leading axis every key of a BatchTrace has (schema.AXES names it)
 _STORE_DTYPES = {"float32": 4, "float16": 2}
@@ -209,6 +209,14 @@ class BatchTrace:
     @property
     def nbytes(self) -> int:
         return sum(int(v.size) * backend.itemsize(v) for v in self._values.values())
+
+    def shapes(self) -> Table:
+        """Every recorded key with its shape, named axes (batch first), and formula."""
+        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.step_of(key).formula)
+                for key, v in self._values.items()]
+        return Table(("key", "shape", "axes", "formula"), rows,
+                     title=f"batch of {len(self)} inputs x {self.n} tokens, {len(rows)} tensors, "
+                           f"{self.nbytes / 2**20:,.1f} MiB")
 
     # --- one example
     def _empty_trace(self, i: int) -> Trace:

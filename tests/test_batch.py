@@ -48,6 +48,9 @@ def test_every_key_gets_a_leading_batch_axis(minilm):
     assert btr.n_real == tuple(len(minilm.tokenize(t).ids) for t in TEXTS)
     assert all(m[:r] == (1,) * r and set(m[r:]) <= {0} for m, r in zip(btr.mask, btr.n_real))
     assert "batch" in schema.AXES
+    table = btr.shapes()
+    assert table.column("key") == btr.keys() and len(table) == len(one.keys())
+    assert dict((r[0], r[2]) for r in table)["layer.0.attn.probs"] == "batch x head x query x key"
 
 
 @pytest.mark.parametrize("pairs, pad_to, fast", [(None, None, True), (PAIRS, 40, True), (None, None, False)])
