@@ -53,6 +53,33 @@ class Table:
 
     __repr__ = __str__
 
+    def format(self, width: int | None = None) -> str:
+        """The table as text at most `width` characters wide: the widest text columns are cut
+        (ending in '…') until it fits; numbers are never cut."""
+        if width is None:
+            return str(self)
+        cells = [[self._fmt(v) for v in r] for r in self.rows]
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(self.columns)]
+        numeric = [bool(self.rows) and all(isinstance(r[i], int) and not isinstance(r[i], bool) for r in self.rows)
+                   for i in range(len(self.columns))]
+        while sum(widths) + 2 * (len(widths) - 1) > width:
+            cuttable = [i for i in range(len(widths)) if not numeric[i] and widths[i] > max(8, len(self.columns[i]))]
+            if not cuttable:
+                break
+            i = max(cuttable, key=lambda j: widths[j])
+            widths[i] = max(8, len(self.columns[i]), widths[i] - (sum(widths) + 2 * (len(widths) - 1) - width))
+
+        def cut(v: str, w: int) -> str:
+            return v if len(v) <= w else v[: w - 1] + "\u2026"
+
+        def line(vals):
+            return "  ".join(cut(v, w).rjust(w) if num else cut(v, w).ljust(w)
+                             for v, w, num in zip(vals, widths, numeric)).rstrip()
+
+        out = [cut(self.title, width)] if self.title else []
+        out += [line(self.columns), line(["-" * w for w in widths])] + [line(r) for r in cells]
+        return "\n".join(out)
+
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(self._fmt(v))}</td>" for v in r) + "</tr>"

@@ -434,8 +434,8 @@ def compare_rows(trace_a, trace_b) -> list[tuple[str, float, float, float]]:
 
 _GREEK = {r"\gamma": "\u03b3", r"\beta": "\u03b2", r"\top": "\u1d40", r"\dots": "\u2026", r"\tanh": "tanh"}
 _SUBS = str.maketrans("0123456789+-=()aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ")
-_SUPS = str.maketrans("0123456789+-=()TOQKVabdefghiklmnoprtuw",
-                      "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ᵀᴼQᴷⱽᵃᵇᵈᵉᶠᵍʰⁱᵏˡᵐⁿᵒᵖʳᵗᵘʷ")
+_SUPS = str.maketrans("0123456789+-=()TOKVabdefghiklmnoprtuw",
+                      "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ᵀᴼᴷⱽᵃᵇᵈᵉᶠᵍʰⁱᵏˡᵐⁿᵒᵖʳᵗᵘʷ")
 
 
 def plain_formula(latex: str, html: bool = True, unicode: bool = False) -> str:
@@ -449,7 +449,7 @@ def plain_formula(latex: str, html: bool = True, unicode: bool = False) -> str:
     s = s.replace(r"^\top", "^T") if not unicode else s.replace(r"^\top", "\u1d40")
     for word, sym in list(_GREEK.items()) + [(r"\,", " "), ("{:}", ":")]:
         s = s.replace(word, sym)
-    sub, sup = r"_\{([^{}]*)\}|_(\\?\w)", r"\^\{([^{}]*)\}|\^(\\?\w+)"
+    sub, sup = r"_\{([^{}]*)\}|_(\\?[A-Za-z0-9])", r"\^\{([^{}]*)\}|\^(\\?[A-Za-z0-9]+)"
 
     if html:
         s = re.sub(sub, lambda m: f"<sub>{m.group(1) or m.group(2)}</sub>", s)

@@ -153,7 +153,7 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
     title = title or f"bertviz-lite: {trace.model_name or 'bert'}"
     info = data.facts(trace, trace_b=compare,
                       ledger_source="the loaded model's arrays" if ledger is not None else "the config's shapes")
-    fixed = len((ASSETS / "app.js").read_text(encoding="utf-8")) + len(codec.to_json(info)) + 4000
+    fixed = sum(len((ASSETS / name).read_bytes()) for name in ("app.js", "app.css")) + len(codec.to_json(info)) + 4000
     payloads, kept = build_payloads(trace, ledger=ledger, trace_b=compare, max_bytes=max_bytes, fixed_bytes=fixed)
     info["page_note"] = "This page keeps: " + "; ".join(kept) + "."
     state = dict(tab="attention", layer=0, head=0, kind="probs", pair_filter="all",
