@@ -52,13 +52,13 @@ def encode(vd: dict, dtypes: dict | None = None, default: str = "f4") -> tuple[d
     for name, a in vd["arrays"].items():
         a = np.asarray(a)
         dtype = (dtypes or {}).get(name, default)
-        spec = dict(name=name, shape=list(a.shape), dtype=dtype)
+        per = max(0, a.ndim - 2)  # slices: one 2-D map each (one head's map)
+        spec = dict(name=name, shape=list(a.shape), dtype=dtype, per=per)
         if dtype == "f4":
             data = np.ascontiguousarray(a, dtype="<f4")
         else:
-            per = max(0, a.ndim - 2)
             data, lo, hi = quantise(a, dtype, per)
-            spec.update(per=per, lo=lo, hi=hi)
+            spec.update(lo=lo, hi=hi)
         specs.append(spec)
         buffers.append(data.tobytes())
     header["arrays"] = specs

@@ -65,8 +65,12 @@ function decode(header, buffers) {
       slice(s, len = step) {
         const out = new Float32Array(len), o = s * len;
         if (spec.dtype === "f4") { out.set(raw.subarray(o, o + len)); return out; }
-        const per = Math.floor(o / step), lo = spec.lo[per], k = (spec.hi[per] - lo) / (top - 1);
-        for (let i = 0; i < len; i++) { const q = raw[o + i]; out[i] = q === top ? NaN : lo + q * k; }
+        let cur = -1, lo = 0, k = 0; // one scale per slice: a range may span several
+        for (let i = 0; i < len; i++) {
+          const p = o + i, sl = (p / step) | 0;
+          if (sl !== cur) { cur = sl; lo = spec.lo[sl]; k = (spec.hi[sl] - lo) / (top - 1); }
+          const q = raw[p]; out[i] = q === top ? NaN : lo + q * k;
+        }
         return out;
       },
     };
@@ -133,7 +137,7 @@ function Heatmap(opts = {}) {
     const room = Math.max(200, (d.width || 640));
     let cw = Math.max(1, Math.min(d.maxCell || 26, Math.floor(room / d.C)));
     if (d.C <= LABEL_ALL_UP_TO && d.colLabels) cw = Math.max(cw, 11);
-    let ch = d.square === false ? Math.max(1, Math.min(d.maxCell || 26, Math.max(d.R <= LABEL_ALL_UP_TO ? 11 : 1, Math.floor(720 / d.R)))) : cw;
+    let ch = d.square === false ? Math.max(d.R <= LABEL_ALL_UP_TO ? 12 : 1, Math.min(22, Math.floor(720 / d.R))) : cw;
     if (d.rowHeight) ch = d.rowHeight;
     const W = d.C * cw, H = d.R * ch;
     h.heat.width = W; h.heat.height = H; h.heat.style.width = `${W}px`; h.heat.style.height = `${H}px`;
@@ -147,7 +151,7 @@ function Heatmap(opts = {}) {
     h.drawn = { ...d, cw, ch };
     labels(h.rowLabels, d.rowLabels, ch, "rows", d.rowSplits, d.rowGroup);
     labels(h.colLabels, d.colLabels, cw, "cols", d.colSplits, d.colGroup);
-    colorbar(h.bar, d.lut, d.rowClim ? [0, 1] : d.clim, Math.max(80, Math.min(H, 320)), d.rowClim ? "0 \u2192 row max" : d.unit);
+    colorbar(h.bar, d.lut, d.rowClim ? [0, 1] : d.clim, Math.max(80, Math.min(H, 320)), d.unit, d.rowClim ? ["0", "", "row max"] : null);
     h.title.textContent = d.title || "";
     h.title.style.display = d.title ? "block" : "none";
     h.xTitle.textContent = d.xTitle || ""; h.yTitle.textContent = d.yTitle || "";
@@ -177,7 +181,7 @@ function Heatmap(opts = {}) {
     });
   }
 
-  function colorbar(c, lut, clim, height, unit) {
+  function colorbar(c, lut, clim, height, unit, ticks) {
     const dpr = window.devicePixelRatio || 1, w = 78, bar = 14;
     c.width = w * dpr; c.height = Math.round((height + 16) * dpr); c.style.width = `${w}px`; c.style.height = `${height + 16}px`;
     const ctx = c.getContext("2d");
@@ -188,7 +192,7 @@ function Heatmap(opts = {}) {
     }
     ctx.fillStyle = ink(h.node); ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
     const [lo, hi] = clim;
-    for (const f of [0, 0.5, 1]) ctx.fillText(fmt(lo + f * (hi - lo), Math.abs(hi - lo) >= 10 ? 1 : 3), 8 + bar + 4, 8 + (1 - f) * height);
+    [0, 0.5, 1].forEach((f, i) => ctx.fillText(ticks ? ticks[i] : fmt(lo + f * (hi - lo), Math.abs(hi - lo) >= 10 ? 1 : 3), 8 + bar + 4, 8 + (1 - f) * height));
     c.title = unit || "";
   }
   return h;
@@ -318,7 +322,7 @@ function render({ model, el: host }) {
     const c = controls(el("label", {}, ["layer ", att.layer]), el("span", { class: "bvl-x-label", text: "head" }), att.heads);
     if (info.kinds.length > 1) c.appendChild(el("label", {}, ["show ", att.kind]));
     if (info.has_pair) c.appendChild(el("label", {}, ["sentences ", att.pair]));
-    att.map = Heatmap({ aria: "attention map", onclick: (i) => { if (att.rows) setSel({ query: att.rows[i], tab: "token" }); } });
+    att.map = Heatmap({ aria: "attention map", cls: "bvl-heat bvl-attn-heat", onclick: (i) => { if (att.rows) setSel({ query: att.rows[i], tab: "token" }); } });
     att.note = el("div", { class: "bvl-x-note" });
     sections.attention.append(c, att.map.node, att.note);
     att.map.heat.addEventListener("keydown", (ev) => {
@@ -435,8 +439,8 @@ function render({ model, el: host }) {
     const L = info.layers, A = info.heads, rows = vd.arrays.rows, values = rows.slice(0, L * A * n);
     const rowClim = []; for (const l of range(L)) for (const h of range(A)) rowClim.push(vd.scale.clim[l][h]);
     const rowLabels = []; for (const l of range(L)) for (const h of range(A)) rowLabels.push(`L${l} H${h}`);
-    tv.map.draw({ values, R: L * A, C: n, rowLabels, colLabels: info.labels, lut: info.luts.Blues, clim: [0, 1], rowClim, width: width(), square: false, rowHeight: A * L > 100 ? 5 : 9,
-      rowSplits: range(L).slice(1).map((l) => l * A), colSplits: splitsOf(range(n), info.segments), rowGroup: rowLabels.map((_, i) => Math.floor(i / A) % 2),
+    tv.map.draw({ values, R: L * A, C: n, rowLabels, colLabels: info.labels, lut: info.luts.Blues, clim: [0, 1], rowClim, width: width(), square: false, rowHeight: A * L > LABEL_ALL_UP_TO ? 6 : 12,
+      rowSplits: range(L).slice(1).map((l) => l * A), colSplits: splitsOf(range(n), info.segments), rowGroup: rowLabels.map(() => 0),
       title: `where ${info.labels[q]} attends, in every layer (bands) and head (rows)`, xTitle: "key (attended to) \u2192", yTitle: "layer, head",
       hover: (i, j, v) => `layer ${Math.floor(i / A)}, head ${i % A}\n${info.labels[q]} \u2192 ${info.labels[j]}\nweight ${fmt(v, 4)}` });
     tv.note.textContent = "each row is one head's attention row for this token (white 0 \u2192 that row's largest weight); click a row to open that head";
@@ -471,6 +475,7 @@ function render({ model, el: host }) {
           onclick: () => setSel({ layer: l, head: h, tab: "attention" }) });
         paint(c, m.slice(l * info.heads + h), side, side, lutOf(vd.scale), vd.scale.clim[l][h]);
         c.style.width = c.style.height = `${px}px`;
+        c.bvl = { layer: l, head: h };
         mv.grid.appendChild(c);
       }
     }
@@ -650,7 +655,7 @@ function render({ model, el: host }) {
     });
     const g = vd.arrays.grid;
     cv.grid.draw({ values: g.slice(0), R: g.shape[0], C: g.shape[1], rowLabels: vd.steps, colLabels: range(info.layers).map((l) => `layer ${l}`), lut: info.luts[vd.scale_grid.name],
-      clim: vd.scale_grid.clim, width: Math.min(width(), 40 * info.layers), square: false, rowHeight: 16, maxCell: 40, unit: vd.scale_grid.unit,
+      clim: vd.scale_grid.clim, width: Math.min(width(), 40 * info.layers), square: false, rowHeight: 14, maxCell: 40, unit: vd.scale_grid.unit,
       title: "relative change \u2016B \u2212 A\u2016 / \u2016A\u2016 of every step, down the layers (click a column for that layer)", xTitle: "layer \u2192", yTitle: "step",
       hover: (r, c, v) => `layer.${c}.${vd.steps[r]}\nrelative change ${fmt(v, 4)}` });
     const top = [...vd.rows].sort((a, b) => b[1] - a[1]).slice(0, 8);
