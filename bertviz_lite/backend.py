@@ -8,8 +8,10 @@ present; `array_api_strict` proves the engine uses nothing outside the standard.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
+from contextlib import contextmanager
 from types import ModuleType
 
 import array_api_compat
@@ -293,14 +295,51 @@ def is_numpy(xp: ModuleType) -> bool:
 
 
 def erf(x, xp: ModuleType):
-    """erf for any backend: the blocked rational form on numpy float32, cupyx on cupy, the
-    array-api rational form elsewhere."""
-    name = backend_name(xp)
-    if name == "numpy":
-        return numpy_rational_erf(x)
-    if name == "cupy":
+    """erf for any backend (the array API has none): cupyx on cupy, else the rational form above
+    (replaced by its blocked numpy kernel when FUSED says so)."""
+    if backend_name(xp) == "cupy":
         import cupyx.scipy.special
         return cupyx.scipy.special.erf(x)
-    return rational_erf(x, xp)
+    kernel = fused_kernel("erf", x)
+    return kernel(x, xp) if kernel is not None else rational_erf(x, xp)
 
 
+# ------------------------------------------------------------------------------------------
+# the fast path, decided once: which fused kernel replaces which formula function
+# ------------------------------------------------------------------------------------------
+
+# (formula function, backend, dtype) -> the kernel that computes the same line faster. The
+# formula functions live in engine.py (and rational_erf above); each kernel takes the formula
+# function's own arguments. Nothing else in the package chooses a kernel. Tests hold every
+# kernel equal to its formula, and `model.trace(..., fast=False)` runs the formulas as written.
+FUSED = {
+    ("layer_norm", "numpy", "float32"): lambda x, gamma, beta, eps, xp: numpy_layer_norm(x, gamma, beta, eps),
+    ("softmax", "numpy", "float32"): lambda s, xp: numpy_softmax(s),
+    ("gelu", "numpy", "float32"): lambda x, xp: numpy_gelu(x),
+    ("erf", "numpy", "float32"): lambda x, xp: numpy_rational_erf(x),
+}
+
+_FAST = contextvars.ContextVar("bertviz_lite_fast", default=True)
+
+
+@contextmanager
+def fast_path(enabled: bool):
+    """Within this block, formula functions are replaced by their FUSED kernels (enabled=True,
+    the default everywhere) or run exactly as written (enabled=False)."""
+    token = _FAST.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _FAST.reset(token)
+
+
+def fast_enabled() -> bool:
+    return _FAST.get()
+
+
+def fused_kernel(name: str, x):
+    """The FUSED kernel for formula `name` on array x, or None: fast path off, or no kernel for
+    this backend and dtype."""
+    if not _FAST.get() or not isinstance(x, np.ndarray):
+        return None
+    return FUSED.get((name, "numpy", x.dtype.name))
