@@ -407,3 +407,17 @@ def test_params_breakdown_sums_to_the_ledger(base, base_ledger):
 
 def test_bv_views_is_reachable_after_import():
     assert bv.views.neuron_view is neuron_view and bv.views.compare_view is compare_view
+
+
+def test_compare_an_ablated_run_with_a_plain_one(small, pair):
+    ablated = small.trace("The cat sat on the mat.", pair="It was tired.", pad_to=30, edits=bv.ablate(heads={1: [2]}))
+    vd = data.view_data(pair, "compare", trace_b=ablated, layer=1)
+    rows = {k: r for k, r, _, _ in vd["rows"]}
+    assert rows["layer.0.ffn.ln"] == 0 and rows["layer.1.attn.context"] > 0  # nothing changes before the edit
+    grid, steps = vd["arrays"]["grid"], vd["steps"]
+    assert grid[:, 0].max() == 0 and grid[steps.index("attn.concat"), 1] > 0
+    assert [k for k, _ in vd["edits"]] == [k for k, _ in ablated.edits] and vd["edits"]
+    # the edited keys are marked in the step view of the edited run
+    step = data.view_data(ablated, "step", key=ablated.edits[0][0])
+    assert step["edited"] and data.facts(ablated)["edits"]
+    assert "edited" in step_view(ablated, ablated.edits[0][0]).layout.title.text

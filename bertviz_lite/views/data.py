@@ -410,22 +410,9 @@ def check_comparable(trace_a, trace_b) -> None:
 
 
 def compare_rows(trace_a, trace_b) -> list[tuple[str, float, float, float]]:
-    """(key, relative change, largest |b - a|, mean cosine of rows) for each key both traces hold."""
-    out = []
-    for key in trace_a.keys():
-        if key not in trace_b:
-            continue
-        axes = trace_a.axes(key)
-        a, b = host(trace_a.real(trace_a[key], axes)), host(trace_b.real(trace_b[key], axes))
-        fin = np.isfinite(a) & np.isfinite(b)
-        d = np.where(fin, b - a, 0.0)
-        na = float(np.linalg.norm(np.where(fin, a, 0.0)))
-        rel = float(np.linalg.norm(d) / na) if na > 0 else float(np.linalg.norm(d) > 0)
-        a2, b2 = np.where(fin, a, 0.0).reshape(-1, a.shape[-1]), np.where(fin, b, 0.0).reshape(-1, b.shape[-1])
-        den = np.linalg.norm(a2, axis=1) * np.linalg.norm(b2, axis=1)
-        cos = float(np.mean(np.where(den > 0, (a2 * b2).sum(axis=1) / np.where(den > 0, den, 1), 1.0)))
-        out.append((key, rel, float(np.abs(d).max()) if d.size else 0.0, cos))
-    return out
+    """(key, relative change, largest |b - a|, mean cosine) for each key both traces hold (bv.compare's numbers)."""
+    from ..edits import compare as compare_runs
+    return [(key, rel, max_abs, cos) for key, max_abs, rel, cos in compare_runs(trace_a, trace_b).rows]
 
 
 # ------------------------------------------------------------------------------------------
