@@ -11,12 +11,13 @@ makes no network request and needs no plotly.js.
 Size. A 512-token BERT-base trace holds 144 attention maps of 512 x 512 (37.7 M numbers,
 151 MB as float32), so the page keeps what fits `max_bytes` (default 14 MB), in this order,
 and says on the page what it kept:
-1. always: every layer's maps (block means of at most SMALL_MAPS tokens a side when longer),
+1. always: every layer's maps (in full up to FULL_UP_TO tokens, else block means of SMALL_MAPS a side),
    the model view, every step (block means of at most STEP_ROWS x STEP_CELLS / STEP_ROWS cells
-   per head; statistics at full precision), the parameters, the compare view;
-2. the neuron view's q and k, layer by layer;
-3. full-resolution maps, whole layers (layer 0, the last, the middle, then the rest);
-4. the one-token view, token by token.
+   per head, uint8; statistics at full precision), the parameters, the compare view;
+2. full-resolution maps and the neuron view's q and k of the first and the last layer;
+3. q and k of the other layers (uint16 up to 128 tokens, else uint8);
+4. full-resolution maps of the other layers;
+5. the one-token view, token by token.
 Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<= range / 508).
 """
 
@@ -31,6 +32,7 @@ from ..errors import BertVizError
 from . import codec, data
 
 SMALL_MAPS = 96
+FULL_UP_TO = 128
 STEP_ROWS, STEP_CELLS = 48, 2048
 DEFAULT_MAX_BYTES = 14_000_000
 ASSETS = Path(__file__).with_name("assets")
@@ -52,7 +54,9 @@ class Payloads:
 
     def make(self, view: str, args: dict, **extra) -> tuple[str, dict]:
         vd = data.view_data(self.trace, view, trace_b=self.trace_b, ledger=self.ledger, **args, **extra)
-        dtype = "u2" if view in ("neuron", "step", "compare") or self.trace.n_real <= 128 else self.maps_dtype
+        # the numbers people hover (neuron view, compare) keep 16 bits; pictures of big tensors 8
+        dtype = "u2" if view == "compare" or (view == "neuron" and self.trace.n_real <= 128) else \
+            "u1" if view in ("step", "neuron") else self.maps_dtype
         header, buffers = codec.encode(vd, default=dtype)
         return codec.request_key(view, args), codec.to_text(header, buffers)
 
@@ -73,7 +77,7 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
     p = Payloads(trace, trace_b, ledger)
     L, n = trace.num_layers, trace.n_real
     budget = max_bytes - fixed_bytes
-    small = n > SMALL_MAPS
+    small = n > FULL_UP_TO  # up to 128 tokens every map is sent in full
     for layer in range(L):
         p.add("attention", dict(layer=layer, kind="probs"), max_tokens=SMALL_MAPS if small else None)
         if trace_b is not None:
@@ -88,8 +92,15 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
     if small:
         kept.append(f"attention of every layer as block means ({n} tokens in {SMALL_MAPS} blocks a side)")
     has_qk = all(f"layer.{ly}.attn.{x}" in trace for ly in range(L) for x in "qk")
-    neuron = [ly for ly in range(L) if has_qk and p.add("neuron", dict(layer=ly), budget)]
-    full = [ly for ly in layer_order(L) if small and p.add("attention", dict(layer=ly, kind="probs"), budget)]
+    order = layer_order(L)
+    full, neuron = [], []
+    wanted = [(v, ly) for ly in order[:2] for v in ("attention", "neuron")] + \
+        [("neuron", ly) for ly in order[2:]] + [("attention", ly) for ly in order[2:]]
+    for view, ly in wanted:
+        if view == "attention" and small and p.add("attention", dict(layer=ly, kind="probs"), budget):
+            full.append(ly)
+        if view == "neuron" and has_qk and p.add("neuron", dict(layer=ly), budget):
+            neuron.append(ly)
     if "scores" in kinds and not small:
         for ly in range(L):
             p.add("attention", dict(layer=ly, kind="scores"), budget)
@@ -98,9 +109,9 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
         if not p.add("token", dict(query=q), budget):
             break
         tokens.append(q)
-    kept.append(f"neuron view: {_layers(neuron, L)}")
+    kept.append(f"neuron view: {_layers(sorted(neuron), L)}" + (" (q and k as 8-bit)" if n > 128 else ""))
     if small:
-        kept.append(f"full-resolution attention: {_layers(sorted(full), L)}")
+        kept.append(f"full-resolution attention: {_layers(sorted(full), L)}")  # the others: block means
     kept.append("one-token view: " + ("every token" if len(tokens) == n else
                                       f"tokens 0..{tokens[-1]}" if tokens else "no token (over the size budget)"))
     return p.items, kept

@@ -267,8 +267,11 @@ function render({ model, el: host }) {
     return waiting.get(k).promise;
   }
   const fail = (e) => showError(String(e.message || e));
-  const later = (view, args, then) => request(view, args).then(() => { if (stillShown(view)) then(); }).catch(fail);
-  const stillShown = () => true;
+  // draw once the data is in; a request that fails shows its message and says so to listeners
+  const later = (view, args, then) => request(view, args).then(then).catch((e) => {
+    fail(e);
+    root.dispatchEvent(new CustomEvent("bvl-error", { bubbles: true, detail: { view, args, message: String(e.message || e) } }));
+  });
 
   function pairIndex(pair, segs) {
     const all = range(segs.length);
