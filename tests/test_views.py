@@ -344,7 +344,8 @@ def test_export_html_small(small, tmp_path):
 
 
 def test_export_keeps_block_means_and_says_so(small, tmp_path):
-    tr = small.trace(" ".join(["the cat sat on the mat"] * 20), pad_to=140)  # > 96 real tokens
+    tr = small.trace(" ".join(["the cat sat on the mat"] * 25), pad_to=160)  # > 128 real tokens
+    assert tr.n_real > 128
     out = export_html(tr, tmp_path / "page.html", max_bytes=1_000_000)
     page = _page_data(out.read_text(encoding="utf-8"))
     note = page["state"]["info"]["page_note"]
