@@ -519,7 +519,7 @@ function render({ model, el: host }) {
     let pmax = 0; for (const p of prod) pmax = Math.max(pmax, Math.abs(p)); pmax = pmax || 1;
     const lim = vd.scale.clim[1], lut = lutOf(vd.scale), dpr = window.devicePixelRatio || 1;
     const cw = Math.max(3, Math.min(12, Math.floor(Math.min(320, (width() - 420) / 2) / d))), rh = N > 128 ? 8 : 16, lab = 120;
-    const x0 = lab, x1 = x0 + d * cw + 24, x2 = x1 + d * cw + 16, top = 48, W = x2 + 260, H = top + N * rh + 10;
+    const x0 = lab, x1 = x0 + d * cw + 24, x2 = x1 + d * cw + 16, top = 48, W = x2 + 290, H = top + N * rh + 10;
     const c = nv.canvas, ctx = c.getContext("2d");
     c.width = W * dpr; c.height = H * dpr; c.style.width = `${W}px`; c.style.height = `${H}px`;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0); ctx.clearRect(0, 0, W, H);
@@ -539,7 +539,7 @@ function render({ model, el: host }) {
       ctx.fillStyle = colour; ctx.textAlign = "right"; ctx.font = `${Math.min(12, rh - 2)}px sans-serif`;
       ctx.fillText(fmt(scores[j], 2), x2 + 60, y + rh / 2);
       ctx.fillStyle = "#2563eb"; ctx.fillRect(x2 + 110, y + 2, Math.max(1, 110 * w[j]), rh - 4);
-      ctx.fillStyle = colour; ctx.textAlign = "left"; ctx.fillText(fmt(w[j], 3), x2 + 224, y + rh / 2);
+      ctx.fillStyle = colour; ctx.textAlign = "left"; ctx.fillText(w[j].toFixed(3), x2 + 224, y + rh / 2);
     }
     nv.hit = (x, y) => {
       const j = Math.floor((y - top) / rh), cx = x < x1 ? Math.floor((x - x0) / cw) : Math.floor((x - x1) / cw);
@@ -637,9 +637,11 @@ function render({ model, el: host }) {
     cv.maps = ["a", "b", "diff"].map(() => Heatmap({ aria: "compared map", cls: "bvl-heat bvl-compare-heat" }));
     cv.note = el("div", { class: "bvl-x-note" });
     cv.rows = el("div", { class: "bvl-x-tables" });
-    sections.compare.append(el("div", { class: "bvl-x-note", text: `A: ${info.title}\nB: ${info.compare ? info.compare.text : ""}` }),
+    const bEdits = info.compare && info.compare.edits.length ? `   \u270e edited: ${info.compare.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}` : "";
+    const aEdits = info.edits.length ? `   \u270e edited: ${info.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}` : "";
+    sections.compare.append(el("div", { class: "bvl-x-note", text: `A: ${info.title}${aEdits}\nB: ${info.compare ? info.compare.text : ""}${bEdits}` }),
       controls(el("label", {}, ["layer ", cv.layer]), el("span", { class: "bvl-x-label", text: "head" }), cv.heads),
-      cv.note, el("div", { class: "bvl-x-row" }, cv.maps.map((m) => m.node)), cv.grid.node, cv.rows);
+      cv.note, el("div", { class: "bvl-x-row bvl-x-nowrap" }, cv.maps.map((m) => m.node)), cv.grid.node, cv.rows);
   }
   function drawCompare() {
     const layer = model.get("layer"), head = model.get("head");
@@ -647,13 +649,15 @@ function render({ model, el: host }) {
     for (const b of cv.heads.children) b.classList.toggle("bvl-on", +b.dataset.head === head);
     const vd = have("compare", { layer });
     if (!vd) { later("compare", { layer }, () => model.get("tab") === "compare" && drawCompare()); return; }
-    const N = vd.labels.length, wEach = Math.max(160, Math.floor((width() - 200) / 3));
+    const N = vd.labels.length, wEach = Math.max(120, Math.floor((width() + 150) / 3) - 250); // labels and colour bar beside each
     const names = { a: "A", b: "B", diff: "B \u2212 A" };
     ["a", "b", "diff"].forEach((name, i) => {
       const diff = name === "diff", sc = diff ? vd.scale_diff : vd.scale;
       cv.maps[i].draw({ values: vd.arrays[name].slice(head), R: N, C: N, rowLabels: (name === "b" ? vd.labels_b : vd.labels), colLabels: (name === "b" ? vd.labels_b : vd.labels),
         lut: lutOf(sc), clim: diff ? sc.clim[head] : [0, Math.max(vd.scale.clim[head][1], 1e-9)], width: wEach, maxCell: 18, unit: sc.unit,
-        title: `${names[name]}: layer ${layer}, head ${head}`, xTitle: "key \u2192", yTitle: "query",
+        title: `${names[name]}: layer ${layer}, head ${head}` + (diff && !vd.arrays.diff.slice(head).some((v) => v !== 0)
+          ? " \u2014 identical (the edit acts after this map, or not in this layer: see the steps below)" : ""),
+        xTitle: "key \u2192", yTitle: "query",
         hover: (r, c, v) => `${vd.labels[r]} \u2192 ${vd.labels[c]}\n${names[name]} ${fmt(v, 4)}` });
     });
     const g = vd.arrays.grid;
