@@ -239,6 +239,8 @@ def test_notes_and_sizes_come_from_the_loaded_model(small):
     params = data.view_data(tr, "params")
     assert params["total"] == bv.params.formula_total(small.config, pooler=True)
     assert f"H={small.config.hidden_size}" in params["reconcile_title"]
+    assert not any(r[0] == "the BERT paper" or "12 layers" in " ".join(map(str, r)) for r in params["reconcile"])
+    assert any(r[0] == "the BERT paper" for r in data.params(config=bv.BertConfig())["reconcile"])
 
 
 def test_step_shows_the_tied_output_matrix_once(small_mlm):

@@ -361,10 +361,16 @@ def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dic
         source = "the loaded model's arrays"
     groups = ledger.by_group()
     rec = reconcile(config)
+    rows = [[v if isinstance(v, (int, str)) else str(v) for v in r] for r in rec.rows]
+    title = rec.title
+    if config is not None and config != type(config)():  # not BERT-base: each source's convention, this model
+        L = config.num_layers
+        rows = [[(c.replace("12 layers", f"{L} layers") if isinstance(c, str) else c) for c in r]
+                for r in rows if r[0] != "the BERT paper"]  # the paper's "110M" is about BERT-base only
+        title += " \u2014 each source's convention applied to this model (the sources count BERT-base)"
     return dict(view="params", arrays={}, total=ledger.total, source=source, groups=list(groups.items()),
                 weights=[[name, group_of(name), list(shape), count] for _, name, shape, count in ledger.rows],
-                reconcile_title=rec.title, reconcile_columns=list(rec.columns),
-                reconcile=[[v if isinstance(v, (int, str)) else str(v) for v in r] for r in rec.rows])
+                reconcile_title=title, reconcile_columns=list(rec.columns), reconcile=rows)
 
 
 def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:

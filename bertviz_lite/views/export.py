@@ -88,7 +88,7 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
     for key in data.stepper_steps(trace):
         p.add("step", dict(key=key), max_cells=STEP_CELLS, max_rows=STEP_ROWS)
     p.add("params", {})
-    kept = []
+    kept = [] if small else [f"every attention map in full ({n} tokens)"]
     if small:
         kept.append(f"attention of every layer as block means ({n} tokens in {SMALL_MAPS} blocks a side)")
     has_qk = all(f"layer.{ly}.attn.{x}" in trace for ly in range(L) for x in "qk")
