@@ -155,6 +155,38 @@ def host_float32(a) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
+def host_real_array(value, what: str) -> np.ndarray:
+    """Any array-like of real numbers (numpy, cupy, nested lists) as a float32 host array; TypeError naming
+    `what` for anything else (None, strings, booleans, complex numbers)."""
+    try:
+        a = to_host(value) if hasattr(value, "__dlpack__") else np.asarray(value)
+    except Exception:
+        a = None
+    if a is None or a.dtype.kind not in "fiu":
+        kind = type(value).__name__ if a is None else f"{type(value).__name__} of {a.dtype}"
+        raise TypeError(f"{what} must be an array of real numbers, got {kind}")
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+# safetensors dtype names -> numpy; BF16 has no numpy type and is widened (host_from_raw)
+SAFETENSORS_NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
+                       "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+
+
+def host_from_raw(dtype: str, data, shape) -> np.ndarray:
+    """A safetensors tensor's raw little-endian bytes as a host array; bfloat16 becomes float32 exactly.
+
+    A bfloat16 is the top 16 bits of a float32 (same sign and exponent, 7 mantissa bits), so
+    shifting it up 16 bits and reading the result as float32 is the exact value.
+    """
+    if dtype == "BF16":
+        u16 = np.frombuffer(data, dtype="<u2")
+        return (u16.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    if dtype not in SAFETENSORS_NUMPY_DTYPES:
+        raise TypeError(f"tensor dtype {dtype} is not supported (float32, float16, bfloat16 and integers are)")
+    return np.frombuffer(data, dtype=np.dtype(SAFETENSORS_NUMPY_DTYPES[dtype]).newbyteorder("<")).reshape(shape)
+
+
 # ---------------------------------------------------------------------------------------------
 # erf: the array api has none. gelu(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)) needs it.
 # ---------------------------------------------------------------------------------------------

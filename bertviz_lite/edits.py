@@ -108,36 +108,49 @@ def _chain(first, second) -> Edit:
     return Edit(both, f"{a.description}, then {b.description}", needs_context=True, check=check)
 
 
-def _head_list(layer, heads) -> tuple[int, ...]:
-    if isinstance(heads, (int, bool)) or not isinstance(heads, Iterable):
-        heads = [heads]
+def _whole(value, what: str) -> int:
+    """A non-negative whole number (numpy integers too); bools, floats, strings and negatives are refused."""
     try:
-        return tuple(operator.index(h) for h in heads)
+        if isinstance(value, bool):
+            raise TypeError
+        i = operator.index(value)
     except TypeError:
-        raise TypeError(f"ablate(heads=...) maps a layer to a list of head numbers; layer {layer} got {heads!r}") from None
+        raise TypeError(f"{what} must be a whole number, got {value!r}") from None
+    if i < 0:
+        raise ValueError(f"{what} is {i}: count layers and heads from 0 (negative numbers are not taken here)")
+    return i
+
+
+def _head_list(layer: int, heads) -> tuple[int, ...]:
+    if isinstance(heads, str) or not isinstance(heads, Iterable):
+        heads = [heads]
+    return tuple(dict.fromkeys(_whole(h, f"ablate(heads={{{layer}: ...}}): a head") for h in heads))
 
 
 def ablate(heads: dict, how: str = "zero") -> Edits:
     """Silence attention heads: their slice of attn.context (A_h V_h, what W^O reads from that head)
-    becomes zero (how='zero') or its mean over the real tokens (how='mean', the head's average
-    contribution without its dependence on the input).
+    becomes zero (how='zero') or its mean over this input's real tokens (how='mean': every token
+    gets the head's average output on this sentence, so what the head says differently at each
+    position is gone). For a mean over reference data, use replace() or your own edit.
 
     heads maps a layer to the heads to silence there: `ablate(heads={3: [5], 0: [1, 2]})`.
     """
     if how not in ("zero", "mean"):
         raise ValueError(f"how={how!r}: ablate silences a head with how='zero' or how='mean'")
-    if not isinstance(heads, dict) or not heads:
+    if not isinstance(heads, dict):
         raise TypeError(f"ablate(heads=...) takes a dict such as {{3: [5]}} (layer -> heads), got {heads!r}")
     edits = Edits()
     for layer, hs in heads.items():
-        layer = operator.index(layer)
+        layer = _whole(layer, "ablate(heads=...): a layer")
         hs = _head_list(layer, hs)
         if not hs:
-            continue
+            raise ValueError(f"ablate(heads={{{layer}: []}}) names no head to silence in layer {layer}")
         fn = _zero_heads if how == "zero" else _mean_heads
         edits[f"layer.{layer}.attn.context"] = Edit(
             lambda x, ctx, hs=hs, fn=fn: fn(x, ctx, hs), f"{how}-ablated head{'s' if len(hs) > 1 else ''} "
             + ", ".join(map(str, hs)), needs_context=True, check=lambda key, shape, config, hs=hs: _check_heads(hs, config))
+    if not edits:
+        raise ValueError("ablate(heads={}) names no layer: give {layer: [head, ...]}, e.g. {3: [5]}")
     return edits
 
 
@@ -170,14 +183,10 @@ def replace(key: str, value) -> Edits:
     """Put `value` in place of a step (e.g. a hand-made attention map); numpy values are moved to
     the model's backend and dtype. Its shape must be the key's (checked before running)."""
     compile_patterns(key, "replace()")
-    host = backend.host_float32(backend.to_host(value)) if not hasattr(value, "shape") or \
-        backend.is_host_array(value) else value
-    if not hasattr(host, "shape"):
-        raise TypeError(f"replace({key!r}, value): value must be an array, got {type(value).__name__}")
+    host = backend.host_real_array(value, f"replace({key!r}, value): value")
 
     def put(x, ctx):
-        v = backend.from_host(host, ctx.xp) if backend.is_host_array(host) else host
-        return ctx.xp.astype(v, x.dtype)
+        return ctx.xp.astype(backend.from_host(host, ctx.xp), x.dtype)
 
     def check(k, shape, config):
         if tuple(host.shape) != tuple(shape):
@@ -191,9 +200,21 @@ def replace(key: str, value) -> Edits:
 def scale(pattern: str, factor: float) -> Edits:
     """Multiply a step by a number: `scale('attn.out', 0)` removes every layer's attention output."""
     compile_patterns(pattern, "scale()")
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor):
-        raise TypeError(f"scale({pattern!r}, factor): factor must be a finite number, got {factor!r}")
-    return Edits({pattern: Edit(lambda x: x * factor, f"scaled by {factor:g}")})
+    try:
+        if isinstance(factor, (bool, str, bytes)):
+            raise TypeError
+        f = float(factor)  # python, numpy or 0-d array numbers; x * f keeps x's dtype
+    except (TypeError, ValueError):
+        f = math.nan
+    if not math.isfinite(f):
+        raise TypeError(f"scale({pattern!r}, factor): factor must be a finite real number, got {factor!r}")
+
+    def times(x, ctx):
+        xp = ctx.xp  # infinities (the padding mask's -inf in the scores) stay as they are
+        finite = xp.isfinite(x)
+        return xp.where(finite, xp.where(finite, x, xp.zeros_like(x)) * f, x)
+
+    return Edits({pattern: Edit(times, f"scaled by {f:g}", needs_context=True)})
 
 
 # ------------------------------------------------------------------------------------------
@@ -210,7 +231,17 @@ class KeyEdit:
 
     def __call__(self, key: str, x):
         for e in self.edits:
-            y = e(x, Context(key, self.ctx.mask, self.ctx.config, self.ctx.xp))
+            try:
+                y = e(x, Context(key, self.ctx.mask, self.ctx.config, self.ctx.xp))
+            except EditError:
+                raise
+            except Exception as err:
+                hint = ""
+                if isinstance(err, TypeError) and "argument" in str(err):
+                    hint = (" (an edit is called as f(x) with the tensor alone; for f(x, ctx) with the key, the "
+                            "token mask and the config, wrap it: bv.Edit(f, 'what it does', needs_context=True))")
+                raise EditError(f"the edit of {key!r} ({e.description}) raised {type(err).__name__}: {err}{hint}") \
+                    from err
             _check_result(key, e, x, y)
             x = y
         return x
@@ -227,14 +258,17 @@ def _check_result(key: str, e: Edit, x, y) -> None:
     if y.dtype != x.dtype:
         raise EditError(f"{what} returned dtype {y.dtype}; expected {x.dtype} (cast it back, e.g. y.astype(x.dtype))")
     xp = backend.namespace_of(y)
-    # NaN never; an infinity only where the input had one (the padding mask's -inf in the scores)
-    bad = xp.isnan(y) | (xp.isinf(y) & xp.isfinite(x))
-    if bool(xp.any(bad)):
-        raise EditError(f"{what} produced {int(xp.sum(xp.astype(bad, xp.int32)))} NaN or infinite value(s); "
-                        "edits must keep the values finite")
+    # NaN never; an infinity only where the input had the same one (the padding mask's -inf in the scores)
+    nan = int(xp.sum(xp.astype(xp.isnan(y), xp.int32)))
+    inf = int(xp.sum(xp.astype(xp.isinf(y) & (y != x), xp.int32)))
+    if nan or inf:
+        found = " and ".join(f"{c} {w}" for c, w in ((nan, "NaN"), (inf, "new infinite value(s)")) if c)
+        hint = " (to keep a query from a key, add a large negative number such as -1e4 to attn.scores, or put 0 " \
+               "in attn.probs and renormalise)" if key.endswith("attn.scores") else ""
+        raise EditError(f"{what} produced {found}; edits must keep the values finite{hint}")
 
 
-def _patch_edits(patch_from, patch, model, n: int, keys: list[str]) -> dict:
+def _patch_edits(patch_from, patch, model, n: int, keys: list[str], mask) -> dict:
     if not isinstance(patch_from, Trace):
         raise TypeError(f"patch_from= takes a Trace (from model.trace), got {type(patch_from).__name__}")
     patterns = compile_patterns(patch, "patch=")
@@ -250,6 +284,9 @@ def _patch_edits(patch_from, patch, model, n: int, keys: list[str]) -> dict:
     if patch_from.n != n:
         raise EditError(f"patch_from= has {patch_from.n} tokens, this input has {n}: activation patching needs "
                         "inputs of the same token count (pad both with pad_to=, or pick sentences of equal length)")
+    if tuple(patch_from.mask) != tuple(int(m) for m in mask):
+        raise EditError("patch_from= has another padding mask than this input "
+                        f"({sum(patch_from.mask)} vs {sum(int(m) for m in mask)} real tokens): pad both the same way")
     out = {}
     for key in keys:
         if not any(matches(key, p) for p in patterns):
@@ -268,12 +305,13 @@ def _patch_edits(patch_from, patch, model, n: int, keys: list[str]) -> dict:
 
 
 def compile_edits(edits, patch_from, patch, model, n: int, keys: list[str], mask, xp) -> dict:
+    # mask: the input's [n] list of 0/1
     """{full key: KeyEdit} for one run, every pattern and every check done before the forward."""
     per_key: dict[str, list[Edit]] = {}
     if patch_from is not None or patch is not None:
         if patch_from is None:
             raise ValueError("patch= names keys to take from another trace: pass that trace as patch_from=")
-        for key, e in _patch_edits(patch_from, patch, model, n, keys).items():
+        for key, e in _patch_edits(patch_from, patch, model, n, keys, mask).items():
             per_key.setdefault(key, []).append(e)
     if edits:
         if not isinstance(edits, dict):
@@ -288,7 +326,9 @@ def compile_edits(edits, patch_from, patch, model, n: int, keys: list[str], mask
                     if e.check is not None:
                         e.check(key, schema.shape_of(key, model.config, n), model.config)
                     per_key.setdefault(key, []).append(e)
-    ctx = Context("", mask, model.config, xp)
+    if not per_key:
+        return {}
+    ctx = Context("", xp.asarray(mask, dtype=model.weights["embed.W_T"].dtype), model.config, xp)
     return {key: KeyEdit(es, ctx) for key, es in per_key.items()}
 
 
@@ -302,6 +342,16 @@ class Comparison(Table):
 
     mask_changes: list = []
 
+    @staticmethod
+    def _fmt(v) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else Table._fmt(v)
+
+    def changed(self, above: float = 0.0) -> "Comparison":
+        """Only the rows whose max |a - b| is above `above`."""
+        out = Comparison(self.columns, [r for r in self.rows if r[1] > above], title=self.title)
+        out.mask_changes = self.mask_changes
+        return out
+
     def __str__(self) -> str:
         out = Table.__str__(self)
         for pos, a, b in self.mask_changes:
@@ -311,7 +361,7 @@ class Comparison(Table):
     __repr__ = __str__
 
 
-def compare(tr_a: Trace, tr_b: Trace, *, model=None) -> Comparison:
+def compare(tr_a: Trace, tr_b: Trace, *, keys=None, model=None) -> Comparison:
     """Where two runs differ, key by key in forward order (the keys both recorded).
 
     Columns: max |a - b|; relative change ||a - b|| / ||a||; mean cosine between a and b along
@@ -319,11 +369,16 @@ def compare(tr_a: Trace, tr_b: Trace, *, model=None) -> Comparison:
     left out when both traces share one mask; entries infinite in either (the padding mask's
     -inf in the scores) are left out of all three. With a masked-LM head in both, `mask_changes`
     lists the top 5 at each [MASK] before and after (as token strings when model= is given).
+    keys= takes patterns as in keep= to compare only some steps; `.changed()` keeps the rows that moved.
     """
     for t, name in ((tr_a, "tr_a"), (tr_b, "tr_b")):
         if not isinstance(t, Trace):
             raise TypeError(f"compare() takes two traces; {name} is a {type(t).__name__}")
     shared = [k for k in tr_a.keys() if k in tr_b]
+    if keys is not None:
+        patterns = compile_patterns(keys, "compare(keys=)")
+        check_patterns(patterns, shared, "compare(keys=)")
+        shared = [k for k in shared if any(matches(k, p) for p in patterns)]
     if not shared:
         raise EditError("the two traces share no recorded key (see tr.keys() and keep=)")
     same_mask = tr_a.mask == tr_b.mask
@@ -355,7 +410,9 @@ def _differences(a, b) -> tuple[float, float, float]:
     dot = hx.sum(a * b, axis=-1)
     both = hx.linalg.vector_norm(a, axis=-1) * hx.linalg.vector_norm(b, axis=-1)
     ones = hx.ones_like(both)
-    cos = hx.where(both > 0, dot / hx.where(both > 0, both, ones), ones)  # two zero vectors agree
+    norms_a, norms_b = hx.linalg.vector_norm(a, axis=-1), hx.linalg.vector_norm(b, axis=-1)
+    same = hx.where((norms_a == 0) & (norms_b == 0), ones, hx.zeros_like(both))  # two zero vectors agree
+    cos = hx.where(both > 0, dot / hx.where(both > 0, both, ones), same)  # one zero vector: cos 0
     return (float(hx.max(hx.abs(d))) if d.size else 0.0,
             float(hx.linalg.vector_norm(d)) / norm_a if norm_a > 0 else 0.0, float(hx.mean(cos)))
 

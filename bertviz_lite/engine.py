@@ -157,11 +157,12 @@ def pooler(W: dict, Z_L, rec: Recorder, xp):
 
 
 def mlm_head(W: dict, Z_L, c: BertConfig, rec: Recorder, xp):
-    """Masked-lm logits: transform, then the tied output layer W_T^T   [n, H] -> [n, V]."""
+    """Masked-lm logits: transform, then the tied output layer W_T^T (or an untied W_out)   [n, H] -> [n, V]."""
     act = activation(c)
     h = act(Z_L @ W["mlm.W_t"] + W["mlm.b_t"], xp)  # [n, H]
     h = layer_norm(h, W["mlm.ln.gamma"], W["mlm.ln.beta"], c.layer_norm_eps, xp)
-    return rec("mlm.logits", h @ xp.permute_dims(W["embed.W_T"], (1, 0)) + W["mlm.bias"])  # [n, V]
+    W_out = W["mlm.W_out"] if "mlm.W_out" in W else xp.permute_dims(W["embed.W_T"], (1, 0))  # [H, V]
+    return rec("mlm.logits", h @ W_out + W["mlm.bias"])  # [n, V]
 
 
 class LayerWeights(dict):

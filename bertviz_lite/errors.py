@@ -38,3 +38,7 @@ class PatternError(BertVizError, KeyError):
 
 class EditError(BertVizError, ValueError):
     """An edit that cannot be applied: wrong shape, dtype or values, or a patch from a trace that does not fit."""
+
+
+class ModelTooLargeError(BertVizError, MemoryError):
+    """A config whose weights could not fit in this machine's memory (refused before allocating)."""

@@ -6,6 +6,7 @@ with a recorder and returns a `Trace`. The model holds no widget code.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 from . import backend, engine, schema
@@ -25,6 +26,16 @@ class MaskPrediction:
     id: int
     probability: float
     position: int  # index of the [MASK] token in the input
+
+
+def _byte_budget(max_bytes) -> float:
+    """max_bytes= as a number of bytes (an int, or a float such as 1e9); a string or a bool is refused."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Real):
+        raise TypeError(f"max_bytes must be a number of bytes (e.g. 2 * 1024**3 or 1e9), got "
+                        f"{type(max_bytes).__name__} {max_bytes!r}")
+    if not max_bytes >= 0:  # nan fails this too
+        raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
+    return max_bytes
 
 
 class Bert:
@@ -121,14 +132,16 @@ class Bert:
         segments = [0] * n if segments is None else [int(s) for s in segments]
         mask = [1] * n if mask is None else [int(m) for m in mask]
         self._check_ids(ids, segments, mask)
+        if dtype is not None and not isinstance(dtype, str):
+            raise TypeError(f"dtype must be the string 'float32' or 'float16', got {type(dtype).__name__} {dtype!r}")
         if dtype is not None and dtype not in _DTYPES:
             raise ValueError(f"dtype={dtype!r} is not a storage type; use 'float32' or 'float16'")
+        if max_bytes is not None:
+            max_bytes = _byte_budget(max_bytes)
         keep = compile_patterns(keep)  # once: a generator would be used up by the budget check
         all_keys = self.trace_keys()
         check_patterns(keep, all_keys, "keep=")
-        compute_dtype = self.weights["embed.W_T"].dtype
-        key_edits = compile_edits(edits, patch_from, patch, self, n, all_keys,
-                                  xp.asarray(mask, dtype=compute_dtype), xp)
+        key_edits = compile_edits(edits, patch_from, patch, self, n, all_keys, mask, xp)
         check_budget(c, n, keep=keep, itemsize=_DTYPES.get(dtype or "float32"), mlm=self.has_mlm,
                      max_bytes=max_bytes)
         store_dtype = None if dtype in (None, "float32") else getattr(xp, dtype)

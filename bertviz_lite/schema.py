@@ -152,8 +152,9 @@ STEPS: tuple[Step, ...] = (
          note="pooled [CLS] vector (the card omits the bias)",
          inputs="tanh(({H})\u00b7({H} x {H}) + ({H})) on Z_L[0] ([CLS])", takes=("Z_L",)),
     Step("mlm.logits", "y", r"y = \mathrm{LN}(\mathrm{GELU}(Z_L W^t + b^t))\, W_T^\top + b^{mlm}",
-         ("token", "vocab"), ("mlm.W_t", "mlm.b_t", "mlm.ln.gamma", "mlm.ln.beta", "mlm.bias"),
-         note="masked-lm logits; the output matrix is tied to W_T", optional="mlm", tied=("embed.W_T",),
+         ("token", "vocab"), ("mlm.W_t", "mlm.b_t", "mlm.ln.gamma", "mlm.ln.beta", "mlm.bias", "mlm.W_out"),
+         note="masked-lm logits; the output matrix is tied to W_T (untied checkpoints: their own W_out)",
+         optional="mlm", tied=("embed.W_T",),
          inputs="LN(GELU(({n} x {H})\u00b7({H} x {H}) + ({H})))\u00b7({H} x {N_V}) + ({N_V})", takes=("Z_L",)),
 )
 

@@ -186,6 +186,12 @@ def test_compare_reports_where_two_runs_differ(small, small_mlm):
     assert rows["pooler.out"][3] < 1.0
     same = bv.compare(a, small.trace("compare these two runs"))
     assert all(r[1] == 0.0 and r[3] == pytest.approx(1.0) for r in same.rows)
+    assert len(same.changed()) == 0 and len(t.changed()) < len(t)
+    zeroed = bv.compare(a, small.trace("compare these two runs", edits=bv.scale("layer.0.attn.out", 0.0)),
+                        keys="layer.0.attn.*")
+    assert [r[0] for r in zeroed.rows] == [f"layer.0.attn.{k}" for k in
+                                          ("q", "k", "v", "scores", "probs", "context", "concat", "out", "resid", "ln")]
+    assert dict((r[0], r[3]) for r in zeroed.rows)["layer.0.attn.out"] == 0.0  # one side all zeros: cos 0
     m1 = small_mlm.trace("paris is the [MASK] of france.")
     m2 = small_mlm.trace("paris is the [MASK] of france.", edits=bv.scale("layer.1.ffn.ln", 0.0))
     changes = bv.compare(m1, m2, model=small_mlm).mask_changes
@@ -220,7 +226,8 @@ def test_bad_edits_are_refused_before_the_forward(small, no_forward, edits, matc
 @pytest.mark.parametrize("f,match", [
     (lambda x: x[..., :2], r"returned shape .* expected"),
     (lambda x: x.astype(np.float64), r"returned dtype float64; expected float32"),
-    (lambda x: x * np.nan, r"NaN or infinite"),
+    (lambda x: x * np.nan, r"produced 1280 NaN; edits must keep the values finite"),
+    (lambda x: x * np.inf, r"new infinite value"),
     (lambda x: [1, 2], r"returned a list"),
 ])
 def test_edits_that_return_the_wrong_thing_name_the_key(small, f, match):
@@ -228,9 +235,26 @@ def test_edits_that_return_the_wrong_thing_name_the_key(small, f, match):
         small.trace("a b c", edits={"layer.0.ffn.up": f})
 
 
-def test_scores_may_keep_the_padding_masks_infinities(small):
-    tr = small.trace("a b", pad_to=8, edits=bv.scale("attn.scores", 2.0))
-    assert np.isinf(host(tr["layer.0.attn.scores"])).any()
+def test_scores_may_keep_the_padding_masks_infinities_but_not_flip_them(small):
+    for factor in (2.0, 0.0, -1.0):  # scale() leaves infinities alone: no NaN from -inf * 0
+        tr = small.trace("a b", pad_to=8, edits=bv.scale("attn.scores", factor))
+        assert np.isinf(host(tr["layer.0.attn.scores"])).any() and np.isfinite(host(tr["pooler.out"])).all()
+    with pytest.raises(EditError, match="new infinite value.*large negative number"):
+        small.trace("a b", pad_to=8, edits={"attn.scores": lambda s: -s})  # -inf -> +inf: NaN downstream
+
+
+def test_errors_inside_an_edit_name_the_key(small):
+    with pytest.raises(EditError, match=r"'layer.1.attn.out'.*TypeError.*bv.Edit\(f, 'what it does', needs_context"):
+        small.trace("x", edits={"layer.1.attn.out": lambda x, hook: x})  # a TransformerLens-style hook
+    with pytest.raises(EditError, match=r"'layer.0.ffn.up'.*ZeroDivisionError"):
+        small.trace("x", edits={"layer.0.ffn.up": lambda x: 1 / 0})
+
+
+def test_scale_takes_any_real_number_and_keeps_the_dtype(small):
+    ref = host(small.trace("x y")["layer.0.ffn.act"])
+    for factor in (0.5, np.float64(0.5), np.float32(0.5)):
+        np.testing.assert_allclose(host(small.trace("x y", edits=bv.scale("ffn.act", factor))["layer.0.ffn.act"]),
+                                   0.5 * ref, rtol=1e-6)
 
 
 def test_bad_patches_are_refused_before_the_forward(small, small_mlm, monkeypatch):
@@ -238,6 +262,7 @@ def test_bad_patches_are_refused_before_the_forward(small, small_mlm, monkeypatc
     longer = small.trace("one two three four")
     other = small_mlm.trace("one two three")
     probs_only = small.trace("one two three", keep=["attn.probs"])
+    padded = small.trace("one two", pad_to=5)
     monkeypatch.setattr(engine, "forward", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
     with pytest.raises(EditError, match="6 tokens.*this input has 5"):
         small.trace("one two three", patch_from=longer, patch=["layer.0.ffn.ln"])
@@ -249,6 +274,8 @@ def test_bad_patches_are_refused_before_the_forward(small, small_mlm, monkeypatc
         small.trace("one two three", patch_from=a, patch=["ffn.lm"])
     with pytest.raises(ValueError, match="patch_from="):
         small.trace("one two three", patch=["ffn.ln"])
+    with pytest.raises(EditError, match="another padding mask"):
+        small.trace("one two three", patch_from=padded, patch=["layer.0.ffn.ln"])
 
 
 def test_builders_refuse_nonsense(small):
@@ -256,8 +283,25 @@ def test_builders_refuse_nonsense(small):
         bv.ablate(heads={0: [1]}, how="drop")
     with pytest.raises(TypeError, match="layer -> heads"):
         bv.ablate(heads=[0, 1])
-    with pytest.raises(TypeError, match="finite number"):
+    with pytest.raises(TypeError, match="finite real number"):
         bv.scale("attn.out", float("inf"))
+    with pytest.raises(TypeError, match="finite real number"):
+        bv.scale("attn.out", "2")
+    with pytest.raises(TypeError, match="a head must be a whole number, got True"):
+        bv.ablate(heads={3: [True]})
+    with pytest.raises(TypeError, match="a layer must be a whole number, got '3'"):
+        bv.ablate(heads={"3": [5]})
+    with pytest.raises(ValueError, match="count layers and heads from 0"):
+        bv.ablate(heads={-1: [0]})
+    with pytest.raises(ValueError, match="names no head"):
+        bv.ablate(heads={3: []})
+    with pytest.raises(ValueError, match="names no layer"):
+        bv.ablate(heads={})
+    assert bv.ablate(heads={np.int64(1): [np.int64(2), 2]})["layer.1.attn.context"].description == \
+        "zero-ablated head 2"
+    for value in (None, "abc", [[1j]], True):
+        with pytest.raises(TypeError, match="array of real numbers"):
+            bv.replace("layer.0.attn.probs", value)
     with pytest.raises(TypeError, match="maps patterns to functions"):
         small.trace("x", edits={"attn.out": 3})
     with pytest.raises(TypeError, match=r"edits= takes \{pattern: f\}"):
@@ -318,3 +362,6 @@ def test_head_importance_is_the_cosine_change_when_each_head_is_ablated(small):
     assert imp[1, 2] == pytest.approx(want, abs=1e-6)
     with pytest.raises(ValueError, match="pairs"):
         analysis.head_importance(small, [("only one",)])
+    with pytest.raises(ValueError, match="pairs"):
+        analysis.head_importance(small, ["ab"])
+    assert bv.analysis is analysis
