@@ -424,3 +424,23 @@ def test_compare_an_ablated_run_with_a_plain_one(small, pair):
     step = data.view_data(ablated, "step", key=ablated.edits[0][0])
     assert step["edited"] and data.facts(ablated)["edits"]
     assert "edited" in step_view(ablated, ablated.edits[0][0]).layout.title.text
+
+
+def test_the_page_needs_neither_plotly_nor_matplotlib(small, tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent(f"""
+        import sys
+        class NoViews:  # as if plotly and matplotlib were not installed
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("plotly", "matplotlib", "ipywidgets", "anywidget"):
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        sys.meta_path.insert(0, NoViews())
+        import bertviz_lite as bv
+        tr = bv.load("random", seed=3, config={small.config.__dict__!r}).trace("The cat sat.")
+        print(bv.export_html(tr, {str(tmp_path / "page.html")!r}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "page.html").stat().st_size > 10_000

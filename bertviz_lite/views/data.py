@@ -12,7 +12,7 @@ Each builder returns a plain dict: JSON-ready facts (titles, labels, units, colo
 builders (`figures.py`) and the matplotlib PNGs (`static.py`) draw from the same dicts.
 
 Rules written once here: which tokens are real (`real_positions`), how a key is checked
-(`check_key`), and which colour scale a kind of tensor gets (`colour_scale`):
+(`check_key`), and which colour scale a kind of tensor gets (`colour_scale`, colours in `STOPS`):
 attention weights run from white at 0 to the map's largest weight (Blues); every other
 tensor (scores, activations) is symmetric around 0 (RdBu_r), clipped at the 99.5th
 percentile of |x| when a few outliers would wash the rest out; differences between two
@@ -45,6 +45,16 @@ HEAD_COLOURS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100"
 
 SCALES = {"weights": "Blues", "signed": "RdBu_r", "difference": "PuOr_r"}
 CLIP_PERCENTILE = 99.5
+# the colour scales' stops, low to high (ColorBrewer's, as plotly and matplotlib ship them): the
+# front-end, the plotly figures and the PNGs all colour through these, so no renderer needs plotly's tables
+STOPS = {
+    "Blues": ("#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"),
+    "RdBu_r": ("#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d",
+               "#b2182b", "#67001f"),
+    "PuOr_r": ("#2d004b", "#542788", "#8073ac", "#b2abd2", "#d8daeb", "#f7f7f7", "#fee0b6", "#fdb863", "#e08214",
+               "#b35806", "#7f3b08"),
+    "Reds": ("#fff5f0", "#fee0d2", "#fcbba1", "#fc9272", "#fb6a4a", "#ef3b2c", "#cb181d", "#a50f15", "#67000d"),
+}
 
 
 def tensor_kind(key: str) -> str:
@@ -86,10 +96,17 @@ def colour_scale(values, kind: str, per: int = 0) -> dict:
 
 
 def lut(name: str, size: int = 256) -> list[list[int]]:
-    """A colour scale as `size` RGB triples (plotly's own scales): the front-end, plotly and
+    """A colour scale as `size` RGB triples, linear between its STOPS: the front-end, plotly and
     matplotlib all colour through this table."""
-    from plotly.colors import sample_colorscale, unlabel_rgb
-    return [[int(round(c)) for c in unlabel_rgb(s)] for s in sample_colorscale(name, list(np.linspace(0, 1, size)))]
+    stops = np.array([[int(h[i:i + 2], 16) for i in (1, 3, 5)] for h in STOPS[name]], dtype=float)
+    at = np.linspace(0, 1, len(stops))
+    x = np.linspace(0, 1, size)
+    return np.rint(np.column_stack([np.interp(x, at, stops[:, c]) for c in range(3)])).astype(int).tolist()
+
+
+def plotly_scale(name: str) -> list[list]:
+    """The same scale as a plotly colorscale ([[position, 'rgb(r,g,b)'], ...])."""
+    return [[float(t), f"rgb({r},{g},{b})"] for t, (r, g, b) in zip(np.linspace(0, 1, 256), lut(name))]
 
 
 # ------------------------------------------------------------------------------------------

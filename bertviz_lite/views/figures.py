@@ -22,7 +22,7 @@ WIDTH = 900  # a figure's default width: fits a notebook cell without sideways s
 
 
 def _colours(scale: dict, clim) -> dict:
-    return dict(colorscale=scale["name"], zmin=clim[0], zmax=clim[1])
+    return dict(colorscale=data.plotly_scale(scale["name"]), zmin=clim[0], zmax=clim[1])
 
 
 def _pick(vd: dict, head: int, pair_filter: str, trace=None):
@@ -151,7 +151,7 @@ def draw_token(vd: dict) -> go.Figure:
     L, A, n = rows.shape
     z = rows.reshape(L * A, n) / np.asarray(vd["scale"]["clim"])[:, :, 1].reshape(-1, 1)
     fig = go.Figure(go.Heatmap(z=z, x=vd["labels"], y=[f"L{ly} H{h}" for ly in range(L) for h in range(A)],
-                               colorscale=vd["scale"]["name"], zmin=0, zmax=1,
+                               colorscale=data.plotly_scale(vd["scale"]["name"]), zmin=0, zmax=1,
                                customdata=rows.reshape(L * A, n),
                                hovertemplate="%{y} \u2192 %{x}<br>weight %{customdata:.3f}<extra></extra>",
                                colorbar=dict(title=dict(text="weight / row max"), thickness=14)))
@@ -181,11 +181,11 @@ def draw_neuron(vd: dict, head: int, query: int) -> go.Figure:
                         specs=[[{}, None, None, None], [{}, {}, {}, {}]], horizontal_spacing=0.06, vertical_spacing=0.03,
                         subplot_titles=(f"q of {labels[query]}", "k of each key", "q \u2218 k (elementwise)",
                                         f"score = \u03a3 / \u221a{d}", "softmax: weight"))
-    fig.add_trace(go.Heatmap(z=num["q"][None], colorscale=vd["scale"]["name"], zmin=-lim, zmax=lim, showscale=False,
+    fig.add_trace(go.Heatmap(z=num["q"][None], colorscale=data.plotly_scale(vd["scale"]["name"]), zmin=-lim, zmax=lim, showscale=False,
                              hovertemplate="q[%{x}] = %{z:.4f}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Heatmap(z=num["k"], y=labels, colorscale=vd["scale"]["name"], zmin=-lim, zmax=lim, showscale=False,
+    fig.add_trace(go.Heatmap(z=num["k"], y=labels, colorscale=data.plotly_scale(vd["scale"]["name"]), zmin=-lim, zmax=lim, showscale=False,
                              hovertemplate="%{y}: k[%{x}] = %{z:.4f}<extra></extra>"), row=2, col=1)
-    fig.add_trace(go.Heatmap(z=num["prod"], y=labels, colorscale=vd["scale"]["name"], zmin=-plim, zmax=plim,
+    fig.add_trace(go.Heatmap(z=num["prod"], y=labels, colorscale=data.plotly_scale(vd["scale"]["name"]), zmin=-plim, zmax=plim,
                              showscale=False, hovertemplate="%{y}: q[%{x}] k[%{x}] = %{z:.4f}<extra></extra>"),
                   row=2, col=2)
     fig.add_trace(go.Bar(x=num["scores"], y=labels, orientation="h", marker_color="#6b7280",
@@ -293,16 +293,16 @@ def draw_compare(vd: dict, head: int = 0) -> go.Figure:
                                         "relative change \u2016B \u2212 A\u2016 / \u2016A\u2016, every step down the layers"))
     top = max(vd["scale"]["clim"][head][1], 1e-9)
     for col, name in ((1, "a"), (2, "b")):
-        fig.add_trace(go.Heatmap(z=vd["arrays"][name][head], x=labels, y=labels, colorscale=vd["scale"]["name"], zmin=0,
+        fig.add_trace(go.Heatmap(z=vd["arrays"][name][head], x=labels, y=labels, colorscale=data.plotly_scale(vd["scale"]["name"]), zmin=0,
                                  zmax=top, showscale=False, hovertemplate="%{y} \u2192 %{x}: %{z:.3f}<extra></extra>"),
                       row=1, col=col)
     clim = vd["scale_diff"]["clim"][head]
-    fig.add_trace(go.Heatmap(z=vd["arrays"]["diff"][head], x=labels, y=labels, colorscale=vd["scale_diff"]["name"],
+    fig.add_trace(go.Heatmap(z=vd["arrays"]["diff"][head], x=labels, y=labels, colorscale=data.plotly_scale(vd["scale_diff"]["name"]),
                              zmin=clim[0], zmax=clim[1], colorbar=dict(title=dict(text="B \u2212 A"), len=0.4, y=0.8),
                              hovertemplate="%{y} \u2192 %{x}: %{z:.3f}<extra></extra>"), row=1, col=3)
     g = vd["arrays"]["grid"]
     fig.add_trace(go.Heatmap(z=g, x=[f"layer {i}" for i in range(g.shape[1])], y=vd["steps"],
-                             colorscale=vd["scale_grid"]["name"], zmin=0, zmax=vd["scale_grid"]["clim"][1],
+                             colorscale=data.plotly_scale(vd["scale_grid"]["name"]), zmin=0, zmax=vd["scale_grid"]["clim"][1],
                              colorbar=dict(title=dict(text="relative<br>change"), len=0.4, y=0.2),
                              hovertemplate="layer.%{x}.%{y}: %{z:.4f}<extra></extra>"), row=2, col=1)
     for col in (1, 2, 3):
