@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 from . import data
 from .data import PAIR_FILTERS, block_mean, plain_formula, stepper_steps  # noqa: F401  (public here too)
 
-WIDTH = 900  # a figure's default width: fits a notebook cell without sideways scrolling
+WIDTH = 900  # the widest fixed-width figure (square maps); the wide figures take the cell's width (autosize)
 
 
 def _colours(scale: dict, clim) -> dict:
@@ -156,7 +156,7 @@ def draw_token(vd: dict) -> go.Figure:
                                hovertemplate="%{y} \u2192 %{x}<br>weight %{customdata:.3f}<extra></extra>",
                                colorbar=dict(title=dict(text="weight / row max"), thickness=14)))
     fig.update_layout(title=dict(text=f"where {vd['label']} attends, every layer and head", x=0.5),
-                      width=WIDTH, height=max(400, 6 * L * A + 160),
+                      height=max(400, 6 * L * A + 160),
                       xaxis=dict(type="category", side="top", tickangle=-60), yaxis=dict(autorange="reversed"),
                       meta=dict(view="token", query=vd["query"]))
     return fig
@@ -200,7 +200,7 @@ def draw_neuron(vd: dict, head: int, query: int) -> go.Figure:
     fig.update_layout(
         title=dict(text=f"neuron view, layer {vd['layer']}, head {head}, query {labels[query]}: "
                         f"{plain_formula(vd['formulas']['scores'])}", x=0.5),
-        width=WIDTH + 100, height=max(420, 20 * len(labels) + 160), showlegend=False, margin=dict(t=110),
+        height=max(420, 20 * len(labels) + 160), showlegend=False, margin=dict(t=110),
         meta=dict(view="neuron", layer=vd["layer"], head=head, query=query))
     return fig
 
@@ -249,7 +249,7 @@ def draw_step(vd: dict, head: int = 0) -> go.Figure:
     fig.update_layout(
         title=dict(text=f"<b>{vd['key']}</b>{head_txt}: {plain_formula(vd['formula'])}{edited}", x=0.5,
                    subtitle=dict(text=vd["shape"])),
-        height=height, width=WIDTH, margin=dict(l=10, r=10, t=top, b=20),
+        height=height, margin=dict(l=10, r=10, t=top, b=20),
         meta=dict(view="step", key=vd["key"], head=head))
     return fig
 
@@ -273,7 +273,7 @@ def draw_params(vd: dict) -> go.Figure:
                                               for i in range(len(cols))], align="left", height=36)), row=2, col=1)
     fig.update_layout(title=dict(text=f"parameters: {vd['total']:,} (counted from {vd['source']})<br>"
                                       f"<sup>{vd['reconcile_title']}</sup>", x=0.5),
-                      height=max(700, 18 * len(groups) + 520), width=WIDTH + 200, margin=dict(l=10, r=10, t=70, b=10),
+                      height=max(700, 18 * len(groups) + 520), margin=dict(l=10, r=10, t=70, b=10),
                       meta=dict(view="params", total=vd["total"]), showlegend=False)
     return fig
 
@@ -312,7 +312,7 @@ def draw_compare(vd: dict, head: int = 0) -> go.Figure:
     edits = "; ".join(f"{k} ({d})" for k, d in vd["edits"])
     fig.update_layout(title=dict(text=f"compare: A = {vd['texts'][0]}<br>B = {vd['texts'][1]}"
                                       + (f"<br><sup>edits: {edits}</sup>" if edits else ""), x=0.5),
-                      width=WIDTH + 200, height=1000, margin=dict(t=130),
+                      height=1000, margin=dict(t=130),
                       meta=dict(view="compare", layer=vd["layer"], head=head))
     return fig
 
