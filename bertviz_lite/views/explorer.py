@@ -89,7 +89,8 @@ def fallback_png(trace, layer: int, head: int, kind: str = "probs") -> bytes:
     """A PNG of one attention map (the saved notebook's picture where no widget manager runs)."""
     from .static import to_png
     buf = io.BytesIO()
-    to_png(data.attention(trace, layer, kind), buf, head=head)
+    # small enough to keep in a saved notebook: above 128 tokens, block means (a 512-token map is ~1 MB of noise)
+    to_png(data.attention(trace, layer, kind, max_tokens=EXACT_UP_TO), buf, head=head, dpi=90)
     return buf.getvalue()
 
 

@@ -65,7 +65,10 @@ def _attention(vd, head=0, **_):
     ax.xaxis.set_label_position("top")
     ax.set_xlabel(f"{vd['axes'][1]} (attended to)")
     ax.set_ylabel(f"{vd['axes'][0]} (attends)")
-    mfig.suptitle(f"layer {vd['layer']}, head {head}:  {data.plain_formula(vd['formula'], html=False, unicode=True)}")
+    blocks = "" if vd["edges"] is None else \
+        f"\n(block means: {vd['edges'][-1]} tokens in {len(vd['edges']) - 1} blocks a side)"
+    mfig.suptitle(f"layer {vd['layer']}, head {head}:  {data.plain_formula(vd['formula'], html=False, unicode=True)}"
+                  + blocks)
     return mfig
 
 
