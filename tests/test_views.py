@@ -351,7 +351,7 @@ def test_export_keeps_block_means_and_says_so(small, tmp_path):
     out = export_html(tr, tmp_path / "page.html", max_bytes=1_000_000)
     page = _page_data(out.read_text(encoding="utf-8"))
     note = page["state"]["info"]["page_note"]
-    assert "block means" in note and "full-resolution attention" in note
+    assert "block means" in note and "attention in full" in note
     back = codec.from_text(page["payloads"][codec.request_key("attention", {"layer": 1, "kind": "probs"})])
     if back["edges"] is None:  # this layer was kept in full
         np.testing.assert_allclose(back["arrays"]["maps"], real_map(tr, "attn.probs", 1), atol=1 / 254)

@@ -88,9 +88,6 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
     for key in data.stepper_steps(trace):
         p.add("step", dict(key=key), max_cells=STEP_CELLS, max_rows=STEP_ROWS)
     p.add("params", {})
-    kept = [] if small else [f"every attention map in full ({n} tokens)"]
-    if small:
-        kept.append(f"attention of every layer as block means ({n} tokens in {SMALL_MAPS} blocks a side)")
     has_qk = all(f"layer.{ly}.attn.{x}" in trace for ly in range(L) for x in "qk")
     order = layer_order(L)
     full, neuron = [], []
@@ -109,9 +106,12 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
         if not p.add("token", dict(query=q), budget):
             break
         tokens.append(q)
+    if not small or len(full) == L:
+        kept = [f"every attention map in full ({n} tokens" + (", 8-bit)" if small else ")")]
+    else:
+        kept = [f"attention in full: {_layers(sorted(full), L)}; the other layers as block means ({n} tokens in "
+                f"{SMALL_MAPS} blocks a side)"]
     kept.append(f"neuron view: {_layers(sorted(neuron), L)}" + (" (q and k as 8-bit)" if n > 128 else ""))
-    if small:
-        kept.append(f"full-resolution attention: {_layers(sorted(full), L)}")  # the others: block means
     kept.append("one-token view: " + ("every token" if len(tokens) == n else
                                       f"tokens 0..{tokens[-1]}" if tokens else "no token (over the size budget)"))
     return p.items, kept
