@@ -348,7 +348,7 @@ def test_export_html_small(small, tmp_path):
 def test_export_keeps_block_means_and_says_so(small, tmp_path):
     tr = small.trace(" ".join(["the cat sat on the mat"] * 25), pad_to=160)  # > 128 real tokens
     assert tr.n_real > 128
-    out = export_html(tr, tmp_path / "page.html", max_bytes=1_000_000)
+    out = export_html(tr, tmp_path / "page.html", max_bytes=500_000)
     page = _page_data(out.read_text(encoding="utf-8"))
     note = page["state"]["info"]["page_note"]
     assert "block means" in note and "attention in full" in note
@@ -358,7 +358,7 @@ def test_export_keeps_block_means_and_says_so(small, tmp_path):
     else:
         expect, _, _ = block_mean(real_map(tr, "attn.probs", 1), 96)
         np.testing.assert_allclose(back["arrays"]["maps"], expect, atol=expect.max() / 250)
-    assert out.stat().st_size < 1_000_000
+    assert out.stat().st_size < 500_000
 
 
 def test_export_html_moderate_bert_base(base, tmp_path):
