@@ -209,9 +209,11 @@ def _widget_class():
             out = bundle[0] if isinstance(bundle, tuple) else bundle
             tr = self.trace
             out["text/plain"] = (
-                repr(self) + f"\nmodel {self.info['model']}: {tr.config.num_layers} layers, H = {tr.config.hidden_size}, "
+                repr(self) + f"\nmodel {self.info['model']}: {tr.config.num_layers} layers, "
+                f"H = {tr.config.hidden_size}, "
                 f"{tr.config.num_heads} heads of d_k = {tr.config.head_size}\ntokens: {' '.join(self.info['tokens'])}\n"
-                "The picture is layer {0}, head {1}'s attention map. This is a Jupyter widget: it draws in JupyterLab 4, "
+                "The picture is layer {0}, head {1}'s attention map. "
+                "This is a Jupyter widget: it draws in JupyterLab 4, "
                 "Notebook 7 or VS Code with its kernel running; elsewhere use bv.explore(tr, static=True) or "
                 "bv.export_html(tr, 'page.html').".format(self.layer, self.head))
             try:

@@ -88,7 +88,8 @@ def draw_model(vd: dict) -> go.Figure:
     cell = max(36, min(62, (WIDTH - 120) // A))
     note = "" if vd["shown"] == vd["tokens"] else \
         f"<br><sup>block means: {vd['tokens']} tokens shown as {vd['shown']} x {vd['shown']}</sup>"
-    fig.update_layout(title=dict(text=f"model view: attention {vd['kind']}, layers (rows) x heads (columns){note}", x=0.5),
+    title = f"model view: attention {vd['kind']}, layers (rows) x heads (columns){note}"
+    fig.update_layout(title=dict(text=title, x=0.5),
                       width=max(520, A * cell + 120), height=L * cell + 120, margin=dict(l=20, r=50, t=90, b=20),
                       meta=dict(view="model", kind=vd["kind"]), plot_bgcolor="white")
     fig.update_annotations(font_size=10)
@@ -131,7 +132,8 @@ def draw_head(vd: dict, pair_filter: str = "all", trace=None) -> go.Figure:
     pair = "" if pair_filter == "all" else f" [{pair_filter}]"
     fig.update_layout(
         title=dict(text=f"head view, layer {vd['layer']}{pair}: query (left) \u2192 key (right)<br>"
-                        "<sup>darker, wider line = larger weight A<sub>h</sub>; click a head in the legend to hide it</sup>",
+                        "<sup>darker, wider line = larger weight A<sub>h</sub>; "
+                        "click a head in the legend to hide it</sup>",
                    x=0.5),
         xaxis=dict(visible=False, range=[-0.6, 1.6]), yaxis=dict(visible=False),
         height=max(360, 22 * max(len(rows), len(cols)) + 120), width=640, plot_bgcolor="white",
@@ -168,7 +170,8 @@ def neuron_view(trace, layer: int, head: int, query: int) -> go.Figure:
     head = trace.check_head(head)
     vd = data.neuron(trace, layer)
     if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not 0 <= query < len(vd["labels"]):
-        raise ValueError(f"query must be a token index 0..{len(vd['labels']) - 1} (among the real tokens), got {query!r}")
+        raise ValueError(f"query must be a token index 0..{len(vd['labels']) - 1} (among the real tokens), "
+                         f"got {query!r}")
     return draw_neuron(vd, head, int(query))
 
 
@@ -178,21 +181,23 @@ def draw_neuron(vd: dict, head: int, query: int) -> go.Figure:
     lim = vd["scale"]["clim"][1]
     plim = float(np.abs(num["prod"]).max()) or 1.0
     fig = make_subplots(rows=2, cols=4, row_heights=[0.06, 0.94], column_widths=[0.3, 0.3, 0.2, 0.2],
-                        specs=[[{}, None, None, None], [{}, {}, {}, {}]], horizontal_spacing=0.06, vertical_spacing=0.03,
+                        specs=[[{}, None, None, None], [{}, {}, {}, {}]], horizontal_spacing=0.06,
+                        vertical_spacing=0.03,
                         subplot_titles=(f"q of {labels[query]}", "k of each key", "q \u2218 k (elementwise)",
                                         f"score = \u03a3 / \u221a{d}", "softmax: weight"))
-    fig.add_trace(go.Heatmap(z=num["q"][None], colorscale=data.plotly_scale(vd["scale"]["name"]), zmin=-lim, zmax=lim, showscale=False,
+    fig.add_trace(go.Heatmap(z=num["q"][None], **_colours(vd["scale"], (-lim, lim)), showscale=False,
                              hovertemplate="q[%{x}] = %{z:.4f}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Heatmap(z=num["k"], y=labels, colorscale=data.plotly_scale(vd["scale"]["name"]), zmin=-lim, zmax=lim, showscale=False,
+    fig.add_trace(go.Heatmap(z=num["k"], y=labels, **_colours(vd["scale"], (-lim, lim)), showscale=False,
                              hovertemplate="%{y}: k[%{x}] = %{z:.4f}<extra></extra>"), row=2, col=1)
-    fig.add_trace(go.Heatmap(z=num["prod"], y=labels, colorscale=data.plotly_scale(vd["scale"]["name"]), zmin=-plim, zmax=plim,
+    fig.add_trace(go.Heatmap(z=num["prod"], y=labels, **_colours(vd["scale"], (-plim, plim)),
                              showscale=False, hovertemplate="%{y}: q[%{x}] k[%{x}] = %{z:.4f}<extra></extra>"),
                   row=2, col=2)
     fig.add_trace(go.Bar(x=num["scores"], y=labels, orientation="h", marker_color="#6b7280",
                          text=[f"{s:.2f}" for s in num["scores"]], hovertemplate="%{y}: score %{x:.4f}<extra></extra>"),
                   row=2, col=3)
     fig.add_trace(go.Bar(x=num["weights"], y=labels, orientation="h", marker_color="#2563eb",
-                         text=[f"{w:.3f}" for w in num["weights"]], hovertemplate="%{y}: weight %{x:.4f}<extra></extra>"),
+                         text=[f"{w:.3f}" for w in num["weights"]],
+                         hovertemplate="%{y}: weight %{x:.4f}<extra></extra>"),
                   row=2, col=4)
     for col in (1, 2, 3, 4):
         fig.update_yaxes(autorange="reversed", type="category", showticklabels=col == 1, row=2, col=col)
@@ -220,14 +225,16 @@ def draw_step(vd: dict, head: int = 0) -> go.Figure:
     table_px = 40 + 24 * max(len(vd["stats"]), len(vd["weights"]) + 1)
     top, gap = 100, 110
     height = top + heat_px + gap + table_px + 20
-    fig = make_subplots(rows=2, cols=2, specs=[[{"type": "xy", "colspan": 2}, None], [{"type": "table"}, {"type": "table"}]],
+    fig = make_subplots(rows=2, cols=2,
+                        specs=[[{"type": "xy", "colspan": 2}, None], [{"type": "table"}, {"type": "table"}]],
                         row_heights=[heat_px, table_px], vertical_spacing=gap / (height - top - 20),
                         column_widths=[0.45, 0.55], horizontal_spacing=0.04)
     fig.add_trace(go.Heatmap(
         z=z, y=vd["row_labels"], x=x, **_colours(vd["scale"], clim), name=vd["key"],
         colorbar=dict(thickness=12, len=heat_px / (height - top - 20), y=1, yanchor="top",
                       title=dict(text="clipped<br>at 99.5%" if vd["scale"]["clipped"] else "", side="top")),
-        hovertemplate=f"{vd['rows_axis'] or 'row'}: %{{y}}<br>{vd['cols_axis']}: %{{x}}<br>value: %{{z:.4g}}<extra></extra>"),
+        hovertemplate=f"{vd['rows_axis'] or 'row'}: %{{y}}<br>{vd['cols_axis']}: %{{x}}<br>"
+                      "value: %{z:.4g}<extra></extra>"),
         row=1, col=1)
     cells = dict(align="left", height=24, font=dict(size=12))
     fig.add_trace(go.Table(header=dict(values=["statistic", "value"], align="left"), columnwidth=[1.3, 1],
@@ -290,19 +297,20 @@ def draw_compare(vd: dict, head: int = 0) -> go.Figure:
     fig = make_subplots(rows=2, cols=3, specs=[[{}, {}, {}], [{"colspan": 3}, None, None]], row_heights=[0.5, 0.5],
                         horizontal_spacing=0.08, vertical_spacing=0.12,
                         subplot_titles=(f"A: layer {vd['layer']}, head {head}", "B", "B \u2212 A",
-                                        "relative change \u2016B \u2212 A\u2016 / \u2016A\u2016, every step down the layers"))
+                                        "relative change \u2016B \u2212 A\u2016 / \u2016A\u2016, "
+                                        "every step down the layers"))
     top = max(vd["scale"]["clim"][head][1], 1e-9)
     for col, name in ((1, "a"), (2, "b")):
-        fig.add_trace(go.Heatmap(z=vd["arrays"][name][head], x=labels, y=labels, colorscale=data.plotly_scale(vd["scale"]["name"]), zmin=0,
-                                 zmax=top, showscale=False, hovertemplate="%{y} \u2192 %{x}: %{z:.3f}<extra></extra>"),
+        fig.add_trace(go.Heatmap(z=vd["arrays"][name][head], x=labels, y=labels, **_colours(vd["scale"], (0, top)),
+                                 showscale=False, hovertemplate="%{y} \u2192 %{x}: %{z:.3f}<extra></extra>"),
                       row=1, col=col)
     clim = vd["scale_diff"]["clim"][head]
-    fig.add_trace(go.Heatmap(z=vd["arrays"]["diff"][head], x=labels, y=labels, colorscale=data.plotly_scale(vd["scale_diff"]["name"]),
-                             zmin=clim[0], zmax=clim[1], colorbar=dict(title=dict(text="B \u2212 A"), len=0.4, y=0.8),
+    fig.add_trace(go.Heatmap(z=vd["arrays"]["diff"][head], x=labels, y=labels, **_colours(vd["scale_diff"], clim),
+                             colorbar=dict(title=dict(text="B \u2212 A"), len=0.4, y=0.8),
                              hovertemplate="%{y} \u2192 %{x}: %{z:.3f}<extra></extra>"), row=1, col=3)
     g = vd["arrays"]["grid"]
     fig.add_trace(go.Heatmap(z=g, x=[f"layer {i}" for i in range(g.shape[1])], y=vd["steps"],
-                             colorscale=data.plotly_scale(vd["scale_grid"]["name"]), zmin=0, zmax=vd["scale_grid"]["clim"][1],
+                             **_colours(vd["scale_grid"], (0, vd["scale_grid"]["clim"][1])),
                              colorbar=dict(title=dict(text="relative<br>change"), len=0.4, y=0.2),
                              hovertemplate="layer.%{x}.%{y}: %{z:.4f}<extra></extra>"), row=2, col=1)
     for col in (1, 2, 3):
