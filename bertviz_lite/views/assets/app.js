@@ -428,7 +428,7 @@ function render({ model, el: host }) {
   if (sections.token) {
     tv.token = tokenSelect("bvl-token");
     tv.chips = el("div", { class: "bvl-chips" });
-    if (n <= LABEL_ALL_UP_TO) range(n).forEach((i) => tv.chips.appendChild(el("button", { class: "bvl-chip", "data-query": String(i), text: info.tokens[i], title: info.labels[i], onclick: () => setSel({ query: i }) })));
+    if (n <= LABEL_ALL_UP_TO) range(n).forEach((i) => tv.chips.appendChild(el("button", { class: info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", "data-query": String(i), text: info.tokens[i], title: info.labels[i], onclick: () => setSel({ query: i }) })));
     tv.map = Heatmap({ aria: "one token's attention", onclick: (i) => setSel({ layer: Math.floor(i / info.heads), head: i % info.heads, tab: "attention" }) });
     tv.note = el("div", { class: "bvl-x-note" });
     sections.token.append(controls(el("label", {}, ["token ", tv.token]), tv.chips), tv.note, tv.map.node);
