@@ -5,9 +5,14 @@
 
 Each notebook is executed top to bottom in notebooks/ (as nbval does), without storing widget
 state (plotly's FigureWidget would add ~5 MB of JavaScript per widget). Then every output is
-cleared except those of cells marked `# NBVAL_CHECK_OUTPUT`: those are the numbers a lesson
-teaches, and nbval (`pytest --nbval-lax`) compares them on every CI run. Committed notebooks stay
-small and deterministic. A notebook that takes longer than --budget seconds fails the run.
+cleared except
+- those of cells marked `# NBVAL_CHECK_OUTPUT`: the numbers a lesson teaches, which nbval
+  (`pytest --nbval-lax`) compares on every CI run;
+- the image/png outputs of cells whose first line is `# PICTURE`: the static pictures of a
+  lesson's "Look" section, so that it reads on GitHub and nbviewer without running (nbval does
+  not compare images). Each picture must stay under --max-picture KiB.
+Committed notebooks stay small and deterministic. A notebook that takes longer than --budget
+seconds fails the run, and so does a `# PICTURE` cell that stored no picture.
 """
 from __future__ import annotations
 
@@ -22,9 +27,32 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = "NBVAL_CHECK_OUTPUT"
+PICTURE = "# PICTURE"
+PNG = "image/png"
 
 
-def refresh(path: Path, budget: float) -> float:
+def is_picture(cell) -> bool:
+    return cell.cell_type == "code" and cell.source.lstrip().startswith(PICTURE)
+
+
+def pictures_only(cell, max_kib: float, name: str) -> list:
+    """The image/png outputs of a `# PICTURE` cell, every other output and mime type dropped."""
+    kept = []
+    for out in cell.outputs:
+        if out.get("output_type") in ("display_data", "execute_result") and PNG in out.get("data", {}):
+            png = out["data"][PNG]
+            size = len(png) * 3 / 4 / 1024  # base64 -> bytes
+            if size > max_kib:
+                raise SystemExit(f"{name}: a picture of {size:.0f} KiB, more than {max_kib:.0f} KiB; "
+                                 "draw it smaller (dpi, figsize)")
+            kept.append(nbformat.v4.new_output("display_data", data={PNG: png},
+                                               metadata=out.get("metadata", {})))
+    if not kept:
+        raise SystemExit(f"{name}: a '# PICTURE' cell stored no image/png output:\n{cell.source[:200]}")
+    return kept
+
+
+def refresh(path: Path, budget: float, max_picture: float = 200.0) -> float:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=False,
                             resources={"metadata": {"path": str(path.parent)}})
@@ -34,7 +62,10 @@ def refresh(path: Path, budget: float) -> float:
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        if CHECK not in cell.source:
+        if is_picture(cell):
+            cell.outputs = pictures_only(cell, max_picture, path.name)
+            cell.execution_count = None
+        elif CHECK not in cell.source:
             cell.outputs = []
             cell.execution_count = None
         cell.metadata.pop("execution", None)
@@ -50,13 +81,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("paths", nargs="*", type=Path)
     p.add_argument("--budget", type=float, default=90.0, help="seconds one lesson may take (default 90)")
+    p.add_argument("--max-picture", type=float, default=200.0, help="KiB one stored picture may take (default 200)")
     args = p.parse_args(argv)
     os.environ.setdefault("PYTHONHASHSEED", "0")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     paths = args.paths or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     total = 0.0
     for path in paths:
-        took = refresh(path.resolve(), args.budget)
+        took = refresh(path.resolve(), args.budget, args.max_picture)
         total += took
         print(f"{path.name:40s} {took:6.1f} s  {path.stat().st_size / 1024:7.1f} KiB")
     print(f"{'total':40s} {total:6.1f} s")
