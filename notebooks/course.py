@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 STRICT_ENV = "BERTVIZ_COURSE_STRICT"
 STUB = "replace the ... with your answer"
 
-__all__ = ["check", "checker", "exercise", "close", "equals", "one_of", "within", "calls", "wrong_answers"]
+__all__ = ["check", "checker", "exercise", "close", "equals", "one_of", "within", "calls", "wrong_answers", "picture"]
 
 
 @dataclass
@@ -242,3 +242,23 @@ def wrong_answers(call: Call) -> list:
     ex = _lookup(call.id)
     wrong = ex.wrong(call.answer, **call.context) if ex.wrong else _perturb(call.answer)
     return [Ellipsis, *wrong]
+
+
+# ------------------------------------------------------------------------------------------
+# stored pictures
+# ------------------------------------------------------------------------------------------
+
+
+def picture(fig, *, dpi: int | None = 80):
+    """A static PNG of a plotly view (bertviz_lite.views.to_png, drawn with matplotlib from the same
+    figure data), as an IPython Image. A lesson shows it in a cell whose first line is `# PICTURE`,
+    so scripts/refresh_notebooks.py stores it and the lesson reads on GitHub without running."""
+    import tempfile
+
+    from IPython.display import Image
+
+    from bertviz_lite.views import to_png
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = to_png(fig, Path(folder) / "view.png", dpi=dpi)
+        return Image(data=path.read_bytes())
