@@ -3,8 +3,8 @@
     .venv/bin/python scripts/refresh_notebooks.py                 # every notebooks/NN_*.ipynb
     .venv/bin/python scripts/refresh_notebooks.py notebooks/03_one_head.ipynb
 
-Each notebook is executed top to bottom in notebooks/ (as nbval does), without storing widget
-state (plotly's FigureWidget would add ~5 MB of JavaScript per widget). Then every output is
+Each notebook is executed top to bottom in notebooks/ (as nbval does), and its widget state is
+dropped (plotly's FigureWidget would add ~5 MB of JavaScript per widget). Then every output is
 cleared except
 - those of cells marked `# NBVAL_CHECK_OUTPUT`: the numbers a lesson teaches, which nbval
   (`pytest --nbval-lax`) compares on every CI run;
@@ -54,7 +54,9 @@ def pictures_only(cell, max_kib: float, name: str) -> list:
 
 def refresh(path: Path, budget: float, max_picture: float = 200.0) -> float:
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=False,
+    # store_widget_state=True only because nbclient's Output-widget hook (ipywidgets.interactive)
+    # raises KeyError without it; the state is dropped below and never written
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=True,
                             resources={"metadata": {"path": str(path.parent)}})
     t0 = time.perf_counter()
     client.execute()

@@ -177,7 +177,8 @@ def test_lesson_runs_with_solutions(lesson, monkeypatch):
     monkeypatch.setenv(course.STRICT_ENV, "1")  # the kernel inherits it: a failed check raises
     monkeypatch.setenv("PYTHONHASHSEED", "0")
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=False,
+    # store_widget_state=True: nbclient's Output-widget hook raises KeyError without it (nothing is written)
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=True,
                             resources={"metadata": {"path": str(NOTEBOOKS)}})
     client.execute()
     text = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
