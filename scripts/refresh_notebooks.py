@@ -56,11 +56,20 @@ def refresh(path: Path, budget: float, max_picture: float = 200.0) -> float:
     nb = nbformat.read(path, as_version=4)
     # store_widget_state=True only because nbclient's Output-widget hook (ipywidgets.interactive)
     # raises KeyError without it; the state is dropped below and never written
+    cell_times: list[tuple[float, int]] = []
+    clock = [time.perf_counter()]
+
+    def timed(cell, cell_index, **_):
+        now = time.perf_counter()
+        cell_times.append((now - clock[0], cell_index))
+        clock[0] = now
+
     client = NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=True,
-                            resources={"metadata": {"path": str(path.parent)}})
+                            resources={"metadata": {"path": str(path.parent)}}, on_cell_executed=timed)
     t0 = time.perf_counter()
     client.execute()
     took = time.perf_counter() - t0
+    slowest = sorted(cell_times, reverse=True)[:3]
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -75,7 +84,9 @@ def refresh(path: Path, budget: float, max_picture: float = 200.0) -> float:
     nbformat.validate(nb)
     nbformat.write(nb, path)
     if took > budget:
-        raise SystemExit(f"{path.name} took {took:.1f} s, more than the {budget:.0f} s budget of a lesson")
+        cells = ", ".join(f"cell {i} {t:.1f} s" for t, i in slowest)
+        raise SystemExit(f"{path.name} took {took:.1f} s, more than the {budget:.0f} s budget of a lesson "
+                         f"(slowest: {cells}; cells in all {sum(t for t, _ in cell_times):.1f} s)")
     return took
 
 
