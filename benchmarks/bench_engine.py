@@ -7,6 +7,8 @@ Per round, and per n, it runs one engine process and one Hugging Face process, a
 that both see the same machine state. The engine process times:
   - trace:   model.trace_ids(ids), recording every key (float32)
   - nokeep:  model.trace_ids(ids, keep=[]), the same forward recording nothing
+  - ablate:  the trace with one head ablated (edits=bv.ablate(heads={6: [6]})): what an edit costs
+  - formula: the trace with fast=False: engine.py's formula lines as written, no fused kernels
   - floor:   the same matrix products in plain numpy (QKV, QK^T, AV, W^O, FFN up/down), nothing else
 and where a trace's time goes (softmax, gelu and layernorm kernels against the rest), and
 measures the trace's memory: bytes its tensors hold (tr.nbytes) against the bytes the
@@ -89,8 +91,11 @@ def worker_engine(n: int, reps: int) -> dict:
     tiny = np.finfo(np.float32).tiny
     assert all(np.isfinite(s) and s > 0 for s in scales) and np.abs(floor()).max() > tiny * 1e6
 
+    one_head = bv.ablate(heads={L // 2: [A // 2]})
     out = {
         "trace_s": _median_time(lambda: model.trace_ids(ids), reps),
+        "ablate_s": _median_time(lambda: model.trace_ids(ids, edits=one_head), reps),
+        "formula_s": _median_time(lambda: model.trace_ids(ids, fast=False), reps),
         "nokeep_s": _median_time(lambda: model.trace_ids(ids, keep=[]), reps),
         "floor_s": _median_time(floor, reps),
         "trace16_s": _median_time(lambda: model.trace_ids(ids, dtype="float16"), reps),
@@ -225,6 +230,11 @@ def main(argv=None) -> None:
         print(f"{n:>4}  {spread(tf):>18}  {spread(nf):>18}  {spread(th) if th else '-':>18}  "
               f"{statistics.median([e['trace_s'] for e, _ in rows]) * 1e3:9.1f}  "
               f"{statistics.median([e['floor_s'] for e, _ in rows]) * 1e3:9.1f}  {hf_ms}")
+    print(f"\n{'n':>4}  {'ablate/trace':>18}  {'formula/trace':>18}  (edits and the formula path against a plain trace)")
+    for n in sizes:
+        rows = results[n]
+        print(f"{n:>4}  {spread([e['ablate_s'] / e['trace_s'] for e, _ in rows]):>18}  "
+              f"{spread([e['formula_s'] / e['trace_s'] for e, _ in rows]):>18}")
     print(f"\n{'n':>4}  {'trace MiB':>10}  {'held/bytes':>10}  {'fp16/fp32':>9}  {'probs-only MiB':>14}  {'peak RSS MiB':>12}")
     for n in sizes:
         e = results[n][-1][0]

@@ -10,9 +10,11 @@ The engine (this package's top level) imports no widget library; views live in
 `bertviz_lite.views` and are imported only when used.
 """
 
+from . import analysis
 from .config import BertConfig
-from .errors import (BackendError, BertVizError, CheckpointError, InputTooLongError, OutOfRangeError,
-                     TraceTooLargeError, WeightsNotFoundError)
+from .edits import Edit, Edits, ablate, compare, replace, scale
+from .errors import (BackendError, BertVizError, CheckpointError, EditError, InputTooLongError, ModelTooLargeError,
+                     OutOfRangeError, PatternError, TraceTooLargeError, WeightsNotFoundError)
 from .loading import load
 from .model import Bert, MaskPrediction
 from .params import component_counts, count_params, reconcile
@@ -22,9 +24,10 @@ from .trace import Table, Trace
 __version__ = "0.1.0"
 
 __all__ = [
-    "BackendError", "Bert", "BertConfig", "BertVizError", "CheckpointError", "InputTooLongError", "MaskPrediction",
-    "OutOfRangeError", "STEPS", "Table", "Trace", "TraceTooLargeError", "WeightsNotFoundError", "component_counts",
-    "count_params", "load", "reconcile", "trace_keys",
+    "BackendError", "Bert", "BertConfig", "BertVizError", "CheckpointError", "Edit", "EditError", "Edits",
+    "InputTooLongError", "MaskPrediction", "ModelTooLargeError", "OutOfRangeError", "PatternError", "STEPS", "Table", "Trace",
+    "TraceTooLargeError", "WeightsNotFoundError", "ablate", "compare", "component_counts", "count_params", "load",
+    "reconcile", "replace", "scale", "trace_keys",
 ]
 
 

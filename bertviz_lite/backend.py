@@ -8,8 +8,10 @@ present; `array_api_strict` proves the engine uses nothing outside the standard.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
+from contextlib import contextmanager
 from types import ModuleType
 
 import array_api_compat
@@ -153,6 +155,38 @@ def host_float32(a) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
+def host_real_array(value, what: str) -> np.ndarray:
+    """Any array-like of real numbers (numpy, cupy, nested lists) as a float32 host array; TypeError naming
+    `what` for anything else (None, strings, booleans, complex numbers)."""
+    try:
+        a = to_host(value) if hasattr(value, "__dlpack__") else np.asarray(value)
+    except Exception:
+        a = None
+    if a is None or a.dtype.kind not in "fiu":
+        kind = type(value).__name__ if a is None else f"{type(value).__name__} of {a.dtype}"
+        raise TypeError(f"{what} must be an array of real numbers, got {kind}")
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+# safetensors dtype names -> numpy; BF16 has no numpy type and is widened (host_from_raw)
+SAFETENSORS_NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
+                       "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+
+
+def host_from_raw(dtype: str, data, shape) -> np.ndarray:
+    """A safetensors tensor's raw little-endian bytes as a host array; bfloat16 becomes float32 exactly.
+
+    A bfloat16 is the top 16 bits of a float32 (same sign and exponent, 7 mantissa bits), so
+    shifting it up 16 bits and reading the result as float32 is the exact value.
+    """
+    if dtype == "BF16":
+        u16 = np.frombuffer(data, dtype="<u2")
+        return (u16.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    if dtype not in SAFETENSORS_NUMPY_DTYPES:
+        raise TypeError(f"tensor dtype {dtype} is not supported (float32, float16, bfloat16 and integers are)")
+    return np.frombuffer(data, dtype=np.dtype(SAFETENSORS_NUMPY_DTYPES[dtype]).newbyteorder("<")).reshape(shape)
+
+
 # ---------------------------------------------------------------------------------------------
 # erf: the array api has none. gelu(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)) needs it.
 # ---------------------------------------------------------------------------------------------
@@ -293,14 +327,51 @@ def is_numpy(xp: ModuleType) -> bool:
 
 
 def erf(x, xp: ModuleType):
-    """erf for any backend: the blocked rational form on numpy float32, cupyx on cupy, the
-    array-api rational form elsewhere."""
-    name = backend_name(xp)
-    if name == "numpy":
-        return numpy_rational_erf(x)
-    if name == "cupy":
+    """erf for any backend (the array API has none): cupyx on cupy, else the rational form above
+    (replaced by its blocked numpy kernel when FUSED says so)."""
+    if backend_name(xp) == "cupy":
         import cupyx.scipy.special
         return cupyx.scipy.special.erf(x)
-    return rational_erf(x, xp)
+    kernel = fused_kernel("erf", x)
+    return kernel(x, xp) if kernel is not None else rational_erf(x, xp)
 
 
+# ------------------------------------------------------------------------------------------
+# the fast path, decided once: which fused kernel replaces which formula function
+# ------------------------------------------------------------------------------------------
+
+# (formula function, backend, dtype) -> the kernel that computes the same line faster. The
+# formula functions live in engine.py (and rational_erf above); each kernel takes the formula
+# function's own arguments. Nothing else in the package chooses a kernel. Tests hold every
+# kernel equal to its formula, and `model.trace(..., fast=False)` runs the formulas as written.
+FUSED = {
+    ("layer_norm", "numpy", "float32"): lambda x, gamma, beta, eps, xp: numpy_layer_norm(x, gamma, beta, eps),
+    ("softmax", "numpy", "float32"): lambda s, xp: numpy_softmax(s),
+    ("gelu", "numpy", "float32"): lambda x, xp: numpy_gelu(x),
+    ("erf", "numpy", "float32"): lambda x, xp: numpy_rational_erf(x),
+}
+
+_FAST = contextvars.ContextVar("bertviz_lite_fast", default=True)
+
+
+@contextmanager
+def fast_path(enabled: bool):
+    """Within this block, formula functions are replaced by their FUSED kernels (enabled=True,
+    the default everywhere) or run exactly as written (enabled=False)."""
+    token = _FAST.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _FAST.reset(token)
+
+
+def fast_enabled() -> bool:
+    return _FAST.get()
+
+
+def fused_kernel(name: str, x):
+    """The FUSED kernel for formula `name` on array x, or None: fast path off, or no kernel for
+    this backend and dtype."""
+    if not _FAST.get() or not isinstance(x, np.ndarray):
+        return None
+    return FUSED.get((name, "numpy", x.dtype.name))

@@ -44,6 +44,18 @@ def _load(args):
     return load(args.model)
 
 
+def _views_function(module: str, name: str, option: str):
+    """bertviz_lite.views.<module>.<name>; without the [views] extra, one BertVizError saying what to install."""
+    import importlib
+    try:
+        return getattr(importlib.import_module(f".views.{module}", __package__), name)
+    except ModuleNotFoundError as e:
+        if (e.name or "").startswith(__package__):
+            raise
+        raise BertVizError(f"{option} needs the views extra ({e.name} is not installed): "
+                           "pip install 'bertviz-lite[views]'") from e
+
+
 def _groups(ledger) -> Table:
     rows = list(ledger.by_group().items()) + [("total", ledger.total)]
     return Table(("group", "parameters"), rows, title="parameters by group")
@@ -58,10 +70,10 @@ def cmd_trace(args, out) -> None:
     print(file=out)
     print(_groups(ledger), file=out)
     if args.html:
-        from .views.export import export_html
+        export_html = _views_function("export", "export_html", "--html")
         print(f"\nwrote {export_html(tr, args.html, ledger=ledger)}", file=out)
     if args.png:
-        from .views.static import save_png
+        save_png = _views_function("static", "save_png", "--png")
         print(f"wrote {save_png(tr, args.png, view='heatmap', layer=args.layer, head=args.head)}", file=out)
 
 

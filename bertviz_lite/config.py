@@ -42,6 +42,7 @@ class BertConfig:
     initializer_range: float = 0.02  # std of the N(0, 0.02) initialisation
     pad_token_id: int = 0  # [PAD] in the bert vocabulary
     attention_scale: float | None = None  # None: 1/sqrt(d_head). a what-if knob for lesson 11 (1/sqrt(H))
+    tie_word_embeddings: bool = True  # the mlm output matrix is W_T itself; False: a separate decoder W_out
 
     def __post_init__(self) -> None:
         problems = []
@@ -54,6 +55,8 @@ class BertConfig:
             problems.append(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
         if self.hidden_act not in ACTIVATIONS:
             problems.append(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACTIVATIONS)}")
+        if not isinstance(self.tie_word_embeddings, bool):
+            problems.append(f"tie_word_embeddings must be true or false, got {self.tie_word_embeddings!r}")
         if not (isinstance(self.layer_norm_eps, (int, float)) and self.layer_norm_eps > 0):
             problems.append(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
         if problems:
@@ -86,11 +89,15 @@ class BertConfig:
         "hidden_act": "hidden_act",
         "initializer_range": "initializer_range",
         "pad_token_id": "pad_token_id",
+        "tie_word_embeddings": "tie_word_embeddings",
     }
 
     @classmethod
     def from_hf_dict(cls, d: dict) -> "BertConfig":
         """Read the fields of a Hugging Face BertConfig dict (config.json)."""
+        if not isinstance(d, dict):
+            raise ValueError(f"expected a JSON object of BERT settings (hidden_size, num_hidden_layers, ...), "
+                             f"got {type(d).__name__} {str(d)[:40]}")
         if d.get("model_type", "bert") != "bert":
             raise ValueError(f"config.json describes model_type {d['model_type']!r}; bertviz-lite reads BERT only")
         if d.get("position_embedding_type", "absolute") != "absolute":

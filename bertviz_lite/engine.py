@@ -9,6 +9,7 @@ brackets: n tokens, H hidden, A heads, d = H / A per head, F feed-forward width.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from . import backend
@@ -20,27 +21,39 @@ from .trace import Recorder
 # ------------------------------------------------------------------------------------------
 
 
+def fusable(formula):
+    """Marks a formula function that a fused kernel may replace on the fast path.
+
+    Which kernel, for which backend and dtype, is decided in one table, `backend.FUSED`;
+    `model.trace(..., fast=False)` switches every replacement off, so the lines below run
+    exactly as written (edit one and the trace changes).
+    """
+    @functools.wraps(formula)
+    def run(x, *args):
+        kernel = backend.fused_kernel(formula.__name__, x)
+        return formula(x, *args) if kernel is None else kernel(x, *args)
+    run.formula = formula  # the undecorated line, for tests and the curious
+    return run
+
+
+@fusable
 def layer_norm(x, gamma, beta, eps: float, xp):
     """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis; gamma, beta are learned."""
-    if backend.is_numpy(xp) and x.dtype == xp.float32:
-        return backend.numpy_layer_norm(x, gamma, beta, eps)  # the same three lines, in one buffer
     mu = xp.mean(x, axis=-1, keepdims=True)  # [n, 1]
     var = xp.mean((x - mu) ** 2, axis=-1, keepdims=True)  # biased variance, as bert and torch
     return (x - mu) / xp.sqrt(var + eps) * gamma + beta  # eps inside the sqrt, not added to std
 
 
+@fusable
 def softmax(s, xp):
     """Row-wise softmax; subtracting the row max changes nothing but keeps exp finite."""
-    if backend.is_numpy(xp) and s.dtype == xp.float32:
-        return backend.numpy_softmax(s)  # the same two lines, blocked, in one buffer
     e = xp.exp(s - xp.max(s, axis=-1, keepdims=True))
     return e / xp.sum(e, axis=-1, keepdims=True)
 
 
+@fusable
 def gelu(x, xp):
     """Exact gelu, x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)): what bert was trained with."""
-    if backend.is_numpy(xp) and x.dtype == xp.float32:
-        return backend.numpy_gelu(x)  # the same line as max(x, 0) - |x| Phi(-|x|), blocked, in one buffer
     return 0.5 * x * (1.0 + backend.erf(x / backend.SQRT_2, xp))
 
 
@@ -59,7 +72,12 @@ def relu(x, xp):
     return xp.maximum(x, xp.zeros_like(x))
 
 
-ACTIVATION_FUNCTIONS = {"gelu": gelu, "gelu_tanh": gelu_tanh, "gelu_sigmoid": gelu_sigmoid, "relu": relu}
+ACTIVATIONS = ("gelu", "gelu_tanh", "gelu_sigmoid", "relu")  # config.activation names one of these functions
+
+
+def activation(c: BertConfig):
+    """The activation function the config names, looked up when the forward runs (an edited line counts)."""
+    return globals()[c.activation]
 
 
 def split_heads(x, num_heads: int, xp):
@@ -119,7 +137,7 @@ def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
 
 def feed_forward(W: dict, Z, c: BertConfig, rec: Recorder, xp):
     """Position-wise feed-forward and its residual + layernorm   [n, H] -> [n, F] -> [n, H]."""
-    act = ACTIVATION_FUNCTIONS[c.activation]
+    act = activation(c)
     up = rec("ffn.up", Z @ W["ffn.W_up"] + W["ffn.b_up"])  # [n, F]
     a = rec("ffn.act", act(up, xp))  # [n, F]
     down = rec("ffn.down", a @ W["ffn.W_down"] + W["ffn.b_down"])  # [n, H]
@@ -139,11 +157,12 @@ def pooler(W: dict, Z_L, rec: Recorder, xp):
 
 
 def mlm_head(W: dict, Z_L, c: BertConfig, rec: Recorder, xp):
-    """Masked-lm logits: transform, then the tied output layer W_T^T   [n, H] -> [n, V]."""
-    act = ACTIVATION_FUNCTIONS[c.activation]
+    """Masked-lm logits: transform, then the tied output layer W_T^T (or an untied W_out)   [n, H] -> [n, V]."""
+    act = activation(c)
     h = act(Z_L @ W["mlm.W_t"] + W["mlm.b_t"], xp)  # [n, H]
     h = layer_norm(h, W["mlm.ln.gamma"], W["mlm.ln.beta"], c.layer_norm_eps, xp)
-    return rec("mlm.logits", h @ xp.permute_dims(W["embed.W_T"], (1, 0)) + W["mlm.bias"])  # [n, V]
+    W_out = W["mlm.W_out"] if "mlm.W_out" in W else xp.permute_dims(W["embed.W_T"], (1, 0))  # [H, V]
+    return rec("mlm.logits", h @ W_out + W["mlm.bias"])  # [n, V]
 
 
 class LayerWeights(dict):

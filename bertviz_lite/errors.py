@@ -27,3 +27,18 @@ class WeightsNotFoundError(BertVizError, OSError):
 
 class BackendError(BertVizError, RuntimeError):
     """The requested array backend (cupy, array_api_strict) is not usable here."""
+
+
+class PatternError(BertVizError, KeyError):
+    """A keep=, edits= or patch= pattern that matches no trace key of the model."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+class EditError(BertVizError, ValueError):
+    """An edit that cannot be applied: wrong shape, dtype or values, or a patch from a trace that does not fit."""
+
+
+class ModelTooLargeError(BertVizError, MemoryError):
+    """A config whose weights could not fit in this machine's memory (refused before allocating)."""

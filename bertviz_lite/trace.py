@@ -11,11 +11,12 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import html
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from . import backend, schema
-from .errors import OutOfRangeError, TraceTooLargeError
+from .errors import OutOfRangeError, PatternError, TraceTooLargeError
 
 DEFAULT_MAX_TRACE_BYTES = 2 * 1024**3  # a 512-token BERT-base trace in float32 is ~0.7 GB
 
@@ -79,33 +80,70 @@ class Table:
         return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _as_int(value, what: str) -> int:
+    """Any integer, numpy's included (operator.index); bools, floats and strings are refused."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{what}, got {value!r}")
+
+
 # ------------------------------------------------------------------------------------------
 # which keys to record
 # ------------------------------------------------------------------------------------------
 
 
-def _compile_keep(keep) -> tuple[str, ...] | None:
-    if keep is None:
+def compile_patterns(patterns, what: str = "keep=") -> tuple[str, ...] | None:
+    """Glob patterns as a tuple of strings (any iterable, or one string); None stays None."""
+    if patterns is None:
         return None
-    if isinstance(keep, str):
-        keep = [keep]
-    keep = tuple(keep)
-    for p in keep:
+    if isinstance(patterns, str):
+        return (patterns,)
+    try:
+        patterns = tuple(patterns)
+    except TypeError:
+        raise TypeError(f"{what} takes glob patterns as strings (or a list of them), got {patterns!r}") from None
+    for p in patterns:
         if not isinstance(p, str):
-            raise TypeError(f"keep= takes glob patterns as strings, got {p!r}")
-    return keep
+            raise TypeError(f"{what} takes glob patterns as strings, got {p!r}")
+    return patterns
+
+
+_compile_keep = compile_patterns
+
+
+def matches(key: str, pattern: str) -> bool:
+    """A pattern matches the full key ('layer.3.attn.probs', 'layer.*.attn.*') or the step key
+    inside its layer ('attn.probs' means that step in every layer)."""
+    return fnmatch.fnmatchcase(key, pattern) or fnmatch.fnmatchcase(schema.split_key(key)[1], pattern)
 
 
 def wants(key: str, keep: tuple[str, ...] | None) -> bool:
-    """Whether a key is recorded under keep= patterns.
-
-    A pattern matches the full key ('layer.3.attn.probs', 'layer.*.attn.*') or the step key
-    inside its layer ('attn.probs' keeps that step in every layer). None keeps everything.
-    """
+    """Whether a key is recorded under keep= patterns; None keeps everything."""
     if keep is None:
         return True
-    step = schema.split_key(key)[1]
-    return any(fnmatch.fnmatchcase(key, p) or fnmatch.fnmatchcase(step, p) for p in keep)
+    return any(matches(key, p) for p in keep)
+
+
+def check_patterns(patterns: tuple[str, ...] | None, keys: list[str], what: str = "keep=") -> None:
+    """Raise PatternError, naming the nearest keys, for any pattern that matches none of `keys`."""
+    for p in patterns or ():
+        if any(matches(k, p) for k in keys):
+            continue
+        steps = list(dict.fromkeys(schema.split_key(k)[1] for k in keys))
+        near = difflib.get_close_matches(p, keys + steps, n=4, cutoff=0.5) or \
+            difflib.get_close_matches(p.lower(), keys + steps, n=4, cutoff=0.5)
+        layers = sorted({schema.split_key(k)[0] for k in keys} - {None})
+        why = ""
+        if p.startswith("layer.") and layers:
+            why = f" (this model has layers 0..{layers[-1]})"
+        elif p.startswith("mlm.") or p.startswith("pooler."):
+            why = " (this model has no such head)"
+        hint = f"; did you mean {', '.join(map(repr, near))}?" if near else \
+            "; patterns match a full key ('layer.3.attn.probs') or a step in every layer ('attn.probs')"
+        raise PatternError(f"{what} pattern {p!r} matches no trace key{why}{hint}")
 
 
 def estimate_trace_bytes(config, n: int, *, keep=None, itemsize: int = 4, mlm: bool = False,
@@ -137,18 +175,29 @@ def check_budget(config, n: int, *, keep, itemsize: int, mlm: bool, max_bytes: i
 
 
 class Recorder:
-    """Records tensors by key as the forward runs; `scope('layer.3')` prefixes the keys."""
+    """Records tensors by key as the forward runs; `scope('layer.3')` prefixes the keys.
 
-    def __init__(self, xp, *, keep=None, dtype=None, store: dict | None = None, prefix: str = ""):
+    It is also the one place where edits apply: `edits` maps full keys to functions (compiled by
+    `bertviz_lite.edits`), and the edited value is what is recorded and what the forward goes on with.
+    """
+
+    def __init__(self, xp, *, keep=None, dtype=None, store: dict | None = None, prefix: str = "",
+                 edits: dict | None = None, edited: list | None = None):
         self.xp = xp
-        self.keep = _compile_keep(keep)
+        self.keep = compile_patterns(keep)
         self.dtype = dtype  # storage dtype (an xp dtype) or None for the compute dtype
         self.store = {} if store is None else store
         self.prefix = prefix
+        self.edits = edits or {}  # full key -> callable(key, value) -> value (checked)
+        self.edited = [] if edited is None else edited  # (key, description), in forward order
 
     def __call__(self, name: str, value):
-        """Record value under prefix+name and return it unchanged (the forward reads like the math)."""
+        """Record value under prefix+name and return it (edited, if an edit names the key)."""
         key = self.prefix + name
+        edit = self.edits.get(key)
+        if edit is not None:
+            value = edit(key, value)
+            self.edited.append((key, edit.description))
         if wants(key, self.keep):
             if key in self.store:
                 raise RuntimeError(f"trace key {key!r} recorded twice")
@@ -158,11 +207,11 @@ class Recorder:
 
     def scope(self, prefix: str) -> "Recorder":
         return Recorder(self.xp, keep=self.keep, dtype=self.dtype, store=self.store,
-                        prefix=self.prefix + prefix + ".")
+                        prefix=self.prefix + prefix + ".", edits=self.edits, edited=self.edited)
 
 
 class NullRecorder(Recorder):
-    """Records nothing (keep=[]): the forward at full speed."""
+    """Records nothing and edits nothing (keep=[] with no edits): the forward at full speed."""
 
     def __call__(self, name, value):
         return value
@@ -186,7 +235,7 @@ class Trace:
 
     def __init__(self, values: dict, *, config, tokens: Sequence[str], ids: Sequence[int],
                  segments: Sequence[int], mask: Sequence[int], spans=None, texts=("",),
-                 model_name: str = "", backend_name: str = "numpy", keep=None):
+                 model_name: str = "", backend_name: str = "numpy", keep=None, edits=()):
         self._values = dict(values)
         self.config = config
         self.tokens = tuple(tokens)
@@ -198,6 +247,11 @@ class Trace:
         self.model_name = model_name
         self.backend = backend_name
         self.keep = keep
+        self.edits = tuple(edits)  # ((key, what was done), ...) in forward order; () for a plain run
+
+    def is_edited(self, key: str) -> bool:
+        """Whether an edit or a patch changed this key in the run that made the trace."""
+        return any(k == key for k, _ in self.edits)
 
     # --- facts about the input
     @property
@@ -257,16 +311,14 @@ class Trace:
 
     def check_layer(self, layer: int) -> int:
         L = self.config.num_layers
-        if isinstance(layer, bool) or not isinstance(layer, int):
-            raise TypeError(f"layer must be an int in 0..{L - 1}, got {layer!r}")
+        layer = _as_int(layer, f"layer must be an int in 0..{L - 1}")
         if not -L <= layer < L:
             raise OutOfRangeError(f"layer {layer} is out of range: this model has {L} layers, 0..{L - 1}")
         return layer % L
 
     def check_head(self, head: int) -> int:
         A = self.config.num_heads
-        if isinstance(head, bool) or not isinstance(head, int):
-            raise TypeError(f"head must be an int in 0..{A - 1}, got {head!r}")
+        head = _as_int(head, f"head must be an int in 0..{A - 1}")
         if not -A <= head < A:
             raise OutOfRangeError(f"head {head} is out of range: this model has {A} heads, 0..{A - 1}")
         return head % A
@@ -320,11 +372,15 @@ class Trace:
     def shapes(self) -> Table:
         """Every recorded key with its shape, named axes, and formula."""
         rows = []
+        edited = dict(self.edits)
         for key, v in self._values.items():
             step = schema.step_of(key)
-            rows.append((key, tuple(v.shape), " x ".join(step.axes), step.formula))
-        return Table(("key", "shape", "axes", "formula"), rows,
-                     title=f"trace of {self.n} tokens, {len(rows)} tensors, {self.nbytes / 2**20:,.1f} MiB")
+            row = (key, tuple(v.shape), " x ".join(step.axes), step.formula)
+            rows.append(row + (edited.get(key, ""),) if edited else row)
+        columns = ("key", "shape", "axes", "formula") + (("edited",) if edited else ())
+        note = f", {len(edited)} edited" if edited else ""
+        return Table(columns, rows,
+                     title=f"trace of {self.n} tokens, {len(rows)} tensors{note}, {self.nbytes / 2**20:,.1f} MiB")
 
     @property
     def nbytes(self) -> int:
@@ -338,7 +394,7 @@ class Trace:
     def replace_values(self, values: dict, **changes) -> "Trace":
         kw = dict(config=self.config, tokens=self.tokens, ids=self.ids, segments=self.segments, mask=self.mask,
                   spans=self.spans, texts=self.texts, model_name=self.model_name, backend_name=self.backend,
-                  keep=self.keep)
+                  keep=self.keep, edits=self.edits)
         kw.update(changes)
         return Trace(values, **kw)
 
@@ -355,5 +411,6 @@ class Trace:
         return x
 
     def __repr__(self) -> str:
+        edited = f", {len(self.edits)} edited" if self.edits else ""
         return (f"<Trace {self.model_name or 'bert'}: {self.n} tokens ({self.n_real} real), "
-                f"{len(self)} tensors, {self.nbytes / 2**20:,.1f} MiB on {self.backend}>")
+                f"{len(self)} tensors{edited}, {self.nbytes / 2**20:,.1f} MiB on {self.backend}>")

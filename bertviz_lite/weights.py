@@ -52,9 +52,13 @@ def pooler_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
 
 def mlm_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
     H = c.hidden_size
-    # the output matrix is embed.W_T itself (tied), so only the transform and a bias are new
-    return {"mlm.W_t": (H, H), "mlm.b_t": (H,), "mlm.ln.gamma": (H,), "mlm.ln.beta": (H,),
-            "mlm.bias": (c.vocab_size,)}
+    # the output matrix is embed.W_T itself (tied), so only the transform and a bias are new;
+    # an untied checkpoint (tie_word_embeddings false) has its own decoder W_out, stored [H, V]
+    shapes = {"mlm.W_t": (H, H), "mlm.b_t": (H,), "mlm.ln.gamma": (H,), "mlm.ln.beta": (H,),
+              "mlm.bias": (c.vocab_size,)}
+    if not c.tie_word_embeddings:
+        shapes["mlm.W_out"] = (H, c.vocab_size)
+    return shapes
 
 
 def nsp_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
@@ -140,6 +144,7 @@ HF_NAME_MAP: tuple[tuple[str, str, bool], ...] = (
     ("cls.predictions.transform.LayerNorm.weight", "mlm.ln.gamma", False),
     ("cls.predictions.transform.LayerNorm.bias", "mlm.ln.beta", False),
     ("cls.predictions.bias", "mlm.bias", False),
+    ("cls.predictions.decoder.weight", "mlm.W_out", True),  # read only when untied (see from_hf_state)
     ("cls.seq_relationship.weight", "nsp.W", True),
     ("cls.seq_relationship.bias", "nsp.b", False),
 )
@@ -151,6 +156,12 @@ HF_IGNORED = (
     re.compile(r"^cls\.predictions\.decoder\.weight$"),  # tied to embed.W_T (checked when present)
     re.compile(r"^cls\.predictions\.decoder\.bias$"),  # the same tensor as cls.predictions.bias
 )
+# an untied mlm head (tie_word_embeddings false) reads its own decoder: weight -> mlm.W_out, and
+# the bias its nn.Linear adds (transformers 5 unties it too) -> mlm.bias, in place of cls.predictions.bias
+UNTIED_DECODER = {"cls.predictions.decoder.weight": ("mlm.W_out", True),
+                  "cls.predictions.decoder.bias": ("mlm.bias", False)}
+
+MAX_LISTED = 40  # problems listed by key in a CheckpointError; the rest are counted
 
 _MAP_RE = [
     (re.compile("^" + re.escape(hf).replace(r"\{l\}", r"(?P<l>\d+)") + "$"), ours, t)
@@ -186,13 +197,20 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
     weights: dict = {}
     origin: dict[str, str] = {}
     decoder_weight = None
+    untied = not config.tie_word_embeddings
+    names = {normalise_hf_name(k) for k in state}
     for raw_name, array in state.items():
         name = normalise_hf_name(raw_name)
         if name == "cls.predictions.decoder.weight":
             decoder_weight = (raw_name, array)
-        if any(p.match(name) for p in HF_IGNORED):
+        if untied and name == "cls.predictions.bias" and "cls.predictions.decoder.bias" in names:
+            continue  # untied: the decoder's own bias is the one added
+        if untied and name in UNTIED_DECODER:
+            mapped = UNTIED_DECODER[name]
+        elif any(p.match(name) for p in HF_IGNORED):
             continue
-        mapped = engine_name(name)
+        else:
+            mapped = engine_name(name)
         if mapped is None:
             problems.append(f"unexpected tensor {raw_name!r} {tuple(array.shape)}")
             continue
@@ -224,16 +242,22 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
         bad = backend.host_bad_values(array)
         if bad:
             problems.append(f"{origin[ours]!r} holds {bad} NaN/Inf value(s)")
-    if decoder_weight is not None and "embed.W_T" in weights and not problems:
+    if decoder_weight is not None and "embed.W_T" in weights and not problems and not untied:
         raw_name, dec = decoder_weight
         if tuple(dec.shape) != tuple(weights["embed.W_T"].shape):
             problems.append(f"{raw_name!r} has shape {tuple(dec.shape)}; bert ties it to the token "
                             f"embeddings {tuple(weights['embed.W_T'].shape)}")
+    found_layers = {int(k.split(".")[1]) for k in weights if k.startswith("layer.")}
+    if found_layers and len(found_layers) != config.num_layers:  # say it once, before the tensors it explains
+        problems.insert(0, f"config.json says num_hidden_layers={config.num_layers}, the checkpoint holds "
+                           f"{len(found_layers)} layer(s)")
     if problems:
+        shown = problems if len(problems) <= MAX_LISTED else \
+            problems[:MAX_LISTED] + [f"... and {len(problems) - MAX_LISTED:,} more"]
         raise CheckpointError(
             f"the checkpoint does not fit a BERT with {config.num_layers} layers, hidden size "
             f"{config.hidden_size}, vocabulary {config.vocab_size} ({len(problems)} problem(s)):\n  - "
-            + "\n  - ".join(problems))
+            + "\n  - ".join(shown))
     return weights
 
 
@@ -258,4 +282,6 @@ def to_hf_state(weights: Mapping) -> dict:
             h = hf.replace("{l}", str(layer)) if layer is not None else hf
             a = backend.to_host(weights[o])
             state[(prefix if not h.startswith("cls.") else "") + h] = a.T.copy() if transpose else a
+    if "mlm.W_out" in weights:  # untied: transformers 5 adds the decoder's own bias
+        state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"].copy()
     return state

@@ -212,6 +212,8 @@ def _model(kind: str, seed: int | None = None, layout: str | None = None, tied_c
         return bv.load("random", seed=seed, backend="numpy")
     if kind == "minilm":
         return bv.load("minilm", backend="numpy")
+    if kind == "folder":  # a committed checkpoint folder that transformers saved (fixtures d)
+        return bv.load(FIXTURES / folder, backend="numpy")
     if kind == "checkpoint":
         config, weights = pretraining_weights()
         write_checkpoint_folder(folder, config, weights, layout, tied_copies=tied_copies)
@@ -222,6 +224,8 @@ def _model(kind: str, seed: int | None = None, layout: str | None = None, tied_c
 def build_model(meta: dict, workdir=None):
     """The bertviz-lite model a fixture was made from (cached: each is built once)."""
     m = meta["model"]
+    if m["kind"] == "folder":
+        return _model("folder", folder=m["folder"])
     if m["kind"] == "checkpoint":
         import tempfile
         workdir = Path(workdir or tempfile.mkdtemp(prefix="bertviz_parity_"))

@@ -25,8 +25,9 @@ from bertviz_lite import backend
 EXPECTED_FIXTURES = {
     "base_random_single", "base_random_pair", "base_random_padded",
     "minilm_single_love", "minilm_single_punct", "minilm_single_rare", "minilm_single_accents", "minilm_pair",
-    "minilm_padded", "pretraining_small",
+    "minilm_padded", "pretraining_small", "tiny_bf16_pretraining", "tiny_fp16_bertmodel", "tiny_untied_maskedlm",
 }
+CHECKPOINT_FIXTURES = ("tiny_bf16_pretraining", "tiny_fp16_bertmodel", "tiny_untied_maskedlm")
 FIXTURES = {p.stem: p for p in H.fixture_paths()}
 MAX_FIXTURE_BYTES = 15 * 1024**2
 
@@ -227,3 +228,55 @@ def test_checkpoint_folder_holds_what_transformers_saves(tmp_path):
     assert sorted(load_file(str(tmp_path / "pt" / "model.safetensors"))) == meta["hf_saved_keys"]
     H.write_checkpoint_folder(tmp_path / "mlm", config, weights, "BertForMaskedLM")
     assert sorted(load_file(str(tmp_path / "mlm" / "model.safetensors"))) == meta["hf_saved_keys_maskedlm"]
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoints as transformers saves them: bfloat16, float16, an untied decoder (issue 15)
+# ---------------------------------------------------------------------------------------------
+
+STORED = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
+
+
+@pytest.mark.parametrize("name", CHECKPOINT_FIXTURES)
+def test_committed_checkpoint_is_what_the_fixture_says(name):
+    """The folder bertviz-lite loads is the one transformers saved: stored dtype, tying, tensor names."""
+    from safetensors import safe_open
+
+    meta = H.read_fixture(FIXTURES[name]).meta
+    folder = H.FIXTURES / meta["model"]["folder"]
+    assert sorted(p.name for p in folder.iterdir()) == meta["files"]
+    with safe_open(str(folder / "model.safetensors"), "np") as f:
+        assert sorted(f.keys()) == meta["hf_saved_keys"]
+        assert {f.get_slice(k).get_dtype() for k in f.keys()} == {STORED[meta["model"]["stored_dtype"]]}
+    untied = not meta["model"]["tie_word_embeddings"]
+    assert ("cls.predictions.decoder.weight" in meta["hf_saved_keys"]) == untied
+    model = H.build_model(meta)
+    assert all(w.dtype == np.float32 for w in model.weights.values())  # computed in float32
+    assert ("mlm.W_out" in model.weights) == untied
+
+
+@pytest.mark.parametrize("name", [n for n in CHECKPOINT_FIXTURES if "bertmodel" not in n])
+def test_checkpoint_mlm_logits_and_top5_match_transformers(name, checkpoint_dir):
+    fx, model, trace = run(name, checkpoint_dir)
+    logits = host(trace["mlm.logits"])
+    diff = H.max_abs_diff(logits, fx.arrays["mlm.logits"])
+    assert diff <= 1e-4, f"{name}: max |diff| of mlm.logits {diff:.3g}"
+    positions = [int(p) for p in fx.arrays["mlm.mask_positions"]]
+    assert positions and [H.top_k_ids(logits[p]) for p in positions] == fx.arrays["mlm.top5"].tolist()
+    preds = model.fill_mask(fx.meta["text"], pair=fx.meta["pair"], top_k=5)
+    assert [[c.id for c in cands] for cands in preds] == fx.arrays["mlm.top5"].tolist()
+
+
+def test_untied_decoder_matters_for_the_reference():
+    """Guard: with the tied W_T the untied fixture's logits would be far off, so parity above
+    really checks that the decoder is used (the bug of issue 15 gave differences of ~14)."""
+    fx = H.read_fixture(FIXTURES["tiny_untied_maskedlm"])
+    model = H.build_model(fx.meta)
+    tr = model.trace_ids(fx.ids, fx.segments, fx.mask)
+    W = {k: host(v) for k, v in model.weights.items()}
+    Z = host(tr["layer.1.ffn.ln"])
+    from bertviz_lite import engine
+    h = engine.layer_norm(engine.gelu(Z @ W["mlm.W_t"] + W["mlm.b_t"], np), W["mlm.ln.gamma"], W["mlm.ln.beta"],
+                          model.config.layer_norm_eps, np)
+    with_tied_matrix = h @ W["embed.W_T"].T + W["mlm.bias"]
+    assert H.max_abs_diff(with_tied_matrix, fx.arrays["mlm.logits"]) > 1.0
