@@ -328,6 +328,8 @@ def head_importance(model, pairs, *, how: str = "zero"):
     hx = backend.namespace_of(backend.to_host(model.weights["embed.W_T"][:1, :1]))
     return hx.reshape(hx.asarray(values, dtype=hx.float64), (L, A))
 
+
+# ------------------------------------------------------------------------------------------
 # attention weights next to what they move (Kobayashi et al. 2020, "Attention is not only a weight")
 # ------------------------------------------------------------------------------------------
 
