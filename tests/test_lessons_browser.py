@@ -127,6 +127,7 @@ def test_try_it_controls_redraw_from_the_engine(lab, sync_api, trace):
             moved = plotted(page, cell03)
             np.testing.assert_allclose(moved["z"], probs, atol=1e-6)
             assert not np.allclose(moved["z"], first["z"])
+            page.locator(CELLS).nth(cell03).scroll_into_view_if_needed()
             shoot(page, "lesson03-try-it")
 
             # lesson 06: the layer dropdown redraws the histogram of that layer's pre-activations
@@ -144,6 +145,7 @@ def test_try_it_controls_redraw_from_the_engine(lab, sync_api, trace):
             hist = plotted(page, cell06)
             assert hist["type"] == "histogram" and f"layer {new_layer}" in hist["title"]
             np.testing.assert_allclose(np.asarray(hist["x"], dtype=np.float64), up.ravel(), rtol=1e-5, atol=1e-5)
+            page.locator(CELLS).nth(cell06).scroll_into_view_if_needed()
             shoot(page, "lesson06-try-it")
             assert not foreign(urls, lab), foreign(urls, lab)
         finally:
