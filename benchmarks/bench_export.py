@@ -5,8 +5,8 @@ random weights: the hardest case to compress, attention close to uniform noise).
 
 For each n it prints: the page size, how many layers are sent at full resolution, the time
 to export (median of --reps), and the time for headless chromium to open the page from
-file:// and draw the heatmap (navigation to the first drawn .main-svg, median of --reps),
-then to open each other tab. The browser part needs /usr/bin/chromium and playwright.
+file:// and draw the attention map (navigation to the drawn canvas, median of --reps), then
+to open each other tab (the page's front-end is the explorer's own, assets/app.js). The browser part needs /usr/bin/chromium and playwright.
 """
 
 from __future__ import annotations
@@ -24,6 +24,15 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 BUDGET = 15_000_000
+TABS = ("model", "head", "token", "neuron", "step", "params")
+# open a tab and resolve when it has drawn (its `bvl-drawn` event)
+OPEN = """(tab) => new Promise((resolve) => {
+  const x = document.querySelector('.bvl-x');
+  const done = (ok) => (ev) => { if (ev.detail.view === tab) resolve(ok); };
+  x.addEventListener('bvl-drawn', done(true));
+  x.addEventListener('bvl-error', done(false));  // not in the page (over its size budget)
+  x.querySelector(`.bvl-x-tab[data-tab="${tab}"]`).click();
+})"""
 
 
 def make_trace(model, n: int):
@@ -52,13 +61,13 @@ def time_browser(path: Path, reps: int) -> dict:
             page = ctx.new_page()
             t = time.perf_counter()
             page.goto(path.as_uri())
-            page.wait_for_function("window.bvl && document.querySelector('#bvl-heatmap .main-svg')", timeout=120_000)
-            page.evaluate("window.bvl.ready")
+            page.wait_for_function("() => document.querySelector('.bvl-attn-heat')?.bvl !== undefined",
+                                   timeout=120_000)
             out.setdefault("load+heatmap", []).append(time.perf_counter() - t)
-            for tab in ("model", "head", "steps", "params"):
+            for tab in TABS:
                 t = time.perf_counter()
-                page.evaluate(f"window.bvl.open('{tab}')")
-                out.setdefault(tab, []).append(time.perf_counter() - t)
+                drawn = page.evaluate(OPEN, tab)
+                out.setdefault(tab, []).append(time.perf_counter() - t if drawn else float("nan"))
             page.close()
         ctx.close()
     return {k: statistics.median(v) for k, v in out.items()}
@@ -78,22 +87,22 @@ def main(argv=None) -> int:
         print(f"(no {CHROMIUM}: browser timings skipped)")
     tmp = Path(tempfile.mkdtemp())
     print(f"{'n':>5} {'size MB':>8} {'full layers':>12} {'export s':>9} {'open+draw s':>12} "
-          f"{'model s':>8} {'head s':>7} {'steps s':>8} {'params s':>9}")
+          + " ".join(f"{t + ' s':>9}" for t in TABS))
     for n in args.n:
         tr = make_trace(model, n)
         path = tmp / f"export_{n}.html"
         t_export = time_export(tr, ledger, path, args.reps)
         size = path.stat().st_size
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text.split('id="bvl-data">')[1].split("</script>")[0])
-        count = data["layers"] if n <= data["small"]["size"] else len(data["full"])
-        full = f"{count}/{data['layers']}"
-        row = f"{n:>5} {size / 1e6:>8.2f} {full:>12} {t_export:>9.2f}"
+        page = json.loads(text.split('id="bvl-data">')[1].split("</script>")[0])
+        full = sum(1 for k, v in page["payloads"].items() if k.startswith("attention|") and v["header"]["edges"] is None
+                   and '"probs"' in k)
+        row = f"{n:>5} {size / 1e6:>8.2f} {f'{full}/{tr.num_layers}':>12} {t_export:>9.2f}"
         if browser:
             b = time_browser(path, args.reps)
-            row += (f" {b['load+heatmap']:>12.2f} {b['model']:>8.2f} {b['head']:>7.2f} {b['steps']:>8.2f}"
-                    f" {b['params']:>9.2f}")
+            row += f" {b['load+heatmap']:>12.2f} " + " ".join(f"{b[t]:>9.2f}" for t in TABS)
         print(row + ("" if size < BUDGET else f"   OVER the {BUDGET / 1e6:.0f} MB budget"), flush=True)
+        print(f"      the page says: {page['state']['info']['page_note']}")
     return 0
 
 

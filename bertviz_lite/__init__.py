@@ -19,7 +19,8 @@ from .loading import load
 from .model import Bert, MaskPrediction
 from .params import component_counts, count_params, reconcile
 from .schema import STEPS, trace_keys
-from .trace import Table, Trace
+from .table import Table
+from .trace import Trace
 
 __version__ = "0.1.0"
 
@@ -32,7 +33,10 @@ __all__ = [
 
 
 def __getattr__(name):
-    # widget-side entry points load plotly/ipywidgets only when first used
+    # the views (and through them plotly, matplotlib, anywidget) load only when first used
+    if name == "views":
+        import importlib
+        return importlib.import_module(".views", __name__)
     if name in ("explore", "export_html"):
         from . import views
         return getattr(views, name)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from . import schema
 from .config import BertConfig
-from .trace import Table
+from .table import Table
 from .weights import param_shapes
 
 
@@ -101,6 +101,13 @@ def count_params(model) -> ParamLedger:
         raise AssertionError(f"loaded arrays hold {ledger.total:,} parameters but the config's formula gives "
                              f"{expected:,}: a weight has an unexpected shape")
     return ledger
+
+
+def ledger_for_config(config: BertConfig, *, mlm: bool = False, pooler: bool = True) -> ParamLedger:
+    """The ledger a model of this config has (the shapes it must have), when no model is at hand."""
+    shapes = param_shapes(config, mlm=mlm, pooler=pooler)
+    rows = [(step_of_param(name), name, tuple(shape), _numel(shape)) for name, shape in shapes.items()]
+    return ParamLedger(rows, tied=("embed.W_T (mlm output layer)",) if mlm else ())
 
 
 # ------------------------------------------------------------------------------------------

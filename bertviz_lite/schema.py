@@ -4,12 +4,55 @@ Engine, trace, parameter ledger, widgets, lessons and tests all read this table.
 Keys are where a tensor sits (`embed.*`, `layer.{l}.attn.*`, `layer.{l}.ffn.*`, `pooler.*`,
 `mlm.*`); axes come from one vocabulary (`AXES`); `reads` names the weights a step
 multiplies by, relative to its scope (see `bertviz_lite.weights` for the full names).
-Notation follows the formula card in the seed facts (T, P, S, X, Z, Q, K, V, A).
+Notation follows the formula card in the seed facts (T, P, S, X, Z, Q, K, V, A), one symbol per
+concept: `SYMBOLS` lists each with its meaning and the other names sources use for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# one symbol per concept: what the lessons, views and notes write, what it means, and the other
+# names the sources, papers and code use for the same thing (views label from this table)
+@dataclass(frozen=True)
+class Symbol:
+    symbol: str  # as printed (Unicode); the latex form is in the formulas
+    meaning: str
+    also: tuple[str, ...] = ()  # other names in the sources, papers and code
+
+
+SYMBOLS: tuple[Symbol, ...] = (
+    Symbol("n", "tokens in the input ([CLS] ... [SEP], padding included)", ("seq_len", "T (some papers)")),
+    Symbol("L", "encoder layers", ("num_hidden_layers", "N (Vaswani et al.)")),
+    Symbol("H", "model width: the size of every token's vector", ("d", "d_model", "hidden_size")),
+    Symbol("n_h", "attention heads per layer", ("A (BERT paper)", "h (Vaswani et al.)", "num_attention_heads")),
+    Symbol("d_k", "head width: H / n_h, the size of one head's query, key and value",
+           ("d_head", "d_q", "d_v", "head_size", "attention_head_size")),
+    Symbol("d_ffnn", "feed-forward width (4H)", ("d_ff", "intermediate_size", "F")),
+    Symbol("N_V", "wordpiece vocabulary size", ("V (some notes)", "vocab_size")),
+    Symbol("T", "token embeddings: one row of W_T per input id", ("word embeddings", "inputs_embeds")),
+    Symbol("P", "position embeddings: rows 0..n-1 of W_P", ("position_embeddings",)),
+    Symbol("S", "segment embeddings: row 0 or 1 of W_S (sentence A or B)",
+           ("token type embeddings", "token_type_embeddings")),
+    Symbol("X", "input embeddings T + P + S", ("embeddings",)),
+    Symbol("Z_l", "output of layer l (Z_0: the embeddings after their LayerNorm)", ("hidden_states[l]",)),
+    Symbol("Q, K, V", "queries, keys, values of one head", ("query, key, value",)),
+    Symbol("E", "attention scores Q K^T / sqrt(d_k) + M, before the softmax",
+           ("S (some notes)", "scores", "attention logits", "energies")),
+    Symbol("M", "the mask: -inf on [PAD] keys, 0 elsewhere", ("attention_mask (as 1/0)", "extended_attention_mask")),
+    Symbol("A_{h,l}", "attention map of head h in layer l: softmax of each row of E",
+           ("attention weights", "attention probs", "attentions")),
+    Symbol("Z_h", "one head's output A V", ("context", "context_layer")),
+    Symbol("Z̃", "the heads' outputs side by side (n x H)", ("concat",)),
+    Symbol("W^O", "output projection of the attention block", ("attention.output.dense",)),
+    Symbol("Z̄_l", "after attention, residual and LayerNorm", ("attention_output",)),
+    Symbol("Z^ffnn_l", "feed-forward hidden activations GELU(Z̄ W^up + b^up)", ("intermediate", "h")),
+    Symbol("Z^out_l", "feed-forward output", ("output.dense",)),
+    Symbol("p", "pooled [CLS] vector", ("pooler_output",)),
+    Symbol("y", "masked-lm logits over the vocabulary", ("prediction_scores", "logits")),
+)
+
+SYMBOL_BY_NAME = {s.symbol: s for s in SYMBOLS}
 
 # every axis name used by any trace tensor, with what its length is
 AXES = {
@@ -17,11 +60,11 @@ AXES = {
     "token": "n, input tokens ([CLS] ... [SEP], padding included)",
     "query": "n, the token that attends (row of an attention map)",
     "key": "n, the token attended to (column of an attention map)",
-    "head": "A, attention heads",
-    "hidden": "H = d, model width",
-    "head_dim": "d_head = H / A",
+    "head": "n_h, attention heads",
+    "hidden": "H, model width",
+    "head_dim": "d_k = H / n_h, head width",
     "ffn": "d_ffnn = 4H, feed-forward width",
-    "vocab": "V, wordpiece vocabulary",
+    "vocab": "N_V, wordpiece vocabulary",
 }
 
 
@@ -30,63 +73,89 @@ class Step:
     """One line of the forward pass."""
 
     key: str  # name inside its scope, e.g. "attn.probs"
-    symbol: str  # the lesson's symbol, e.g. "A_{h,l}"
+    symbol: str  # the lesson's symbol, e.g. "A_{h}" (see SYMBOLS)
     formula: str  # latex of the line
     axes: tuple[str, ...]  # named axes of the recorded tensor
     reads: tuple[str, ...] = ()  # weights the step reads (scope-relative names)
     scope: str = "model"  # "model" or "layer" (recorded once per layer as layer.{l}.key)
-    note: str = ""  # one line: what it is, or where sources disagree
+    note: str = ""  # one line: what it is, or where sources disagree ({H}, {d_k}, {sqrt_dk}... from the config)
     optional: str = ""  # "mlm" when only models with an mlm head record it
     tied: tuple[str, ...] = ()  # weights it also reads that another step owns (counted there, once)
+    inputs: str = ""  # what goes in, with the config's sizes: {n} {H} {n_h} {d_k} {d_ffnn} {N_V} {N_P} {N_S}
+    takes: tuple[str, ...] = ()  # the trace keys it computes from (same scope unless written in full)
+    check: str = ""  # "layernorm" or "softmax": the step's own invariant, shown with its statistics
 
+
+_LN = "LayerNorm over the rows of ({n} x {H}), \u03b3, \u03b2 ({H})"
+_QKV = "({n} x {H})\u00b7({H} x {d_k}) + ({d_k}) per head"
 
 STEPS: tuple[Step, ...] = (
     Step("embed.token", "T", r"T = W_T[I]", ("token", "hidden"), ("embed.W_T",),
-         note="token lookup: one row of the wordpiece table per input id"),
+         note="token lookup: one row of the wordpiece table per input id",
+         inputs="W_T ({N_V} x {H}) rows at the ids ({n})"),
     Step("embed.position", "P", r"P = W_P[0{:}n]", ("token", "hidden"), ("embed.W_P",),
-         note="learned position embeddings, rows 0..n-1"),
+         note="learned position embeddings, rows 0..n-1", inputs="W_P ({N_P} x {H}) rows 0..n-1"),
     Step("embed.segment", "S", r"S = W_S[s]", ("token", "hidden"), ("embed.W_S",),
-         note="segment (token type) embeddings; missing on the formula card"),
+         note="segment (token type) embeddings; missing on the formula card",
+         inputs="W_S ({N_S} x {H}) rows at the segment ids ({n})"),
     Step("embed.sum", "X", r"X = T + P + S", ("token", "hidden"),
-         note="input embeddings"),
+         note="input embeddings", inputs="({n} x {H}) + ({n} x {H}) + ({n} x {H})",
+         takes=("embed.token", "embed.position", "embed.segment")),
     Step("embed.ln", "Z_0", r"Z_0 = \mathrm{LayerNorm}(X)", ("token", "hidden"),
-         ("embed.ln.gamma", "embed.ln.beta"), note="embedding layernorm; missing on the formula card"),
+         ("embed.ln.gamma", "embed.ln.beta"), note="embedding layernorm; missing on the formula card",
+         inputs=_LN, takes=("embed.sum",), check="layernorm"),
     Step("attn.q", "Q", r"Q_{h} = Z_{l-1} W^Q_{h} + b^Q_{h}", ("head", "token", "head_dim"),
-         ("attn.W_Q", "attn.b_Q"), "layer", note="queries, one n x d_head block per head"),
+         ("attn.W_Q", "attn.b_Q"), "layer", note="queries, one n x d_k block per head", inputs=_QKV,
+         takes=("Z_{l-1}",)),
     Step("attn.k", "K", r"K_{h} = Z_{l-1} W^K_{h} + b^K_{h}", ("head", "token", "head_dim"),
-         ("attn.W_K", "attn.b_K"), "layer", note="keys"),
+         ("attn.W_K", "attn.b_K"), "layer", note="keys", inputs=_QKV, takes=("Z_{l-1}",)),
     Step("attn.v", "V", r"V_{h} = Z_{l-1} W^V_{h} + b^V_{h}", ("head", "token", "head_dim"),
-         ("attn.W_V", "attn.b_V"), "layer", note="values"),
-    Step("attn.scores", "S_{h}", r"S_{h} = Q_{h} K_{h}^\top / \sqrt{d_k} + M", ("head", "query", "key"),
-         scope="layer", note="scaled scores; sqrt(d_k) = 8 per head, not sqrt(768); M = -inf on [PAD] keys"),
-    Step("attn.probs", "A_{h}", r"A_{h} = \mathrm{softmax}(S_{h})", ("head", "query", "key"),
-         scope="layer", note="attention map: each row sums to 1"),
+         ("attn.W_V", "attn.b_V"), "layer", note="values", inputs=_QKV, takes=("Z_{l-1}",)),
+    Step("attn.scores", "E_{h}", r"E_{h} = Q_{h} K_{h}^\top / \sqrt{d_k} + M", ("head", "query", "key"),
+         scope="layer", note="scaled scores; per head sqrt(d_k) = {sqrt_dk:g}, not sqrt(H) = {sqrt_H:.4g}; "
+                             "M = -inf on [PAD] keys",
+         inputs="({n} x {d_k})\u00b7({d_k} x {n}) / \u221a{d_k} per head", takes=("attn.q", "attn.k")),
+    Step("attn.probs", "A_{h}", r"A_{h} = \mathrm{softmax}(E_{h})", ("head", "query", "key"),
+         scope="layer", note="attention map: each row sums to 1",
+         inputs="softmax over each row of ({n} x {n}) per head", takes=("attn.scores",), check="softmax"),
     Step("attn.context", "Z_{h}", r"Z_{h} = A_{h} V_{h}", ("head", "token", "head_dim"),
-         scope="layer", note="head output"),
-    Step("attn.concat", r"\tilde Z", r"\tilde Z = [Z_{1}, \dots, Z_{A}]", ("token", "hidden"),
-         scope="layer", note="heads side by side"),
+         scope="layer", note="head output", inputs="({n} x {n})\u00b7({n} x {d_k}) per head",
+         takes=("attn.probs", "attn.v")),
+    Step("attn.concat", r"\tilde Z", r"\tilde Z = [Z_{1}, \dots, Z_{n_h}]", ("token", "hidden"),
+         scope="layer", note="heads side by side", inputs="{n_h} heads of ({n} x {d_k}) side by side",
+         takes=("attn.context",)),
     Step("attn.out", r"\tilde Z W^O", r"\tilde Z W^O + b^O", ("token", "hidden"), ("attn.W_O", "attn.b_O"),
-         "layer", note="output projection; missing on the formula card"),
+         "layer", note="output projection; missing on the formula card", inputs="({n} x {H})\u00b7({H} x {H}) + ({H})",
+         takes=("attn.concat",)),
     Step("attn.resid", r"Z_{l-1} + \tilde Z W^O", r"Z_{l-1} + \tilde Z W^O + b^O", ("token", "hidden"),
-         scope="layer", note="residual connection"),
+         scope="layer", note="residual connection", inputs="({n} x {H}) + ({n} x {H})",
+         takes=("Z_{l-1}", "attn.out")),
     Step("attn.ln", r"\bar Z_l", r"\bar Z_l = \mathrm{LayerNorm}(Z_{l-1} + \tilde Z W^O + b^O)",
-         ("token", "hidden"), ("attn.ln.gamma", "attn.ln.beta"), "layer", note="post-ln: norm after the residual"),
+         ("token", "hidden"), ("attn.ln.gamma", "attn.ln.beta"), "layer", note="post-ln: norm after the residual",
+         inputs=_LN, takes=("attn.resid",), check="layernorm"),
     Step("ffn.up", r"\bar Z_l W^{up}", r"\bar Z_l W^{up} + b^{up}", ("token", "ffn"),
-         ("ffn.W_up", "ffn.b_up"), "layer", note="feed-forward up: H -> 4H"),
+         ("ffn.W_up", "ffn.b_up"), "layer", note="feed-forward up: H -> 4H",
+         inputs="({n} x {H})\u00b7({H} x {d_ffnn}) + ({d_ffnn})", takes=("attn.ln",)),
     Step("ffn.act", r"Z^{ffnn}_l", r"Z^{ffnn}_l = \mathrm{GELU}(\bar Z_l W^{up} + b^{up})", ("token", "ffn"),
-         scope="layer", note="exact erf gelu (the card writes relu)"),
+         scope="layer", note="exact erf gelu (the card writes relu)", inputs="GELU of each entry of ({n} x {d_ffnn})",
+         takes=("ffn.up",)),
     Step("ffn.down", r"Z^{out}_l", r"Z^{out}_l = Z^{ffnn}_l W^{down} + b^{down}", ("token", "hidden"),
-         ("ffn.W_down", "ffn.b_down"), "layer", note="feed-forward down: 4H -> H"),
+         ("ffn.W_down", "ffn.b_down"), "layer", note="feed-forward down: 4H -> H",
+         inputs="({n} x {d_ffnn})\u00b7({d_ffnn} x {H}) + ({H})", takes=("ffn.act",)),
     Step("ffn.resid", r"\bar Z_l + Z^{out}_l", r"\bar Z_l + Z^{out}_l", ("token", "hidden"),
-         scope="layer", note="residual connection"),
+         scope="layer", note="residual connection", inputs="({n} x {H}) + ({n} x {H})",
+         takes=("attn.ln", "ffn.down")),
     Step("ffn.ln", r"Z_l", r"Z_l = \mathrm{LayerNorm}(\bar Z_l + Z^{out}_l)", ("token", "hidden"),
-         ("ffn.ln.gamma", "ffn.ln.beta"), "layer", note="the layer's output"),
+         ("ffn.ln.gamma", "ffn.ln.beta"), "layer", note="the layer's output", inputs=_LN,
+         takes=("ffn.resid",), check="layernorm"),
     Step("pooler.out", "p", r"p = \tanh(W^{final} Z_L[0,:] + b)", ("hidden",), ("pooler.W", "pooler.b"),
-         note="pooled [CLS] vector (the card omits the bias)"),
+         note="pooled [CLS] vector (the card omits the bias)",
+         inputs="tanh(({H})\u00b7({H} x {H}) + ({H})) on Z_L[0] ([CLS])", takes=("Z_L",)),
     Step("mlm.logits", "y", r"y = \mathrm{LN}(\mathrm{GELU}(Z_L W^t + b^t))\, W_T^\top + b^{mlm}",
          ("token", "vocab"), ("mlm.W_t", "mlm.b_t", "mlm.ln.gamma", "mlm.ln.beta", "mlm.bias", "mlm.W_out"),
          note="masked-lm logits; the output matrix is tied to W_T (untied checkpoints: their own W_out)",
-         optional="mlm", tied=("embed.W_T",)),
+         optional="mlm", tied=("embed.W_T",),
+         inputs="LN(GELU(({n} x {H})\u00b7({H} x {H}) + ({H})))\u00b7({H} x {N_V}) + ({N_V})", takes=("Z_L",)),
 )
 
 STEP_BY_KEY = {s.key: s for s in STEPS}
@@ -137,3 +206,38 @@ def shape_of(key: str, config, n: int) -> tuple[int, ...]:
     """The shape a trace key has for n tokens, from its declared axes."""
     sizes = axis_sizes(config, n)
     return tuple(sizes[a] for a in step_of(key).axes)
+
+
+def sizes_for_text(config) -> dict:
+    """The config's sizes under the symbols the step texts use ({H}, {n_h}, {d_k}, ...)."""
+    import math
+    return dict(n="n", H=config.hidden_size, n_h=config.num_heads, d_k=config.head_size, d_ffnn=config.ffn_size,
+                N_V=config.vocab_size, N_P=config.max_positions, N_S=config.type_vocab_size,
+                sqrt_dk=math.sqrt(config.head_size), sqrt_H=math.sqrt(config.hidden_size))
+
+
+def inputs_text(key: str, config) -> str:
+    """What goes into a step, with this config's sizes, e.g. '(n x 384)·(384 x 32) + (32) per head'."""
+    return step_of(key).inputs.format(**sizes_for_text(config))
+
+
+def note_text(key: str, config) -> str:
+    """A step's note with this config's numbers (sqrt(d_k) of the loaded model, not BERT-base's)."""
+    return step_of(key).note.format(**sizes_for_text(config))
+
+
+def takes_keys(key: str, num_layers: int) -> list[str]:
+    """The trace keys a step computes from, in full ('layer.2.attn.scores' -> layer.2.attn.q, layer.2.attn.k);
+    Z_{l-1} is embed.ln for layer 0, else the previous layer's ffn.ln; Z_L the last layer's ffn.ln."""
+    layer, rel = split_key(key)
+    out = []
+    for t in STEP_BY_KEY[rel].takes:
+        if t == "Z_{l-1}":
+            out.append("embed.ln" if layer == 0 else f"layer.{layer - 1}.ffn.ln")
+        elif t == "Z_L":
+            out.append(f"layer.{num_layers - 1}.ffn.ln")
+        elif layer is not None and STEP_BY_KEY[t].scope == "layer":
+            out.append(f"layer.{layer}.{t}")
+        else:
+            out.append(t)
+    return out

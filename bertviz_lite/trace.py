@@ -10,74 +10,14 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import html
 import operator
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 from . import backend, schema
 from .errors import OutOfRangeError, PatternError, TraceTooLargeError
+from .table import Table  # noqa: F401  (kept importable from here)
 
 DEFAULT_MAX_TRACE_BYTES = 2 * 1024**3  # a 512-token BERT-base trace in float32 is ~0.7 GB
-
-
-# ------------------------------------------------------------------------------------------
-# a small table type (shapes, parameter ledger, reconciliation)
-# ------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Table:
-    """Rows with named columns; prints as text, renders as HTML in a notebook."""
-
-    columns: tuple[str, ...]
-    rows: list[tuple] = field(default_factory=list)
-    title: str = ""
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __iter__(self):
-        return iter(self.rows)
-
-    def column(self, name: str) -> list:
-        i = self.columns.index(name)
-        return [r[i] for r in self.rows]
-
-    def to_dicts(self) -> list[dict]:
-        return [dict(zip(self.columns, r)) for r in self.rows]
-
-    @staticmethod
-    def _fmt(v) -> str:
-        if isinstance(v, bool) or v is None:
-            return "" if v is None else str(v)
-        if isinstance(v, int):
-            return f"{v:,}"
-        if isinstance(v, tuple):
-            return "(" + ", ".join(str(x) for x in v) + ")"
-        return str(v)
-
-    def __str__(self) -> str:
-        cells = [[self._fmt(v) for v in r] for r in self.rows]
-        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(self.columns)]
-        numeric = [all(isinstance(r[i], int) and not isinstance(r[i], bool) for r in self.rows) and self.rows
-                   for i in range(len(self.columns))]
-
-        def line(vals):
-            return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric)).rstrip()
-
-        out = [self.title] if self.title else []
-        out += [line(self.columns), line(["-" * w for w in widths])] + [line(r) for r in cells]
-        return "\n".join(out)
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(self._fmt(v))}</td>" for v in r) + "</tr>"
-                       for r in self.rows)
-        cap = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
-        return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _as_int(value, what: str) -> int:

@@ -29,7 +29,7 @@ def test_trace_writes_html_and_png(tmp_path, capsys):
     code = main(["trace", "A dog.", "--pair", "It barked.", "--model", "random", "--pad-to", "16",
                  "--html", str(html), "--png", str(png), "--layer", "2", "--head", "5"])
     assert code == 0
-    assert html.stat().st_size > 4_000_000 and "bvl-data" in html.read_text(encoding="utf-8")
+    assert html.stat().st_size > 20_000 and "bvl-data" in html.read_text(encoding="utf-8")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = capsys.readouterr().out
     assert "trace of 16 tokens" in out and str(html) in out and str(png) in out

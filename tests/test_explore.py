@@ -1,11 +1,10 @@
 """The explorer widget's contents, without a browser: what it sends when the page asks for a
-layer (exactly that layer's maps, real tokens only, compact bytes), its labels and key order,
-the pair filter, the figures of the other tabs, the static fallback, and its errors.
+view (the view model's data, real tokens only, compact bytes), its labels and key order, the
+pair filter, every tab's view data, the static fallback, and its errors.
 (tests/test_jupyterlab_browser.py drives the same widget in a real JupyterLab.)"""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -15,10 +14,9 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite import schema
 from bertviz_lite.backend import to_host
-from bertviz_lite.params import formula_total
-from bertviz_lite.views import PAIR_FILTERS, attention_heatmap, stepper_steps
-from bertviz_lite.views.explorer import (FLOAT_MAX_TOKENS, decode_block, explore, ledger_from_config, map_block,
-                                        widgets_available)
+from bertviz_lite.params import formula_total, ledger_for_config
+from bertviz_lite.views import PAIR_FILTERS, codec, data, stepper_steps
+from bertviz_lite.views.explorer import EXACT_UP_TO, explore, widgets_available
 
 pytest.importorskip("plotly")
 if not widgets_available():
@@ -60,37 +58,33 @@ class Sent:
         self.messages = []
         w.send = lambda content, buffers=None: self.messages.append((content, buffers or []))
 
-    def ask(self, w, **request):
+    def ask(self, w, view, **args):
+        """What the page gets for one request, as the page asks it."""
         start = len(self.messages)
-        w._on_msg(w, request, [])
-        return self.messages[start:]
+        w._on_msg(w, dict(type="view", view=view, args=args, request_key=codec.request_key(view, args)), [])
+        (msg, buffers), = self.messages[start:]
+        return msg, buffers
 
 
 # ------------------------------------------------------------------------------------------
-# the attention maps the page receives
+# the view data the page receives
 # ------------------------------------------------------------------------------------------
 
 
-def test_layer_2_head_5_sends_exactly_that_map(padded):
+def test_layer_2_head_5_gets_exactly_that_layers_maps(padded):
     w = explore(padded)
     w.layer, w.head = 2, 5
-    sent = Sent(w)
-    # what the page asks when it shows layer 2, head 5: that head first, then the whole layer
-    first, whole = sent.ask(w, type="maps", layer=2, kind="probs", head=5)
+    msg, buffers = Sent(w).ask(w, "attention", layer=2, kind="probs")
     n = padded.n_real
     assert padded.n == 24 > n  # padded, and the padding never travels
-    head, buffers = first
-    assert (head["type"], head["layer"], head["head"], head["heads"], head["n"]) == ("maps", 2, 5, 1, n)
-    assert head["dtype"] == "f4" and len(buffers) == 1 and len(buffers[0]) == 4 * n * n  # bytes, not JSON numbers
-    np.testing.assert_array_equal(decode_block(head, buffers[0])[0], real_map(padded, 2, 5))
-    layer, buffers = whole
-    assert layer["head"] is None and layer["heads"] == 6
-    maps = decode_block(layer, buffers[0])
-    assert maps.shape == (6, n, n)
+    assert msg["type"] == "view" and msg["request_key"] == codec.request_key("attention", {"layer": 2, "kind": "probs"})
+    spec, = msg["arrays"]
+    assert spec["dtype"] == "f4" and spec["shape"] == [6, n, n] and len(buffers[0]) == 4 * 6 * n * n  # bytes
+    maps = codec.decode(msg, buffers)["arrays"]["maps"]
     for h in range(6):
         np.testing.assert_array_equal(maps[h], real_map(padded, 2, h))
-    assert not np.array_equal(maps[5], maps[4])
-    # the same selection as a plotly figure (the static fallback): that map, token labels
+    assert msg["scale"]["clim"][5] == [0.0, pytest.approx(real_map(padded, 2, 5).max())]
+    # the same selection as a plotly figure: that map, token labels
     fig = w.figure()
     np.testing.assert_array_equal(np.asarray(fig.data[0].z), real_map(padded, 2, 5))
     assert [s.split(" ", 1)[1] for s in fig.data[0].x] == [padded.tokens[i] for i in real_idx(padded)]
@@ -100,18 +94,51 @@ def test_layer_2_head_5_sends_exactly_that_map(padded):
 def test_long_inputs_travel_as_scaled_uint16(wide):
     tr = wide.trace(" ".join(["the cat sat on the mat"] * 25), pad_to=160)
     n = tr.n_real
-    assert n > FLOAT_MAX_TOKENS
+    assert n > EXACT_UP_TO
+    w = explore(tr)
     for kind in ("probs", "scores"):
-        header, data = map_block(tr, 1, kind)
-        assert header["dtype"] == "u2" and len(data) == 2 * 6 * n * n
-        maps = decode_block(header, data)
+        msg, buffers = Sent(w).ask(w, "attention", layer=1, kind=kind)
+        assert msg["arrays"][0]["dtype"] == "u2" and len(buffers[0]) == 2 * 6 * n * n
+        maps = codec.decode(msg, buffers)["arrays"]["maps"]
         for h in (0, 5):
             want = real_map(tr, 1, h, kind)
-            step = (want.max() - want.min()) / 65535
-            np.testing.assert_allclose(maps[h], want, rtol=0, atol=step / 2 * 1.05)  # half a step, float32 rounding
+            step = (want.max() - want.min()) / 65534
+            np.testing.assert_allclose(maps[h], want, rtol=0, atol=step / 2 * 1.05 + 1e-7)
         assert np.isfinite(maps).all()  # scores of [PAD] keys (-inf) are not sent
-    one, data = map_block(tr, 1, "probs", head=3)
-    np.testing.assert_allclose(decode_block(one, data)[0], real_map(tr, 1, 3), atol=real_map(tr, 1, 3).max() / 1e5)
+
+
+@pytest.mark.parametrize("view, args, arrays", [
+    ("model", dict(kind="probs"), {"maps"}),
+    ("token", dict(query=3), {"rows"}),
+    ("neuron", dict(layer=1), {"q", "k"}),
+    ("step", dict(key="layer.1.attn.q"), {"z"}),
+    ("params", {}, set()),
+])
+def test_every_tab_is_answered_with_its_view_data(wide, padded, view, args, arrays):
+    w = explore(padded, model=wide)
+    msg, buffers = Sent(w).ask(w, view, **args)
+    assert msg["type"] == "view" and msg["view"] == view
+    assert {a["name"] for a in msg["arrays"]} == arrays and len(buffers) == len(arrays)
+    want = data.view_data(padded, view, ledger=w.ledger, **args)
+    back = codec.decode(msg, buffers)
+    for name in arrays:
+        np.testing.assert_allclose(back["arrays"][name], want["arrays"][name], rtol=1e-6)
+    if view == "params":
+        assert msg["total"] == bv.count_params(wide).total and "loaded model" in msg["source"]
+
+
+def test_compare_tab(wide, pair):
+    other = wide.trace("The dog sat on the mat.", pair="It was tired.", pad_to=30)
+    w = explore(pair, compare=other, tab="compare", layer=1)
+    assert "compare" in w.info["views"] and w.info["compare"]["text"].startswith("The dog")
+    msg, buffers = Sent(w).ask(w, "compare", layer=1)
+    diff = codec.decode(msg, buffers)["arrays"]["diff"]
+    np.testing.assert_allclose(diff[2], real_map(other, 1, 2) - real_map(pair, 1, 2), atol=1e-6)
+    assert "compare" not in explore(pair).info["views"]
+    with pytest.raises(ValueError, match="compare=second_trace"):
+        explore(pair, tab="compare")
+    with pytest.raises(ValueError, match="same length"):
+        explore(pair, compare=wide.trace("Short."))
 
 
 def test_labels_are_the_real_tokens(padded):
@@ -121,10 +148,10 @@ def test_labels_are_the_real_tokens(padded):
     assert [s.split(" ", 1)[1] for s in info["labels"]] == tokens
     assert len(set(info["labels"])) == len(info["labels"])  # "the" twice stays apart: "1 the", "5 the"
     assert not any("[PAD]" in s for s in info["labels"] + info["tokens"])
-    assert (info["layers"], info["heads"]) == (3, 6)
+    assert (info["layers"], info["heads"]) == (3, 6) and info["sizes"]["d_k"] == 16
     assert info["kinds"] == ["probs", "scores"] and "softmax" in info["formulas"]["probs"]
-    assert info["axes"]["probs"] == ["query", "key"]
     assert all(len(lut) == 256 and lut[0] != lut[-1] for lut in info["luts"].values())
+    assert [s[0] for s in info["symbols"]] == [s.symbol for s in schema.SYMBOLS]
 
 
 def test_key_selector_lists_trace_keys_in_order(padded):
@@ -134,12 +161,7 @@ def test_key_selector_lists_trace_keys_in_order(padded):
     assert keys[:2] == ["embed.token", "embed.position"] and keys[-1] == "pooler.out"
     assert w.key == keys[0]
     w.key = "layer.1.attn.q"
-    sent = Sent(w)
-    (msg, _), = sent.ask(w, type="figure", view="steps", arg="layer.1.attn.q")
-    fig = json.loads(msg["json"])
-    assert "layer.1.attn.q" in fig["layout"]["title"]["text"]
-    assert fig["layout"]["meta"]["key"] == "layer.1.attn.q"
-    assert sum(t["type"] == "heatmap" for t in fig["data"]) == 6  # one per head
+    assert w.figure("step").layout.meta["key"] == "layer.1.attn.q"
     with pytest.raises(KeyError, match="did you mean"):
         w.key = "layer.1.attn.qq"
     assert w.key == "layer.1.attn.q"
@@ -170,41 +192,13 @@ def test_pair_filter_needs_a_pair(padded):
         explore(padded, pair_filter="A->A")
 
 
-# ------------------------------------------------------------------------------------------
-# the other tabs
-# ------------------------------------------------------------------------------------------
-
-
-def test_model_view_and_params_figures(wide, padded):
-    w = explore(padded, model=wide)
-    sent = Sent(w)
-    (msg, _), = sent.ask(w, type="figure", view="model", arg="probs")
-    fig = json.loads(msg["json"])
-    panels = [(t["meta"]["layer"], t["meta"]["head"]) for t in fig["data"]]
-    assert panels == [(layer, h) for layer in range(3) for h in range(6)]
-    assert isinstance(fig["data"][0]["z"], dict) and "bdata" in fig["data"][0]["z"]  # base64, not float lists
-    (msg, _), = sent.ask(w, type="figure", view="params", arg="")
-    tree = json.loads(msg["json"])["data"][0]
-    assert tree["type"] == "treemap" and tree["values"][tree["ids"].index("model")] == bv.count_params(wide).total
-    assert "loaded model" in w.info["ledger_source"]
-
-
-def test_ledger_from_config_matches_the_loaded_model(wide, padded, small_mlm):
-    assert ledger_from_config(padded).total == bv.count_params(wide).total == formula_total(wide.config)
+def test_ledger_for_config_matches_the_loaded_model(wide, padded, small_mlm):
+    assert ledger_for_config(wide.config).total == bv.count_params(wide).total == formula_total(wide.config)
     tr = small_mlm.trace("The [MASK] sat on the mat.")
-    assert "mlm.logits" in tr
-    assert ledger_from_config(tr).total == bv.count_params(small_mlm).total
+    assert data.view_data(tr, "params")["total"] == bv.count_params(small_mlm).total
     w = explore(padded)  # no model: the config's shapes, and the page says so
     assert "config" in w.info["ledger_source"]
     assert w.figure("params").layout.meta["total"] == bv.count_params(wide).total
-
-
-def test_plotly_js_is_sent_from_the_package(padded):
-    from plotly.offline import get_plotlyjs, get_plotlyjs_version
-    w = explore(padded)
-    (msg, buffers), = Sent(w).ask(w, type="plotly")
-    assert msg["version"] == get_plotlyjs_version() == w.info["plotly_version"]
-    assert bytes(buffers[0]) == get_plotlyjs().encode()
 
 
 # ------------------------------------------------------------------------------------------
@@ -214,13 +208,15 @@ def test_plotly_js_is_sent_from_the_package(padded):
 
 def test_static_returns_the_tabs_figure(padded):
     import plotly.graph_objects as go
+    from bertviz_lite.views.figures import attention_heatmap
     fig = explore(padded, static=True, layer=1, head=4, kind="scores")
     assert isinstance(fig, go.Figure)
     assert fig.to_dict() == attention_heatmap(padded, 1, 4, kind="scores").to_dict()
     assert len(explore(padded, static=True, tab="model").data) == 3 * 6
-    step = explore(padded, static=True, tab="steps", key="layer.2.ffn.up")
-    assert step.layout.meta["key"] == "layer.2.ffn.up"
-    assert explore(padded, static=True, tab="params").data[0].type == "treemap"
+    assert explore(padded, static=True, tab="step", key="layer.2.ffn.up").layout.meta["key"] == "layer.2.ffn.up"
+    assert explore(padded, static=True, tab="neuron", layer=1, head=2, query=3).layout.meta == \
+        dict(view="neuron", layer=1, head=2, query=3)
+    assert explore(padded, static=True, tab="params").layout.meta["view"] == "params"
 
 
 def test_without_widget_libraries_it_warns_and_draws_a_figure(padded, monkeypatch):
@@ -233,14 +229,23 @@ def test_without_widget_libraries_it_warns_and_draws_a_figure(padded, monkeypatc
     np.testing.assert_array_equal(np.asarray(fig.data[0].z), real_map(padded, 2, 1))
 
 
-def test_the_widget_text_says_how_to_get_a_figure(padded):
+def test_a_saved_notebook_keeps_a_picture_and_the_key_facts(padded):
+    import base64
+    import io
+
+    from PIL import Image
+
     from bertviz_lite.views.explorer import Explorer
-    w = explore(padded)
+    w = explore(padded, layer=1, head=3)
     assert isinstance(w, Explorer)
     bundle = w._repr_mimebundle_()
-    data = bundle[0] if isinstance(bundle, tuple) else bundle
-    assert "application/vnd.jupyter.widget-view+json" in data
-    assert "static=True" in data["text/plain"] and "6 heads" in data["text/plain"]
+    out = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert "application/vnd.jupyter.widget-view+json" in out
+    text = out["text/plain"]
+    assert "static=True" in text and "6 heads" in text and "d_k = 16" in text and "layer 1, head 3" in text
+    assert " ".join(padded.tokens[i] for i in real_idx(padded)) in text
+    img = np.asarray(Image.open(io.BytesIO(base64.b64decode(out["image/png"]))).convert("RGB"), dtype=float)
+    assert img.shape[0] > 200 and img.std() > 10
 
 
 # ------------------------------------------------------------------------------------------
@@ -261,6 +266,8 @@ def test_bad_input_is_named(wide, padded, small):
         explore(padded, kind="weights")
     with pytest.raises(ValueError, match="tab must be one of"):
         explore(padded, tab="heads")
+    with pytest.raises(ValueError, match="token index"):
+        explore(padded, query=padded.n_real)
     with pytest.raises(TypeError, match="static must be True or False"):
         explore(padded, static="yes")
     with pytest.raises(TypeError, match="model= takes the Bert"):
@@ -270,7 +277,7 @@ def test_bad_input_is_named(wide, padded, small):
     with pytest.raises(KeyError, match="keep="):
         explore(wide.trace("The cat sat.", keep=["ffn.*"]))
     probs_only = wide.trace("The cat sat.", keep=["attn.probs"])
-    assert explore(probs_only).info["kinds"] == ["probs"]
+    assert explore(probs_only).info["kinds"] == ["probs"] and not explore(probs_only).info["neuron"]
     with pytest.raises(ValueError, match=r"\['probs'\] for this trace"):
         explore(probs_only, kind="scores")
 
@@ -284,10 +291,10 @@ def test_bad_selection_after_the_fact(padded):
     assert (w.layer, w.head) == (0, 0)
     w.layer, w.head = -1, -1  # negative indices count from the end, like the figure builders
     assert (w.layer, w.head) == (2, 5)
-    (msg, _), = Sent(w).ask(w, type="maps", layer=7, kind="probs")
-    assert msg["type"] == "error" and "layer 7 is out of range" in msg["message"]
-    (msg, _), = Sent(w).ask(w, type="figure", view="head", arg="")
-    assert msg["type"] == "error" and "no figure named 'head'" in msg["message"]
+    msg, _ = Sent(w).ask(w, "attention", layer=7, kind="probs")
+    assert msg["type"] == "error" and "layer 7 is out of range" in msg["message"] and msg["request_key"]
+    msg, _ = Sent(w).ask(w, "heatmap", layer=0)
+    assert msg["type"] == "error" and "view must be one of" in msg["message"]
 
 
 # ------------------------------------------------------------------------------------------
@@ -301,8 +308,10 @@ def test_bv_explore_returns_the_widget_every_time(padded):
     assert type(first).__name__ == type(second).__name__ == "Explorer"
 
 
-def test_importing_the_explorer_loads_no_widget_library():
-    code = ("import sys, bertviz_lite.views.explorer; "
-            "print(sorted(m for m in ('anywidget', 'ipywidgets', 'IPython') if m in sys.modules))")
+def test_importing_the_views_loads_no_widget_library_and_the_engine_no_views():
+    code = ("import sys, bertviz_lite as bv; before = 'bertviz_lite.views' in sys.modules; bv.views; "
+            "import bertviz_lite.views.explorer; "
+            "print(before, sorted(m for m in ('anywidget', 'ipywidgets', 'IPython', 'plotly', 'matplotlib') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert out.strip() == "False []"

@@ -1,5 +1,6 @@
-"""The exported page in a real headless chromium: it draws, the selectors change the map,
-every tab renders, and nothing is requested from anywhere but file:, data: and blob:."""
+"""The exported page in a real headless chromium: the explorer's own front-end draws every view
+from the payloads in the page (the trace's values), the selectors change the map, and nothing
+is requested from anywhere but file:, data: and blob:."""
 
 from __future__ import annotations
 
@@ -24,103 +25,107 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} is missing: the browser tests drive the system chromium", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
 
+# what each tab draws into, and so where its `.bvl` record (what was drawn) sits
+DRAWN = {"attention": ".bvl-attn-heat", "head": ".bvl-headview", "token": ".bvl-x-section[data-tab='token'] .bvl-heat",
+         "model": ".bvl-thumb", "neuron": ".bvl-neuron", "step": ".bvl-x-section[data-tab='step'] .bvl-heat",
+         "params": ".bvl-params", "compare": ".bvl-grid-heat"}
+
 
 @pytest.fixture(scope="module")
 def page_file(small, tmp_path_factory):
     tr = small.trace("The cat sat on the mat.", pair="It was tired.", pad_to=32)
-    path = export_html(tr, tmp_path_factory.mktemp("export") / "page.html", ledger=bv.count_params(small))
-    return tr, path
+    ablated = small.trace("The cat sat on the mat.", pair="It was tired.", pad_to=32, edits=bv.ablate(heads={1: [2]}))
+    path = export_html(tr, tmp_path_factory.mktemp("export") / "page.html", ledger=bv.count_params(small),
+                       compare=ablated)
+    return tr, ablated, path
 
 
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(), executable_path=CHROMIUM, headless=True,
-                                                   args=ARGS, viewport={"width": 1200, "height": 900})
+                                                   args=ARGS, viewport={"width": 1300, "height": 1000})
         yield ctx
         ctx.close()
 
 
 @pytest.fixture
 def opened(browser, page_file):
-    tr, path = page_file
+    tr, ablated, path = page_file
     page = browser.new_page()
     requests, errors = [], []
     page.on("request", lambda r: requests.append(r.url))
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(path.as_uri())
-    page.wait_for_function("window.bvl && document.querySelector('#bvl-heatmap .main-svg')", timeout=30_000)
-    page.evaluate("window.bvl.ready")
-    yield tr, page, requests, errors
+    page.wait_for_function("() => document.querySelector('.bvl-attn-heat')?.bvl !== undefined", timeout=30_000)
+    yield tr, ablated, page, requests, errors
     page.close()
 
 
-def pixel_std(png: bytes) -> float:
+def distinct_colours(png: bytes) -> int:
     from PIL import Image
-    return float(np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=float).std())
+    return len(Image.open(io.BytesIO(png)).convert("RGB").getcolors(maxcolors=1 << 20) or [])
 
 
-def heatmap_z(page) -> np.ndarray:
-    return np.asarray(page.evaluate("document.getElementById('bvl-heatmap').data[0].z"), dtype=float)
-
-
-def real_map(tr, layer, head):
+def real_map(tr, layer, head, name="attn.probs"):
     idx = [i for i, m in enumerate(tr.mask) if m]
-    return to_host(tr.get("attn.probs", layer=layer, head=head))[np.ix_(idx, idx)]
+    return to_host(tr.get(name, layer=layer, head=head))[np.ix_(idx, idx)]
 
 
-def test_heatmap_draws(opened):
-    tr, page, requests, errors = opened
-    assert page.query_selector("#bvl-heatmap .main-svg") is not None
-    assert page.query_selector("#bvl-heatmap .hm image, #bvl-heatmap image") is not None  # the heatmap bitmap
-    assert pixel_std(page.locator("#bvl-heatmap").screenshot()) > 10
-    z = heatmap_z(page)
-    np.testing.assert_allclose(z, real_map(tr, 0, 0), atol=real_map(tr, 0, 0).max() / 60000)
-    labels = page.evaluate("document.getElementById('bvl-heatmap').data[0].x")
-    assert [s.split(" ", 1)[1] for s in labels] == [t for t, m in zip(tr.tokens, tr.mask) if m]
-    assert not errors
+def drawn_map(page) -> tuple[dict, np.ndarray]:
+    b = page.evaluate("() => { const b = document.querySelector('.bvl-attn-heat').bvl; return {layer: b.layer, "
+                      "head: b.head, n: b.rows.length, m: b.cols.length, values: Array.from(b.values)}; }")
+    return b, np.reshape(b["values"], (b["n"], b["m"]))
 
 
-def test_head_and_layer_selectors_change_the_map(opened):
-    tr, page, requests, errors = opened
-    before = heatmap_z(page)
-    shot_before = page.locator("#bvl-heatmap").screenshot()
-    page.select_option("#bvl-head", "3")
-    page.wait_for_function("document.getElementById('bvl-heatmap').layout.meta.head === 3")
-    after = heatmap_z(page)
-    assert not np.allclose(before, after)
-    np.testing.assert_allclose(after, real_map(tr, 0, 3), atol=real_map(tr, 0, 3).max() / 60000)
-    assert page.locator("#bvl-heatmap").screenshot() != shot_before
-    page.select_option("#bvl-layer", "1")
-    page.wait_for_function("document.getElementById('bvl-heatmap').layout.meta.layer === 1")
-    np.testing.assert_allclose(heatmap_z(page), real_map(tr, 1, 3), atol=real_map(tr, 1, 3).max() / 60000)
-    page.select_option("#bvl-pair", "A->B")
-    page.wait_for_function("document.getElementById('bvl-heatmap').layout.meta.pair_filter === 'A->B'")
-    rows = [i for i, m in enumerate(tr.mask) if m and tr.segments[i] == 0]
-    assert heatmap_z(page).shape == (len(rows), tr.n_real - len(rows))
-    assert not errors
+def test_the_map_draws_and_the_selectors_change_it(opened):
+    tr, _, page, _, errors = opened
+    sel, z = drawn_map(page)
+    assert (sel["layer"], sel["head"]) == (0, 0)
+    np.testing.assert_allclose(z, real_map(tr, 0, 0), atol=real_map(tr, 0, 0).max() / 65534 + 1e-7)
+    before = page.locator(".bvl-attn-heat").screenshot()
+    assert distinct_colours(before) > 16
+    page.click(".bvl-x-section[data-tab='attention'] .bvl-head[data-head='3']")
+    page.select_option(".bvl-layer", "1")
+    page.wait_for_function("() => { const b = document.querySelector('.bvl-attn-heat').bvl;"
+                           " return b.layer === 1 && b.head === 3; }")
+    _, z = drawn_map(page)
+    np.testing.assert_allclose(z, real_map(tr, 1, 3), atol=real_map(tr, 1, 3).max() / 65534 + 1e-7)
+    assert page.locator(".bvl-attn-heat").screenshot() != before
+    page.select_option(".bvl-pair", "A->B")
+    page.wait_for_function("() => document.querySelector('.bvl-attn-heat').bvl.pair === 'A->B'")
+    sel, _ = drawn_map(page)
+    segs = [s for s, m in zip(tr.segments, tr.mask) if m]
+    assert (sel["n"], sel["m"]) == (segs.count(0), segs.count(1))
+    assert not errors, errors
 
 
 def test_every_tab_draws(opened):
-    tr, page, requests, errors = opened
-    for tab in ("model", "head", "steps", "params"):
-        page.evaluate(f"window.bvl.open('{tab}')")
-        page.wait_for_selector(f"#bvl-tab-{tab} .main-svg", timeout=20_000)
-        assert pixel_std(page.locator(f"#bvl-tab-{tab}").screenshot()) > 10, tab
-    panels = page.evaluate("document.getElementById('bvl-model').data.length")
-    assert panels == tr.num_layers * tr.num_heads
-    page.evaluate("window.bvl.open('steps')")
-    first = page.inner_text("#bvl-tab-steps .formula")
-    page.click("text=next \u25b6")
-    page.wait_for_function(f"document.querySelector('#bvl-tab-steps .formula').innerText !== {first!r}")
-    assert "embed.position" in page.inner_text("#bvl-tab-steps .formula")
-    assert not errors
+    tr, _, page, _, errors = opened
+    for tab, where in DRAWN.items():
+        page.click(f".bvl-x-tab[data-tab='{tab}']")
+        if tab == "params":
+            page.wait_for_function("() => document.querySelector('.bvl-params').innerText.includes('parameters')")
+            continue
+        page.wait_for_function("w => document.querySelector(w)?.bvl !== undefined", arg=where, timeout=20_000)
+        assert page.locator(where).first.is_visible(), tab
+        assert distinct_colours(page.locator(where).first.screenshot()) > (2 if tab == "compare" else 8), tab
+    # the neuron view's numbers are the trace's own weights (layer 1, head 3, query 0 as selected above)
+    got = page.evaluate("() => document.querySelector('.bvl-neuron').bvl")
+    np.testing.assert_allclose(got["weights"], real_map(tr, got["layer"], got["head"])[got["query"]], atol=2e-3)
+    page.click(".bvl-x-tab[data-tab='compare']")
+    assert "edits:" in page.inner_text(".bvl-x-section[data-tab='compare']")
+    page.click(".bvl-x-tab[data-tab='step']")
+    page.click(".bvl-next")
+    page.wait_for_function("() => document.querySelector('.bvl-x-section[data-tab=step] .bvl-x-formula')"
+                           ".innerText.includes('embed.position')")
+    assert "This page keeps" in page.inner_text(".bvl-page-note")
+    assert not errors, errors
 
 
 def test_no_network_requests(opened):
-    tr, page, requests, errors = opened
-    for tab in ("model", "head", "steps", "params"):
-        page.evaluate(f"window.bvl.open('{tab}')")
-    page.wait_for_timeout(500)
-    assert requests, "the page request itself is recorded"
-    assert all(u.split(":", 1)[0] in ("file", "data", "blob", "about") for u in requests), requests
+    _, _, page, requests, _ = opened
+    for tab in DRAWN:
+        page.click(f".bvl-x-tab[data-tab='{tab}']")
+    page.wait_for_timeout(300)
+    assert requests and all(u.startswith(("file:", "data:", "blob:")) for u in requests), requests

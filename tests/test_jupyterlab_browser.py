@@ -37,12 +37,13 @@ LOCAL = ("data:", "blob:", "about:")
 
 # the notebook's model: small and seeded, so this process can rebuild the same trace
 CONFIG = {"hidden_size": 96, "num_layers": 3, "num_heads": 6, "ffn_size": 384}
-TEXT, PAIR = "The cat sat on the mat.", "It was tired."
+TEXT, PAIR, OTHER = "The cat sat on the mat.", "It was tired.", "The dog sat on the mat."
 CELLS = [
     "import bertviz_lite as bv\n"
     f"model = bv.load('random', seed=5, config={CONFIG!r})\n"
     f"tr = model.trace({TEXT!r}, pair={PAIR!r}, pad_to=32)\n"
-    "w = bv.explore(tr, model=model)\n"
+    f"tr_b = model.trace({OTHER!r}, pair={PAIR!r}, pad_to=32)\n"
+    "w = bv.explore(tr, model=model, compare=tr_b)\n"
     "w",
     "print('selection', w.tab, w.layer, w.head, w.kind, w.pair_filter)",
 ]
@@ -64,7 +65,8 @@ class JupyterLab:
     root, config and settings; `stop()` always ends it. Notebook 7 is built from JupyterLab's
     components, so the same settings and page selectors apply."""
 
-    def __init__(self, *, python: str = sys.executable, start_timeout: float = 90.0, app: str = "lab"):
+    def __init__(self, *, python: str = sys.executable, start_timeout: float = 90.0, app: str = "lab",
+                 theme: str | None = None):
         if app not in ("lab", "notebook"):
             raise ValueError(f"app must be 'lab' or 'notebook', not {app!r}")
         self.app = app
@@ -82,6 +84,8 @@ class JupyterLab:
         notebook.mkdir(parents=True)
         (notebook / "tracker.jupyterlab-settings").write_text(
             json.dumps({"windowingMode": "none"}))  # keep every cell's output in the page, also off screen
+        if theme:  # e.g. "JupyterLab Dark"
+            (news / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
         env = dict(os.environ, JUPYTER_CONFIG_DIR=str(self.dir / "config"), JUPYTER_DATA_DIR=str(self.dir / "data"),
                    JUPYTER_RUNTIME_DIR=str(self.dir / "runtime"), IPYTHONDIR=str(self.dir / "ipython"),
                    OMP_WAIT_POLICY="PASSIVE", JUPYTER_PLATFORM_DIRS="1")
@@ -221,7 +225,7 @@ def rerun_cell(page, index: int, expect: str, timeout_ms: int = 20_000) -> str:
 
 def wait_drawn(page, layer: int, head: int, pair: str = "all", timeout_ms: int = 30_000) -> dict:
     page.wait_for_function(
-        "([l, h, p]) => { const c = document.querySelector('.bvl-heat'); "
+        "([l, h, p]) => { const c = document.querySelector('.bvl-attn-heat'); "
         "return c && c.bvl && c.bvl.layer === l && c.bvl.head === h && c.bvl.pair === p; }",
         arg=[layer, head, pair], timeout=timeout_ms)
     return drawn(page)
@@ -229,7 +233,7 @@ def wait_drawn(page, layer: int, head: int, pair: str = "all", timeout_ms: int =
 
 def drawn(page) -> dict:
     """What the attention canvas shows: selection, real-token positions, and the values."""
-    return page.evaluate("() => { const b = document.querySelector('.bvl-heat').bvl; return {layer: b.layer, "
+    return page.evaluate("() => { const b = document.querySelector('.bvl-attn-heat').bvl; return {layer: b.layer, "
                          "head: b.head, kind: b.kind, pair: b.pair, rows: b.rows, cols: b.cols, "
                          "values: Array.from(b.values)}; }")
 
@@ -275,6 +279,17 @@ def real_map(tr, layer, head, rows=None, cols=None):
     return to_host(tr.get("attn.probs", layer=layer, head=head))[np.ix_(rows, cols)]
 
 
+TABS = [("model", ".bvl-x-section[data-tab='model'] .bvl-thumb"), ("head", ".bvl-headview"),
+        ("token", ".bvl-x-section[data-tab='token'] .bvl-heat"), ("neuron", ".bvl-neuron"),
+        ("step", ".bvl-x-section[data-tab='step'] .bvl-heat"), ("params", ".bvl-params"),
+        ("compare", ".bvl-grid-heat")]
+
+
+def bv_ledger(trace):
+    from bertviz_lite.params import ledger_for_config
+    return ledger_for_config(trace.config).rows
+
+
 def shoot(page, name: str) -> None:
     """A full-page screenshot into $BVL_SCREENSHOTS (when set), to look at what was drawn."""
     folder = os.environ.get("BVL_SCREENSHOTS")
@@ -311,10 +326,10 @@ def test_explorer_in_jupyterlab(lab, sync_api, trace):
         assert shown["rows"] == shown["cols"] == list(range(n))
         np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 0))
         shoot(page, "attention")
-        box = page.locator(".bvl-x-heatbox")
+        box = page.locator(".bvl-x-section[data-tab='attention'] .bvl-x-heatbox")
         before = box.screenshot()
-        assert distinct_colours(page.locator(".bvl-heat").screenshot()) > 16  # a map, not a blank panel
-        labels = page.evaluate("() => document.querySelector('.bvl-x-title').textContent")
+        assert distinct_colours(page.locator(".bvl-attn-heat").screenshot()) > 16  # a map, not a blank panel
+        labels = page.evaluate("() => document.querySelector('.bvl-x-section[data-tab=attention] .bvl-x-title').textContent")
         assert labels.startswith("layer 0, head 0") and "softmax" in labels
 
         # head selector: the map changes to that head's map
@@ -341,37 +356,39 @@ def test_explorer_in_jupyterlab(lab, sync_api, trace):
         shoot(page, "attention-pair")
         assert "selection attention 2 3 probs A->B" in rerun_cell(page, 1, "selection attention 2")
 
-        # every other tab draws its figure
-        page.click(".bvl-x-tab[data-tab='model']")
-        page.wait_for_selector(".bvl-model-plot .main-svg", timeout=60_000)
-        shoot(page, "model")
-        assert page.evaluate("document.querySelector('.bvl-model-plot').data.length") == 3 * 6
-        assert distinct_colours(page.locator(".bvl-model-plot").screenshot()) > 40
-        page.click(".bvl-x-tab[data-tab='steps']")
-        page.wait_for_selector(".bvl-step-plot .main-svg", timeout=60_000)
-        title = page.evaluate("document.querySelector('.bvl-step-plot').layout.title.text")
-        assert "embed.token" in title
-        page.click(".bvl-next")
-        page.wait_for_function("document.querySelector('.bvl-step-plot').layout.title.text"
-                               ".includes('embed.position')")
-        shoot(page, "steps")
-        assert page.locator(".bvl-step-plot .heatmaplayer image").count() >= 1
-        page.click(".bvl-x-tab[data-tab='params']")
-        page.wait_for_selector(".bvl-params-plot .main-svg", timeout=60_000)
-        shoot(page, "params")
-        assert page.evaluate("document.querySelector('.bvl-params-plot').data[0].type") == "treemap"
+        # every other tab draws its view data
+        for tab, name in TABS:
+            page.click(f".bvl-x-tab[data-tab='{tab}']")
+            page.wait_for_function("t => document.querySelector('.bvl-x').dataset.tab === t", arg=tab)
+            if tab != "params":
+                page.wait_for_function(f"document.querySelector(\"{name}\")?.bvl !== undefined", timeout=60_000)
+                assert distinct_colours(page.locator(name).first.screenshot()) > 12, tab
+            shoot(page, tab)
+            if tab == "head":  # bertviz's head view starts with the head on screen, one colour
+                assert page.evaluate(f"document.querySelector(\"{name}\").bvl.heads") == [3]
+            if tab == "token":  # a click on a token shows where it attends in every layer and head
+                page.click(".bvl-chip[data-query='3']")
+                page.wait_for_function(f"document.querySelector(\"{name}\").bvl.query === 3")
+                shoot(page, "token-3")
+            if tab == "neuron":  # the numbers add up to the trace's own weights
+                got = page.evaluate(f"document.querySelector(\"{name}\").bvl")
+                assert (got["layer"], got["head"], got["query"]) == (2, 3, 3)
+                np.testing.assert_allclose(got["weights"], real_map(trace, 2, 3)[3], atol=2e-6)
+            if tab == "step":
+                sec = ".bvl-x-section[data-tab='step'] .bvl-x-formula"
+                assert "embed.token" in page.inner_text(sec)
+                page.click(".bvl-next")
+                page.wait_for_function(f"document.querySelector(\"{sec}\").innerText.includes('embed.position')")
+                shoot(page, "step-2")
+            if tab == "params":
+                total = f"{sum(r[3] for r in bv_ledger(trace)):,}"
+                page.wait_for_function("t => document.querySelector('.bvl-params').innerText.includes(t)", arg=total)
+            if tab == "compare":
+                assert "dog" in page.inner_text(".bvl-x-section[data-tab='compare']")
 
         # a click on a model-view panel opens that head in the attention tab
         page.click(".bvl-x-tab[data-tab='model']")
-        page.wait_for_selector(".bvl-model-plot .main-svg")
-        target = page.evaluate(
-            "() => { const gd = document.querySelector('.bvl-model-plot');"
-            " const i = gd.data.findIndex(t => t.meta.layer === 1 && t.meta.head === 4);"
-            " const xa = gd._fullLayout[gd._fullData[i].xaxis.replace('x', 'xaxis')];"
-            " const ya = gd._fullLayout[gd._fullData[i].yaxis.replace('y', 'yaxis')];"
-            " const r = gd.querySelector('.main-svg').getBoundingClientRect();"
-            " return {x: r.left + xa._offset + xa._length / 2, y: r.top + ya._offset + ya._length / 2}; }")
-        page.mouse.click(target["x"], target["y"])
+        page.click(".bvl-thumb[data-layer='1'][data-head='4']")
         wait_drawn(page, 1, 4, "A->B")
         assert page.locator(".bvl-x-section[data-tab='attention']").is_visible()
 
@@ -409,12 +426,12 @@ def test_explorer_in_notebook7(notebook7, sync_api, trace):
         shown = wait_drawn(page, 0, 0, timeout_ms=60_000)
         n = trace.n_real
         np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 0))
-        assert distinct_colours(page.locator(".bvl-heat").screenshot()) > 16
-        before = page.locator(".bvl-x-heatbox").screenshot()
+        assert distinct_colours(page.locator(".bvl-attn-heat").screenshot()) > 16
+        before = page.locator(".bvl-x-section[data-tab='attention'] .bvl-x-heatbox").screenshot()
         page.click(".bvl-head[data-head='5']")
         shown = wait_drawn(page, 0, 5)
         np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 5))
-        assert page.locator(".bvl-x-heatbox").screenshot() != before
+        assert page.locator(".bvl-x-section[data-tab='attention'] .bvl-x-heatbox").screenshot() != before
         shoot(page, "notebook7-attention")
         assert "selection attention 0 5 probs all" in rerun_cell(page, 1, "selection attention 0 5")
 

@@ -1,6 +1,5 @@
-"""The views show what the trace holds: heatmap values and labels, pair blocks, the model
-grid, the head view's lines, step views' shapes and weights, the parameter breakdown's sums,
-static PNGs and the self-contained HTML export."""
+"""The view model (views/data.py), its codec, the plotly builders and PNGs drawn from it, the
+exported page's payloads, and the one-symbol-per-concept table they label from."""
 
 from __future__ import annotations
 
@@ -13,24 +12,23 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite import schema
 from bertviz_lite.backend import to_host
-from bertviz_lite.views import (attention_heatmap, export_html, head_view, model_view, param_breakdown, save_png,
-                                step_view, stepper_steps, to_png)
-from bertviz_lite.views.figures import block_mean, plain_formula
+from bertviz_lite.errors import BertVizError
+from bertviz_lite.views import codec, data, export_html, save_png
+from bertviz_lite.views.data import UnknownKeyError, block_mean, plain_formula
 
 pytest.importorskip("plotly")
+from bertviz_lite.views.figures import (attention_heatmap, compare_view, head_view, model_view,  # noqa: E402
+                                        neuron_view, param_breakdown, step_view, token_view)
 
 
 def real_idx(tr):
     return [i for i, m in enumerate(tr.mask) if m]
 
 
-def real_tokens(tr):
-    return [t for t, m in zip(tr.tokens, tr.mask) if m]
-
-
-def strip(labels):
-    """'3 the' -> 'the' (the views prefix the position so repeated tokens stay apart)."""
-    return [lab.split(" ", 1)[1] for lab in labels]
+def real_map(tr, name, layer, head=None):
+    idx = real_idx(tr)
+    a = to_host(tr.get(name, layer=layer))[:, idx][:, :, idx]
+    return a if head is None else a[head]
 
 
 @pytest.fixture(scope="module")
@@ -44,129 +42,149 @@ def pair(small):
 
 
 # ------------------------------------------------------------------------------------------
-# attention heatmap
+# the view model
 # ------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", ["probs", "scores"])
-def test_heatmap_z_is_the_heads_map(padded, kind):
-    fig = attention_heatmap(padded, 1, 2, kind=kind)
-    idx = real_idx(padded)
-    want = to_host(padded.get(f"attn.{kind}", layer=1, head=2))[np.ix_(idx, idx)]
-    z = np.asarray(fig.data[0].z, dtype=float)
-    assert np.isfinite(z).all()  # masked keys (-inf scores) are gone, not drawn
-    np.testing.assert_allclose(z, want, rtol=0, atol=0)
-    assert len(fig.data) == 1 and fig.data[0].type == "heatmap"
+def test_attention_data_is_the_layers_maps_over_real_tokens(padded, kind):
+    vd = data.view_data(padded, "attention", layer=1, kind=kind)
+    np.testing.assert_allclose(vd["arrays"]["maps"], real_map(padded, f"attn.{kind}", 1), rtol=1e-6)
+    assert np.isfinite(vd["arrays"]["maps"]).all()  # masked [PAD] keys are dropped, not drawn
+    assert vd["labels"] == [f"{i} {padded.tokens[i]}" for i in real_idx(padded)]
+    assert not any("[PAD]" in lab for lab in vd["labels"])
 
 
-def test_heatmap_labels_are_real_tokens_in_order(padded):
-    fig = attention_heatmap(padded, 0, 0)
-    x, y = list(fig.data[0].x), list(fig.data[0].y)
-    assert strip(x) == strip(y) == real_tokens(padded)
-    assert len(set(x)) == len(x)  # "the" twice stays two categories
-    assert not any("[PAD]" in lab for lab in x + y)
-    assert padded.n > padded.n_real  # the fixture really is padded
-    assert fig.layout.yaxis.autorange == "reversed"  # first query on top
-    assert "%{y}" in fig.data[0].hovertemplate and "%{x}" in fig.data[0].hovertemplate
-    assert fig.data[0].colorbar.title.text == "weight"
+def test_one_colour_rule_per_kind_of_tensor(padded):
+    probs = data.view_data(padded, "attention", layer=0, kind="probs")
+    maps = probs["arrays"]["maps"]
+    assert probs["scale"]["name"] == "Blues"
+    assert probs["scale"]["clim"] == [[0.0, pytest.approx(float(m.max()))] for m in maps]  # white is 0, per map
+    scores = data.view_data(padded, "attention", layer=0, kind="scores")
+    assert scores["scale"]["name"] == "RdBu_r" and all(lo == -hi for lo, hi in scores["scale"]["clim"])
+    # the step-through draws an attention map with the same rule, token labels on both axes
+    st = data.view_data(padded, "step", key="layer.0.attn.probs")
+    assert st["scale"]["name"] == "Blues" and st["scale"]["clim"] == probs["scale"]["clim"]
+    assert st["col_labels"] == st["row_labels"] == probs["labels"]
+    ffn = data.view_data(padded, "step", key="layer.0.ffn.up")
+    lo, hi = ffn["scale"]["clim"]
+    assert ffn["scale"]["name"] == "RdBu_r" and lo == -hi and hi > 0
+    # the plotly figures take the colours from the view data
+    fig = attention_heatmap(padded, 0, 3)
+    assert (fig.data[0].zmin, fig.data[0].zmax) == tuple(probs["scale"]["clim"][3])
+    assert step_view(padded, "layer.0.attn.probs", head=3).data[0].zmax == pytest.approx(probs["scale"]["clim"][3][1])
 
 
-def test_heatmap_title_names_layer_head_and_formula(padded):
-    fig = attention_heatmap(padded, 1, 3)
-    assert "layer 1" in fig.layout.title.text and "head 3" in fig.layout.title.text
-    assert "softmax" in fig.layout.title.text
-    assert fig.layout.meta["latex"] == schema.STEP_BY_KEY["attn.probs"].formula
-    assert fig.layout.xaxis.title.text.startswith("key") and fig.layout.yaxis.title.text.startswith("query")
+def test_colour_scale_clips_outliers_and_says_so():
+    x = np.concatenate([np.linspace(-1, 1, 1000), [50.0]])
+    sc = data.colour_scale(x, "signed")
+    assert sc["clipped"] and sc["clim"][1] < 2
+    assert data.colour_scale(x, "difference")["clim"] == [-50.0, 50.0]
+    with pytest.raises(ValueError, match="kind of tensor"):
+        data.colour_scale(x, "rainbow")
 
 
-@pytest.mark.parametrize("pf, qseg, kseg", [("A->A", 0, 0), ("A->B", 0, 1), ("B->A", 1, 0), ("B->B", 1, 1)])
+@pytest.mark.parametrize("pf, qseg, kseg", [("A->B", 0, 1), ("B->A", 1, 0), ("B->B", 1, 1)])
 def test_pair_filter_slices_the_block(pair, pf, qseg, kseg):
     fig = attention_heatmap(pair, 1, 0, pair_filter=pf)
-    rows = [i for i in real_idx(pair) if pair.segments[i] == qseg]
-    cols = [i for i in real_idx(pair) if pair.segments[i] == kseg]
+    idx = real_idx(pair)
+    rows = [i for i in idx if pair.segments[i] == qseg]
+    cols = [i for i in idx if pair.segments[i] == kseg]
     want = to_host(pair.get("attn.probs", layer=1, head=0))[np.ix_(rows, cols)]
-    np.testing.assert_array_equal(np.asarray(fig.data[0].z), want)
-    assert strip(fig.data[0].y) == [pair.tokens[i] for i in rows]
-    assert strip(fig.data[0].x) == [pair.tokens[i] for i in cols]
-    assert pf in fig.layout.title.text
+    np.testing.assert_allclose(np.asarray(fig.data[0].z, dtype=float), want, rtol=1e-6)
+    assert [s.split(" ", 1)[1] for s in fig.data[0].y] == [pair.tokens[i] for i in rows]
 
 
-def test_pair_filter_needs_a_pair(padded):
-    with pytest.raises(ValueError, match="pair"):
+def test_pair_filter_needs_a_pair_and_bad_selections_are_named(padded):
+    with pytest.raises(ValueError, match="sentence pair"):
         attention_heatmap(padded, 0, 0, pair_filter="A->B")
-    with pytest.raises(ValueError, match="pair_filter"):
+    with pytest.raises(ValueError, match="one of"):
         attention_heatmap(padded, 0, 0, pair_filter="A-B")
+    with pytest.raises(bv.OutOfRangeError, match="2 layers"):
+        attention_heatmap(padded, 2, 0)
+    with pytest.raises(bv.OutOfRangeError, match="4 heads"):
+        neuron_view(padded, 0, 4, 0)
+    with pytest.raises(ValueError, match="view must be one of"):
+        data.view_data(padded, "heatmap")
 
 
-def test_heatmap_checks_layer_and_head(padded):
-    with pytest.raises(bv.OutOfRangeError):
-        attention_heatmap(padded, 5, 0)
-    with pytest.raises(bv.OutOfRangeError):
-        attention_heatmap(padded, 0, 9)
+def test_unknown_step_key_is_one_clear_error(padded):
+    with pytest.raises(UnknownKeyError) as e:
+        step_view(padded, "layer.0.attn.prob")
+    assert isinstance(e.value, BertVizError) and isinstance(e.value, KeyError)
+    assert "'layer.0.attn.probs'" in str(e.value) and not str(e.value).startswith('"')
 
 
-# ------------------------------------------------------------------------------------------
-# model view
-# ------------------------------------------------------------------------------------------
-
-
-def test_model_view_has_every_layer_and_head(padded):
-    fig = model_view(padded)
-    L, A = padded.num_layers, padded.num_heads
-    assert len(fig.data) == L * A
-    assert sorted((t.meta["layer"], t.meta["head"]) for t in fig.data) == [(l, h) for l in range(L) for h in range(A)]
-    idx = real_idx(padded)
-    for t in fig.data:
-        want = to_host(padded.get("attn.probs", layer=t.meta["layer"], head=t.meta["head"]))[np.ix_(idx, idx)]
-        np.testing.assert_allclose(np.asarray(t.z), want, rtol=1e-6)
-
-
-def test_model_view_downsamples_long_inputs(small):
-    tr = small.trace(" ".join(["word"] * 70))
-    fig = model_view(tr, max_tokens=16)
-    z = np.asarray(fig.data[0].z)
-    assert z.shape == (16, 16)
-    full = to_host(tr.get("attn.probs", layer=0, head=0)).astype(float)
-    np.testing.assert_allclose(z.mean(axis=1).sum(), full.mean(axis=1).sum() * 16 / tr.n, rtol=0.2)
-    assert fig.layout.meta["shown"] == 16 and fig.layout.meta["tokens"] == tr.n_real
+def test_model_view_every_layer_and_head_block_means(small):
+    tr = small.trace(" ".join(["the cat sat on the mat"] * 12))
+    vd = data.view_data(tr, "model", kind="probs")
+    L, A = tr.num_layers, tr.num_heads
+    assert vd["arrays"]["maps"].shape == (L, A, 48, 48) and vd["shown"] == 48 < vd["tokens"] == tr.n_real
+    expect, _, _ = block_mean(real_map(tr, "attn.probs", 1, 2), 48)
+    np.testing.assert_allclose(vd["arrays"]["maps"][1, 2], expect, rtol=1e-5)
+    fig = model_view(tr)
+    assert len(fig.data) == L * A and {(t.meta["layer"], t.meta["head"]) for t in fig.data} == \
+        {(ly, h) for ly in range(L) for h in range(A)}
 
 
 def test_block_mean_is_exact_on_even_blocks():
     a = np.arange(64, dtype=float).reshape(8, 8)
     z, re_, ce = block_mean(a, 4)
     assert z.shape == (4, 4) and list(re_) == [0, 2, 4, 6, 8]
-    assert z[0, 0] == a[:2, :2].mean() and z[3, 1] == a[6:, 2:4].mean()
+    assert z[0, 0] == a[:2, :2].mean() and z[3, 3] == a[6:, 6:].mean()
 
 
-# ------------------------------------------------------------------------------------------
-# head view
-# ------------------------------------------------------------------------------------------
-
-
-def test_head_view_groups_lines_by_head(padded):
-    fig = head_view(padded, 1, heads=[0, 2])
-    legend = [t for t in fig.data if t.showlegend is not False and t.mode == "lines"]
-    assert [t.name for t in legend] == ["head 0", "head 2"]
-    assert {t.legendgroup for t in fig.data if t.mode == "lines"} == {"head 0", "head 2"}
-    probs = to_host(padded.get("attn.probs", layer=1))
-    idx = real_idx(padded)
-    for h in (0, 2):
-        segments = sum(np.isfinite(np.asarray(t.x, dtype=float)).sum() // 2 for t in fig.data
-                       if t.mode == "lines" and t.legendgroup == f"head {h}")
-        assert segments == (probs[h][np.ix_(idx, idx)] >= 0.02).sum()
-
-
-def test_head_view_token_columns(pair):
-    fig = head_view(pair, 0, pair_filter="A->B")
+def test_head_view_starts_with_one_head_and_groups_lines_by_head(pair):
+    fig = head_view(pair, 0)
+    assert {t.legendgroup for t in fig.data if t.legendgroup} == {"head 0"}
+    fig = head_view(pair, 1, heads=[1, 3])
+    z = real_map(pair, "attn.probs", 1, 3)
+    lines = [t for t in fig.data if t.mode == "lines" and t.meta.get("head") == 3 and "low" in t.meta]
+    assert sum(np.isnan(np.asarray(t.x, dtype=float)).sum() for t in lines) == int((z >= 0.02).sum())
     q, k = [t for t in fig.data if t.mode == "text"]
-    assert list(q.text) == [pair.tokens[i] for i in real_idx(pair) if pair.segments[i] == 0]
-    assert list(k.text) == [pair.tokens[i] for i in real_idx(pair) if pair.segments[i] == 1]
-    assert "[PAD]" not in list(q.text) + list(k.text)
-    assert "head 0" in q.hovertext[0]  # hovering a query lists its row
+    assert list(q.text) == list(k.text) == [pair.tokens[i] for i in real_idx(pair)]
+
+
+def test_token_view_rows_are_that_tokens_attention_in_every_layer_and_head(pair):
+    vd = data.view_data(pair, "token", query=4)
+    for layer in range(pair.num_layers):
+        np.testing.assert_allclose(vd["arrays"]["rows"][layer], real_map(pair, "attn.probs", layer)[:, 4], rtol=1e-6)
+    assert token_view(pair, 4).layout.meta["query"] == 4
+    with pytest.raises(ValueError, match="token index"):
+        data.view_data(pair, "token", query=pair.n_real)
+
+
+def test_neuron_view_adds_up_to_the_recorded_scores_and_weights(padded):
+    vd = data.view_data(padded, "neuron", layer=1)
+    num = data.neuron_numbers(vd, head=2, query=3)
+    assert num["prod"].shape == (padded.n_real, padded.config.head_size)
+    np.testing.assert_allclose(num["prod"].sum(axis=1) / np.sqrt(padded.config.head_size), num["scores"])
+    np.testing.assert_allclose(num["scores"], real_map(padded, "attn.scores", 1, 2)[3], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(num["weights"], real_map(padded, "attn.probs", 1, 2)[3], rtol=1e-4, atol=1e-7)
+    fig = neuron_view(padded, 1, 2, 3)
+    bars = [t for t in fig.data if t.type == "bar"]
+    np.testing.assert_allclose(np.asarray(bars[1].x), num["weights"])
+    assert "sqrt" not in fig.layout.title.text and "\u221a" in fig.layout.title.text
+
+
+def test_compare_view(small, pair):
+    same = data.view_data(pair, "compare", trace_b=pair, layer=1)
+    assert np.nanmax(same["arrays"]["grid"]) == 0 and not same["arrays"]["diff"].any()
+    other = small.trace("The dog sat on the mat.", pair="It was tired.", pad_to=30)
+    vd = data.view_data(pair, "compare", trace_b=other, layer=1)
+    np.testing.assert_allclose(vd["arrays"]["diff"], real_map(other, "attn.probs", 1) - real_map(pair, "attn.probs", 1),
+                               atol=1e-6)
+    rows = {k: r for k, r, _, _ in vd["rows"]}
+    steps = vd["steps"]
+    assert vd["arrays"]["grid"][steps.index("ffn.ln"), 1] == pytest.approx(rows["layer.1.ffn.ln"], rel=1e-5)
+    assert rows["embed.position"] == 0 and rows["embed.token"] > 0  # one wordpiece differs, positions do not
+    assert len(compare_view(pair, other, layer=1, head=2).data) == 4
+    with pytest.raises(ValueError, match="same length"):
+        data.view_data(pair, "compare", trace_b=small.trace("A longer sentence than the other one, by far."))
 
 
 # ------------------------------------------------------------------------------------------
-# step view
+# step view: shapes, weights and notes from the loaded model
 # ------------------------------------------------------------------------------------------
 
 STEP_CASES = [
@@ -187,169 +205,166 @@ def base_ledger(base):
 
 
 @pytest.mark.parametrize("key, inputs, output, weights", STEP_CASES)
-def test_step_view_shapes_and_weights(base_trace, base_ledger, key, inputs, output, weights):
+def test_step_shapes_and_weights(base_trace, base_ledger, key, inputs, output, weights):
+    vd = data.view_data(base_trace, "step", key=key, ledger=base_ledger)
+    assert inputs in vd["shape"] and output in vd["shape"], vd["shape"]
+    assert {w[0]: w[2] for w in vd["weights"]} == weights
     fig = step_view(base_trace, key, ledger=base_ledger)
-    shape = fig.layout.title.subtitle.text
-    assert inputs in shape and output in shape, shape
-    assert {w[0]: w[2] for w in fig.layout.meta["weights"]} == weights
-    assert {name: count for name, _, count in base_ledger.for_step(key)} == weights
     table = [t for t in fig.data if t.type == "table"][1]
     names, counts = list(table.cells.values[0]), list(table.cells.values[2])
     for name, count in weights.items():
         assert counts[names.index(name)] == f"{count:,}"
-    assert fig.layout.meta["latex"] == schema.step_of(key).formula
     assert "\\" not in fig.layout.title.text  # no raw latex in the drawn title
 
 
-def test_step_view_heatmap_and_head_slider(base_trace):
-    fig = step_view(base_trace, "layer.0.attn.q")
-    heat = [t for t in fig.data if t.type == "heatmap"]
-    assert len(heat) == 12 and [t.visible for t in heat].count(True) == 1
-    np.testing.assert_allclose(np.asarray(heat[3].z), to_host(base_trace.get("attn.q", layer=0, head=3)), rtol=1e-6)
-    assert strip(heat[0].y) == list(base_trace.tokens)
-    assert len(fig.layout.sliders[0].steps) == 12
-    pooled = step_view(base_trace, "pooler.out")
-    assert np.asarray(pooled.data[0].z).shape == (1, 768)
-
-
-def test_step_view_checks(base_trace):
-    ln = dict(step_view(base_trace, "layer.1.ffn.ln").layout.meta["stats"])
-    assert any(k.startswith("row means") for k in ln) and any(k.startswith("row stds") for k in ln)
-    stds = next(v for k, v in ln.items() if k.startswith("row stds"))
-    lo, hi = (float(x) for x in stds.split(" .. "))
+def test_step_tensor_every_head_and_checks(base_trace):
+    vd = data.view_data(base_trace, "step", key="layer.0.attn.q")
+    np.testing.assert_allclose(vd["arrays"]["z"][3], to_host(base_trace.get("attn.q", layer=0, head=3)), rtol=1e-6)
+    assert vd["per_head"] and vd["takes"] == ["embed.ln"]
+    ln = dict(data.view_data(base_trace, "step", key="layer.1.ffn.ln")["stats"])
+    lo, hi = (float(x) for x in next(v for k, v in ln.items() if k.startswith("row stds")).split(" .. "))
     assert 0.99 < lo <= hi < 1.01  # random weights: gamma 1, beta 0
-    probs = dict(step_view(base_trace, "layer.0.attn.probs").layout.meta["stats"])
-    assert probs["row sums (= 1)"].startswith("0.99999") or probs["row sums (= 1)"].startswith("1.0000")
+    probs = dict(data.view_data(base_trace, "step", key="layer.0.attn.probs")["stats"])
+    assert abs(float(probs["row sums (= 1)"].split(" .. ")[0]) - 1) < 1e-5
+    assert data.view_data(base_trace, "step", key="pooler.out")["arrays"]["z"].shape == (1, 1, 768)
+
+
+def test_notes_and_sizes_come_from_the_loaded_model(small):
+    tr = small.trace("The cat sat.")
+    d_k = small.config.head_size  # 16 in the small config, 64 in BERT-base, 32 in MiniLM
+    vd = data.view_data(tr, "step", key="layer.0.attn.scores")
+    assert f"sqrt(d_k) = {np.sqrt(d_k):g}" in vd["note"] and "sqrt(d_k) = 8" not in vd["note"]
+    assert f"\u221a{d_k}" in vd["shape"]
+    assert data.facts(tr)["sizes"]["d_k"] == d_k
+    params = data.view_data(tr, "params")
+    assert params["total"] == bv.params.formula_total(small.config, pooler=True)
+    assert f"H={small.config.hidden_size}" in params["reconcile_title"]
+    assert not any(r[0] == "the BERT paper" or "12 layers" in " ".join(map(str, r)) for r in params["reconcile"])
+    assert any(r[0] == "the BERT paper" for r in data.params(config=bv.BertConfig())["reconcile"])
+
+
+def test_step_shows_the_tied_output_matrix_once(small_mlm):
+    tr = small_mlm.trace("The cat sat.")
+    rows = data.view_data(tr, "step", key="mlm.logits", ledger=bv.count_params(small_mlm))["weights"]
+    assert [r[0] for r in rows].count("embed.W_T (tied)") == 1 and rows[-1][2] == 0
 
 
 def test_stepper_steps_in_forward_order(base_trace):
-    assert stepper_steps(base_trace) == schema.trace_keys(base_trace.num_layers)
+    assert data.stepper_steps(base_trace) == schema.trace_keys(base_trace.num_layers)
+
+
+# ------------------------------------------------------------------------------------------
+# formulas and symbols
+# ------------------------------------------------------------------------------------------
 
 
 def test_plain_formulas_have_no_latex():
     for step in schema.STEPS:
-        text = plain_formula(step.formula)
-        assert "\\" not in text and "{" not in text, (step.key, text)
-    assert plain_formula(r"S_{h} = Q_{h} K_{h}^\top / \sqrt{d_k}", html=False) == "S_h = Q_h K_h^T / \u221ad_k"
+        for text in (plain_formula(step.formula), plain_formula(step.formula, html=False, unicode=True)):
+            assert "\\" not in text and "{" not in text and "mathrm" not in text, text
+    assert plain_formula(schema.STEP_BY_KEY["attn.scores"].formula, html=False, unicode=True) == \
+        "E\u2095 = Q\u2095 K\u2095\u1d40 / \u221ad\u2096 + M"
+
+
+def test_one_symbol_per_concept():
+    symbols = [s.symbol for s in schema.SYMBOLS]
+    assert len(symbols) == len(set(symbols))
+    # scores and segment embeddings, the map and the head count, head and model width: apart
+    assert schema.STEP_BY_KEY["embed.segment"].symbol == "S" and schema.STEP_BY_KEY["attn.scores"].symbol == "E_{h}"
+    assert "S" not in schema.STEP_BY_KEY["attn.probs"].formula
+    assert schema.STEP_BY_KEY["attn.concat"].formula.endswith("Z_{n_h}]")
+    assert "d_k" in schema.AXES["head_dim"] and schema.AXES["hidden"].startswith("H")
+    for s in schema.STEPS:  # every step's inputs format with any config's sizes
+        assert "{" not in schema.inputs_text(s.key, bv.BertConfig()) + schema.note_text(s.key, bv.BertConfig())
 
 
 # ------------------------------------------------------------------------------------------
-# parameter breakdown
+# codec
 # ------------------------------------------------------------------------------------------
 
 
-def test_breakdown_sums_to_the_ledger(base, base_ledger):
-    fig = param_breakdown(base_ledger, config=base.config)
-    tree = fig.data[0]
-    ids, parents, values = list(tree.ids), list(tree.parents), list(tree.values)
-    leaves = [v for i, v in zip(ids, values) if i not in parents]
-    assert sum(leaves) == base_ledger.total == bv.count_params(base).total
-    assert values[ids.index("model")] == base_ledger.total
-    for node, value in zip(ids, values):  # branchvalues="total": a parent is the sum of its children
-        kids = [v for p, v in zip(parents, values) if p == node]
-        assert not kids or sum(kids) == value
-    assert tree.branchvalues == "total"
-    groups = list(fig.data[1].cells.values[0])
-    for group, count in base_ledger.by_group().items():
-        assert group in groups
-        assert fig.data[1].cells.values[1][groups.index(group)] == f"{count:,}"
-    sources = list(fig.data[2].cells.values[0])
-    assert sources == bv.reconcile(base.config).column("source")
+@pytest.mark.parametrize("dtype, bound", [("f4", 1e-6), ("u2", 1 / 131070), ("u1", 1 / 508)])
+def test_codec_round_trip_within_its_stated_error(padded, dtype, bound):
+    vd = data.view_data(padded, "attention", layer=1, kind="scores")
+    maps = vd["arrays"]["maps"].copy()
+    maps[0, 0, 0] = np.nan
+    vd["arrays"]["maps"] = maps
+    back = codec.from_text(codec.to_text(*codec.encode(vd, default=dtype)))["arrays"]["maps"]
+    assert np.isnan(back[0, 0, 0]) and np.isfinite(back).sum() == np.isfinite(maps).sum()
+    span = np.nanmax(maps, axis=(1, 2)) - np.nanmin(maps, axis=(1, 2))
+    err = np.nanmax(np.abs(back - maps), axis=(1, 2))
+    assert (err <= span * bound + 1e-6 * np.nanmax(np.abs(maps))).all()
+
+
+def test_request_keys_are_spelled_once():
+    assert codec.request_key("attention", {"layer": 2, "kind": "probs"}) == 'attention|{"kind":"probs","layer":2}'
+    assert "</" not in codec.to_json({"x": "</script>"})
 
 
 # ------------------------------------------------------------------------------------------
-# static PNG and HTML export
+# PNGs and the exported page
 # ------------------------------------------------------------------------------------------
 
 
-def _pixels(path):
-    import matplotlib.image as mpimg
-    return mpimg.imread(path)
+@pytest.mark.parametrize("view", data.VIEWS)
+def test_png_of_every_view_is_not_blank(small, pair, tmp_path, view):
+    from PIL import Image
+    other = small.trace("The dog sat on the mat.", pair="It was tired.", pad_to=30)
+    path = save_png(pair, tmp_path / f"{view}.png", view=view, layer=1, head=2, query=3, compare=other,
+                    ledger=bv.count_params(small))
+    img = np.asarray(Image.open(path).convert("RGB"), dtype=float)
+    assert img.shape[0] > 200 and img.shape[1] > 300 and img.std() > 10
 
 
-@pytest.mark.parametrize("view", ["heatmap", "model", "head", "step", "params"])
-def test_to_png_is_not_blank(small, padded, tmp_path, view):
-    figs = {"heatmap": lambda: attention_heatmap(padded, 0, 1), "model": lambda: model_view(padded),
-            "head": lambda: head_view(padded, 0), "step": lambda: step_view(padded, "layer.0.attn.q"),
-            "params": lambda: param_breakdown(bv.count_params(small))}
-    out = to_png(figs[view](), tmp_path / f"{view}.png")
-    img = _pixels(out)
-    assert img.shape[0] > 200 and img.shape[1] > 200
-    assert img[..., :3].std() > 0.05  # not a blank page
+def _page_data(text: str) -> dict:
+    return json.loads(text.split('id="bvl-data">')[1].split("</script>")[0])
 
 
-def test_step_view_lists_the_tied_output_matrix_once(small_mlm):
-    tr = small_mlm.trace("The cat sat on the mat.")
-    ledger = bv.count_params(small_mlm)
-    for weights in (step_view(tr, "mlm.logits", ledger=ledger).layout.meta["weights"],
-                    step_view(tr, "mlm.logits").layout.meta["weights"]):
-        tied = [w for w in weights if w[0].startswith("embed.W_T")]
-        c = small_mlm.config
-        assert len(tied) == 1 and tied[0][1] == f"{c.vocab_size} x {c.hidden_size}" and tied[0][2] == 0
-        assert tied[0][0] == "embed.W_T (tied)" and schema.owner_of("embed.W_T") == "embed.token"
-    # counted where it is owned, not twice
-    assert sum(w[2] for w in step_view(tr, "mlm.logits", ledger=ledger).layout.meta["weights"]) == \
-        sum(count for _, _, count in ledger.for_step("mlm.logits"))
-
-
-def test_static_step_axis_reads_real_columns(small_mlm):
-    from bertviz_lite.views import static
-    tr = small_mlm.trace("The cat sat on the mat.")
-    fig = step_view(tr, "mlm.logits", max_cells=2_000)  # the vocabulary becomes block means
-    heat = fig.data[0]
-    assert len(heat.x) < small_mlm.config.vocab_size
-    ax = static._step(fig, fig.layout.meta).axes[0]
-    lo, hi = sorted(ax.get_xlim())
-    assert lo == pytest.approx(-0.5) and hi == pytest.approx(small_mlm.config.vocab_size - 0.5)
-
-
-def test_static_fallback_draws_bars_lines_legend_and_axis_titles():
-    import plotly.graph_objects as go
-    from bertviz_lite.views import static
-    fig = go.Figure([go.Bar(x=["a", "b", "c"], y=[1, 3, 2], name="first"), go.Bar(x=["a", "b", "c"], y=[2, 1, 2],
-                     name="second"), go.Scatter(x=[0, 1, 2], y=[1, 2, 2.5], mode="lines", name="trend")])
-    fig.update_layout(title="entropy", xaxis_title="layer", yaxis_title="bits")
-    ax = static._generic(fig).axes[0]
-    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
-    assert heights == [1, 1, 2, 2, 2, 3]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["trend", "first", "second"]
-    assert ax.get_xlabel() == "layer" and ax.get_ylabel() == "bits"
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
-
-
-def test_save_png(padded, tmp_path):
-    out = save_png(padded, tmp_path / "h.png", view="heatmap", layer=1, head=0)
-    assert _pixels(out)[..., :3].std() > 0.05
-
-
-def _check_page(path, budget):
+def _check_page(path, budget: int) -> str:
     text = path.read_text(encoding="utf-8")
-    assert path.stat().st_size < budget
-    from plotly.offline import get_plotlyjs
-    js = get_plotlyjs()
-    assert text.count(js[:200]) == 1 and text.count(js[-200:]) == 1  # plotly.js inlined exactly once
-    assert not re.search(r"<script[^>]+src=", text)
-    assert not re.search(r"<link[^>]+href=[\"']?https?:", text)
-    assert "fetch(" not in text.replace(js, "")
+    assert path.stat().st_size < budget, path.stat().st_size
+    assert not re.search(r"<script[^>]+src=", text) and not re.search(r"<link[^>]+href=", text)
+    assert "fetch(" not in text and "https://" not in text.split("<script type=\"module\">")[1]
+    assert text.count("function render(") == 1  # the explorer's own front-end, once
     return text
 
 
 def test_export_html_small(small, tmp_path):
     tr = small.trace("The cat sat on the mat.", pair="It was tired.", pad_to=40)
     out = export_html(tr, tmp_path / "page.html", ledger=bv.count_params(small), title="cats")
-    text = _check_page(out, 15 * 2**20)
-    data = json.loads(text.split('id="bvl-data">')[1].split("</script>")[0])
-    labels = data["tokens"] + data["labels"] + data["small"]["labels"] + [r for s in data["steps"] for r in s["rows"]]
-    assert data["tokens"] == [t for t, m in zip(tr.tokens, tr.mask) if m] and data["n"] == tr.n_real < tr.n
-    assert not any("[PAD]" in lab for lab in labels)
-    assert [s["key"] for s in data["steps"]] == stepper_steps(tr)
-    assert "<title>cats</title>" in text
+    text = _check_page(out, 2**20)
+    page = _page_data(text)
+    info, payloads = page["state"]["info"], page["payloads"]
+    assert info["tokens"] == [t for t, m in zip(tr.tokens, tr.mask) if m] and info["n"] == tr.n_real < tr.n
+    assert not any("[PAD]" in lab for lab in info["labels"])
+    for view in ("attention", "model", "token", "neuron", "step", "params"):
+        assert any(k.startswith(view + "|") for k in payloads), view
+    assert {json.loads(k.split("|", 1)[1])["key"] for k in payloads if k.startswith("step|")} == set(tr.keys())
+    back = codec.from_text(payloads[codec.request_key("attention", {"layer": 1, "kind": "probs"})])
+    np.testing.assert_allclose(back["arrays"]["maps"], real_map(tr, "attn.probs", 1), atol=1 / 65534)
+    assert "<title>cats</title>" in text and "every layer" in info["page_note"]
+
+
+def test_export_keeps_block_means_and_says_so(small, tmp_path):
+    tr = small.trace(" ".join(["the cat sat on the mat"] * 25), pad_to=160)  # > 128 real tokens
+    assert tr.n_real > 128
+    out = export_html(tr, tmp_path / "page.html", max_bytes=500_000)
+    page = _page_data(out.read_text(encoding="utf-8"))
+    note = page["state"]["info"]["page_note"]
+    assert "block means" in note and "attention in full" in note
+    back = codec.from_text(page["payloads"][codec.request_key("attention", {"layer": 1, "kind": "probs"})])
+    if back["edges"] is None:  # this layer was kept in full
+        np.testing.assert_allclose(back["arrays"]["maps"], real_map(tr, "attn.probs", 1), atol=1 / 254)
+    else:
+        expect, _, _ = block_mean(real_map(tr, "attn.probs", 1), 96)
+        np.testing.assert_allclose(back["arrays"]["maps"], expect, atol=expect.max() / 250)
+    assert out.stat().st_size < 500_000
 
 
 def test_export_html_moderate_bert_base(base, tmp_path):
     tr = base.trace(" ".join(["the quick brown fox jumps over the lazy dog"] * 14))  # 128 tokens
     out = export_html(tr, tmp_path / "page.html", ledger=bv.count_params(base))
-    _check_page(out, 15 * 2**20)
+    _check_page(out, 15 * 10**6)
 
 
 @pytest.mark.slow
@@ -360,26 +375,72 @@ def test_export_html_512_tokens_under_budget(base, tmp_path):
     _check_page(out, 15 * 10**6)
 
 
-def _unpack(block, shape):
-    import base64
-    import gzip
-    dtype = {"u1": "<u1", "u2": "<u2"}[block["dtype"]]
-    return np.frombuffer(gzip.decompress(base64.b64decode(block["data"])), dtype=dtype).reshape(shape)
+def test_export_with_non_finite_attention_names_the_key_and_loses_nothing(padded, tmp_path):
+    values = {k: to_host(padded[k]).copy() for k in padded.keys()}
+    values["layer.1.attn.probs"][0, 2, 3] = np.nan
+    broken = padded.replace_values(values)
+    path = tmp_path / "page.html"
+    path.write_text("the page from before", encoding="utf-8")
+    with pytest.raises(data.NonFiniteError, match=r"'layer\.1\.attn\.probs'"):
+        export_html(broken, path)
+    assert path.read_text(encoding="utf-8") == "the page from before"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html"]  # no half-written file left
 
 
-def test_export_payload_decodes_to_the_maps(small):
-    from bertviz_lite.views.export import build_payload
-    tr = small.trace(" ".join(["the cat sat on the mat"] * 20), pad_to=140)  # > 96 real tokens
-    data = build_payload(tr, full_layers=[1])
-    n, A, m = tr.n_real, tr.num_heads, data["small"]["size"]
-    assert list(data["full"]) == ["1"] and m == 96 < n
-    scale = np.array(data["full"]["1"]["scale"])[:, None, None]
-    full = _unpack(data["full"]["1"], (A, n, n)).astype(float) / 255 * scale
-    idx = real_idx(tr)
-    want = to_host(tr.get("attn.probs", layer=1))[:, idx][:, :, idx]
-    np.testing.assert_allclose(full, want, atol=want.max() / 500)
-    small_maps = _unpack(data["small"], (tr.num_layers, A, m, m)).astype(float) / 255
-    small_maps *= np.array(data["small"]["scale"])[:, :, None, None]
-    expect, _, _ = block_mean(want[2], 96)
-    np.testing.assert_allclose(small_maps[1, 2], expect, atol=expect.max() / 500)
-    assert len(data["small"]["labels"]) == m and data["small"]["labels"][0] == "0 [CLS]"
+def test_export_failing_while_writing_keeps_the_old_file(padded, tmp_path, monkeypatch):
+    from bertviz_lite.views import export
+    path = tmp_path / "page.html"
+    path.write_text("the page from before", encoding="utf-8")
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr(export.os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        export_html(padded, path)
+    assert path.read_text(encoding="utf-8") == "the page from before"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html"]
+
+
+def test_params_breakdown_sums_to_the_ledger(base, base_ledger):
+    vd = data.params(base_ledger, config=base.config)
+    assert sum(v for _, v in vd["groups"]) == base_ledger.total == vd["total"]
+    fig = param_breakdown(base_ledger, config=base.config)
+    assert sum(fig.data[0].x) == base_ledger.total
+
+
+def test_bv_views_is_reachable_after_import():
+    assert bv.views.neuron_view is neuron_view and bv.views.compare_view is compare_view
+
+
+def test_compare_an_ablated_run_with_a_plain_one(small, pair):
+    ablated = small.trace("The cat sat on the mat.", pair="It was tired.", pad_to=30, edits=bv.ablate(heads={1: [2]}))
+    vd = data.view_data(pair, "compare", trace_b=ablated, layer=1)
+    rows = {k: r for k, r, _, _ in vd["rows"]}
+    assert rows["layer.0.ffn.ln"] == 0 and rows["layer.1.attn.context"] > 0  # nothing changes before the edit
+    grid, steps = vd["arrays"]["grid"], vd["steps"]
+    assert grid[:, 0].max() == 0 and grid[steps.index("attn.concat"), 1] > 0
+    assert [k for k, _ in vd["edits"]] == [k for k, _ in ablated.edits] and vd["edits"]
+    # the edited keys are marked in the step view of the edited run
+    step = data.view_data(ablated, "step", key=ablated.edits[0][0])
+    assert step["edited"] and data.facts(ablated)["edits"]
+    assert "edited" in step_view(ablated, ablated.edits[0][0]).layout.title.text
+
+
+def test_the_page_needs_neither_plotly_nor_matplotlib(small, tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent(f"""
+        import sys
+        class NoViews:  # as if plotly and matplotlib were not installed
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("plotly", "matplotlib", "ipywidgets", "anywidget"):
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        sys.meta_path.insert(0, NoViews())
+        import bertviz_lite as bv
+        tr = bv.load("random", seed=3, config={small.config.__dict__!r}).trace("The cat sat.")
+        print(bv.export_html(tr, {str(tmp_path / "page.html")!r}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "page.html").stat().st_size > 10_000

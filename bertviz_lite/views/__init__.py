@@ -1,23 +1,38 @@
-"""Views of a trace: pure plotly figure builders, static PNGs, a self-contained HTML export,
-and the notebook explorer.
+"""Views of a trace, all drawn from one view model (`data.py`, packed by `codec.py`):
 
-    from bertviz_lite.views import attention_heatmap, model_view, head_view, step_view
-    fig = attention_heatmap(tr, layer=0, head=3)        # a go.Figure; show it yourself
+- the notebook explorer `explore(tr)` and the exported page `export_html(tr, path)` run one
+  front-end (`assets/app.js`) over the same view data;
+- plotly figures to restyle: `attention_heatmap`, `head_view`, `token_view`, `model_view`,
+  `neuron_view`, `step_view`, `param_breakdown`, `compare_view`;
+- PNGs for documents: `save_png(tr, path, view=...)` (matplotlib).
 
-matplotlib (for PNGs) and the widget libraries (for the explorer) are imported only when first used.
+    import bertviz_lite as bv
+    bv.views.neuron_view(tr, layer=2, head=5, query=3).show()
+
+Views by name (one vocabulary, `VIEWS`): attention, model, head, token, neuron, step, params,
+compare. plotly, matplotlib and the widget libraries are imported only when first used.
 """
 
-from .explorer import explore  # imports ipywidgets/anywidget only when called
+from .data import PAIR_FILTERS, VIEWS, stepper_steps, view_data
+from .explorer import explore  # imports anywidget only when a widget is made
 from .export import export_html
-from .figures import (PAIR_FILTERS, attention_heatmap, head_view, model_view, param_breakdown, step_view,
-                      stepper_steps)
 
-__all__ = ["PAIR_FILTERS", "attention_heatmap", "explore", "export_html", "head_view", "model_view",
-           "param_breakdown", "save_png", "step_view", "stepper_steps", "to_png"]
+_FIGURES = ("attention_heatmap", "head_view", "token_view", "model_view", "neuron_view", "step_view",
+            "param_breakdown", "compare_view", "figure")
+
+__all__ = ["PAIR_FILTERS", "VIEWS", "explore", "export_html", "save_png", "stepper_steps", "to_png",
+           "view_data", *_FIGURES]
+
+
+def __getattr__(name):
+    if name in _FIGURES:  # plotly loads on first use
+        from . import figures
+        return getattr(figures, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def to_png(*args, **kwargs):
-    """A static PNG of a view's figure (see `bertviz_lite.views.static.to_png`)."""
+    """A PNG of view data (see `bertviz_lite.views.static.to_png`)."""
     from .static import to_png as _to_png
     return _to_png(*args, **kwargs)
 

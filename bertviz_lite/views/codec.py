@@ -1,0 +1,97 @@
+"""One codec for view data: a JSON header and one binary buffer per array.
+
+The explorer sends the buffers over the widget's comm as they are; the exported page embeds
+them gzip-compressed as base64 text (the browser inflates them with its own
+DecompressionStream). `assets/app.js` decodes both the same way.
+
+Quantisation, written once: "f4" is float32 (exact to float32); "u2" / "u1" store
+q = round((x - lo) / (hi - lo) * (top - 1)) per slice of the first `per` axes (one lo, hi per
+map), top = 65535 or 255 reserved for NaN; the value is lo + q / (top - 1) * (hi - lo), so the
+error is at most (hi - lo) / (2 (top - 1)) plus float32 rounding.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+
+import numpy as np
+
+TOPS = {"u2": 65535, "u1": 255}
+NUMPY = {"f4": "<f4", "u2": "<u2", "u1": "u1"}
+
+
+def quantise(a: np.ndarray, dtype: str, per: int = 0) -> tuple[np.ndarray, list[float], list[float]]:
+    """(integers, lo per slice, hi per slice) of a float array; NaN becomes the reserved top code."""
+    top = TOPS[dtype]
+    flat = np.asarray(a, dtype=np.float64).reshape((int(np.prod(a.shape[:per])) if per else 1, -1))
+    fin = np.isfinite(flat)
+    lo = np.where(fin.any(axis=1), np.min(np.where(fin, flat, np.inf), axis=1), 0.0)
+    hi = np.where(fin.any(axis=1), np.max(np.where(fin, flat, -np.inf), axis=1), 0.0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    q = np.rint((np.where(fin, flat, lo[:, None]) - lo[:, None]) / span[:, None] * (top - 1))
+    q = np.where(fin, q, top).astype(NUMPY[dtype])
+    return q.reshape(a.shape), lo.tolist(), hi.tolist()
+
+
+def dequantise(q: np.ndarray, dtype: str, lo, hi, per: int = 0) -> np.ndarray:
+    top = TOPS[dtype]
+    flat = q.reshape((len(lo), -1)).astype(np.float64)
+    lo, hi = np.asarray(lo)[:, None], np.asarray(hi)[:, None]
+    out = lo + flat / (top - 1) * (hi - lo)
+    return np.where(flat == top, np.nan, out).reshape(q.shape)
+
+
+def encode(vd: dict, dtypes: dict | None = None, default: str = "f4") -> tuple[dict, list[bytes]]:
+    """(header, buffers): the view data's facts as JSON-ready data, each array as bytes.
+    dtypes: {array name: "f4" | "u2" | "u1"}; quantised arrays are scaled per slice of their first
+    axis when they have three or more axes (one scale per head's map), else as a whole."""
+    header = {k: v for k, v in vd.items() if k != "arrays"}
+    specs, buffers = [], []
+    for name, a in vd["arrays"].items():
+        a = np.asarray(a)
+        dtype = (dtypes or {}).get(name, default)
+        per = max(0, a.ndim - 2)  # slices: one 2-D map each (one head's map)
+        spec = dict(name=name, shape=list(a.shape), dtype=dtype, per=per)
+        if dtype == "f4":
+            data = np.ascontiguousarray(a, dtype="<f4")
+        else:
+            data, lo, hi = quantise(a, dtype, per)
+            spec.update(lo=lo, hi=hi)
+        specs.append(spec)
+        buffers.append(data.tobytes())
+    header["arrays"] = specs
+    return header, buffers
+
+
+def decode(header: dict, buffers) -> dict:
+    """The inverse of encode, as the front-end does it: the view data with float arrays."""
+    vd = {k: v for k, v in header.items() if k != "arrays"}
+    arrays = {}
+    for spec, buf in zip(header["arrays"], buffers):
+        raw = np.frombuffer(bytes(buf), dtype=NUMPY[spec["dtype"]]).reshape(spec["shape"])
+        arrays[spec["name"]] = (raw.astype(np.float64) if spec["dtype"] == "f4"
+                                else dequantise(raw, spec["dtype"], spec["lo"], spec["hi"], spec["per"]))
+    vd["arrays"] = arrays
+    return vd
+
+
+def to_text(header: dict, buffers: list[bytes]) -> dict:
+    """A payload for the exported page: the header, each buffer gzip-compressed as base64 text."""
+    return dict(header=header, data=[base64.b64encode(gzip.compress(b, compresslevel=6, mtime=0)).decode("ascii")
+                                     for b in buffers])
+
+
+def from_text(payload: dict) -> dict:
+    return decode(payload["header"], [gzip.decompress(base64.b64decode(s)) for s in payload["data"]])
+
+
+def request_key(view: str, args: dict) -> str:
+    """The one spelling of a request ('attention|{"kind":"probs","layer":0}'); the page looks payloads up by it."""
+    return view + "|" + json.dumps(args, sort_keys=True, separators=(",", ":"))
+
+
+def to_json(data) -> str:
+    """JSON safe inside a <script> block (and in the widget's state): no NaN, no '</'."""
+    return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")

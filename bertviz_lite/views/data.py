@@ -1,0 +1,577 @@
+"""The view model: (trace, view, arguments) -> view data, the one thing every renderer draws from.
+
+    from bertviz_lite.views import data
+    vd = data.view_data(tr, "attention", layer=2, kind="probs")
+    vd["arrays"]["maps"]          # (head, query, key) over the real tokens, float32
+    vd["clim"]                    # per head: the colour scale's [low, high] (decided in `colour_scale`)
+
+One vocabulary of views (`VIEWS`): attention, model, head, token, neuron, step, params, compare.
+Each builder returns a plain dict: JSON-ready facts (titles, labels, units, colour scale) plus
+`arrays`, a dict of numpy arrays. `codec.py` packs it into binary payloads for the front-end
+(the anywidget explorer and the exported page run the same `assets/app.js`); the plotly
+builders (`figures.py`) and the matplotlib PNGs (`static.py`) draw from the same dicts.
+
+Rules written once here: which tokens are real (`real_positions`), how a key is checked
+(`check_key`), and which colour scale a kind of tensor gets (`colour_scale`, colours in `STOPS`):
+attention weights run from white at 0 to the map's largest weight (Blues); every other
+tensor (scores, activations) is symmetric around 0 (RdBu_r), clipped at the 99.5th
+percentile of |x| when a few outliers would wash the rest out; differences between two
+traces are symmetric around 0 on their own scale (PuOr_r).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+
+import numpy as np
+
+from .. import schema
+from ..backend import to_host
+from ..errors import BertVizError
+from ..params import ParamLedger, group_of, ledger_for_config, reconcile
+
+VIEWS = ("attention", "model", "head", "token", "neuron", "step", "params", "compare")
+TITLES = {"attention": "attention", "model": "model view", "head": "head view", "token": "one token",
+          "neuron": "neuron view", "step": "step-through", "params": "parameters", "compare": "compare"}
+PAIR_FILTERS = ("all", "A->A", "A->B", "B->A", "B->B")
+KINDS = ("probs", "scores")
+HEAD_COLOURS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#750D86", "#EB663B",
+                "#511CFB", "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE", "#862A16")
+
+# ------------------------------------------------------------------------------------------
+# colour: one rule per kind of tensor
+# ------------------------------------------------------------------------------------------
+
+SCALES = {"weights": "Blues", "signed": "RdBu_r", "difference": "PuOr_r"}
+CLIP_PERCENTILE = 99.5
+# the colour scales' stops, low to high (ColorBrewer's, as plotly and matplotlib ship them): the
+# front-end, the plotly figures and the PNGs all colour through these, so no renderer needs plotly's tables
+STOPS = {
+    "Blues": ("#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"),
+    "RdBu_r": ("#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d",
+               "#b2182b", "#67001f"),
+    "PuOr_r": ("#2d004b", "#542788", "#8073ac", "#b2abd2", "#d8daeb", "#f7f7f7", "#fee0b6", "#fdb863", "#e08214",
+               "#b35806", "#7f3b08"),
+    "Reds": ("#fff5f0", "#fee0d2", "#fcbba1", "#fc9272", "#fb6a4a", "#ef3b2c", "#cb181d", "#a50f15", "#67000d"),
+}
+
+
+def tensor_kind(key: str) -> str:
+    """'weights' for attention maps (probabilities), 'signed' for everything else."""
+    return "weights" if schema.split_key(key)[1] == "attn.probs" else "signed"
+
+
+def colour_scale(values, kind: str, per: int = 0) -> dict:
+    """The colour scale for a kind of tensor ('weights', 'signed', 'difference'), one [low, high]
+    per slice of the first `per` axes (per=1: one per head). Non-finite values are ignored.
+
+    weights: [0, the slice's largest value] (white is 0); signed: symmetric, at the 99.5th
+    percentile of |x| (so a few outliers do not wash out the rest; `clipped` says so);
+    difference: symmetric at the largest |x|.
+    """
+    if kind not in SCALES:
+        raise ValueError(f"kind of tensor must be one of {sorted(SCALES)}, got {kind!r}")
+    a = np.asarray(values, dtype=np.float64)
+    flat = a.reshape((int(np.prod(a.shape[:per])) if per else 1, -1))
+    lims, clipped = [], False
+    for row in flat:
+        fin = row[np.isfinite(row)]
+        mag = np.abs(fin)
+        if kind == "weights":
+            top = float(fin.max()) if fin.size and fin.max() > 0 else 1.0
+            lims.append([0.0, top])
+            continue
+        if mag.size == 0 or mag.max() == 0:
+            lims.append([-1.0, 1.0])
+            continue
+        lim = float(mag.max())
+        if kind == "signed":
+            lim = float(np.percentile(mag, CLIP_PERCENTILE)) or lim
+            clipped = clipped or bool(mag.max() > lim * 1.05)
+        lims.append([-lim, lim])
+    clim = np.asarray(lims).reshape(tuple(a.shape[:per]) + (2,)).tolist() if per else lims[0]
+    return dict(name=SCALES[kind], kind=kind, clim=clim, clipped=clipped,
+                unit={"weights": "weight", "signed": "value", "difference": "difference"}[kind])
+
+
+def lut(name: str, size: int = 256) -> list[list[int]]:
+    """A colour scale as `size` RGB triples, linear between its STOPS: the front-end, plotly and
+    matplotlib all colour through this table."""
+    stops = np.array([[int(h[i:i + 2], 16) for i in (1, 3, 5)] for h in STOPS[name]], dtype=float)
+    at = np.linspace(0, 1, len(stops))
+    x = np.linspace(0, 1, size)
+    return np.rint(np.column_stack([np.interp(x, at, stops[:, c]) for c in range(3)])).astype(int).tolist()
+
+
+def plotly_scale(name: str) -> list[list]:
+    """The same scale as a plotly colorscale ([[position, 'rgb(r,g,b)'], ...])."""
+    return [[float(t), f"rgb({r},{g},{b})"] for t, (r, g, b) in zip(np.linspace(0, 1, 256), lut(name))]
+
+
+# ------------------------------------------------------------------------------------------
+# tokens, keys, errors
+# ------------------------------------------------------------------------------------------
+
+
+class UnknownKeyError(BertVizError, KeyError):
+    """A trace key the trace does not hold; the message names the nearest keys."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class NonFiniteError(BertVizError, ValueError):
+    """A tensor holds NaN or infinite values where a view needs finite numbers."""
+
+
+def host(x) -> np.ndarray:
+    """Any backend's array as a float64 numpy array."""
+    return np.asarray(to_host(x), dtype=np.float64)
+
+
+def real_positions(trace) -> list[int]:
+    """Positions (in the padded input) of the real tokens, in order: the one place [PAD] is dropped."""
+    return [i for i, m in enumerate(trace.mask) if m]
+
+
+def token_labels(trace, positions=None) -> list[str]:
+    """Unique axis labels "position token" ("3 the"), so repeated tokens stay apart."""
+    positions = real_positions(trace) if positions is None else positions
+    return [f"{i} {trace.tokens[i]}" for i in positions]
+
+
+def check_key(trace, key) -> str:
+    """A trace key the trace holds, or one clear error naming the nearest keys."""
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a trace key such as 'layer.0.attn.probs', got {key!r}")
+    if key in trace:
+        return key
+    try:
+        trace[key]
+    except KeyError as e:
+        message = str(e.args[0]) if e.args else key
+    else:  # pragma: no cover - a trace that answers without holding the key
+        return key
+    if "did you mean" not in message:
+        near = difflib.get_close_matches(key, trace.keys(), n=4, cutoff=0.5)
+        if near:
+            message += f"; nearest recorded keys: {', '.join(repr(k) for k in near)}"
+    raise UnknownKeyError(message)
+
+
+def edited_keys(trace) -> dict[str, str]:
+    """{key: description} of the keys an edit changed (forward-pass edits; empty for a plain trace)."""
+    return {k: d for k, d in getattr(trace, "edits", ())}
+
+
+def pair_positions(trace, pair_filter: str = "all") -> tuple[list[int], list[int]]:
+    """(query positions, key positions) a sentence-pair filter keeps, among the real tokens."""
+    if pair_filter not in PAIR_FILTERS:
+        raise ValueError(f"pair_filter must be one of {PAIR_FILTERS}, got {pair_filter!r}")
+    real = real_positions(trace)
+    if pair_filter == "all":
+        return real, real
+    if not trace.has_pair:
+        raise ValueError(f"pair_filter={pair_filter!r} needs a sentence pair: trace(text, pair=...)")
+    side = {"A": [i for i in real if trace.segments[i] == 0], "B": [i for i in real if trace.segments[i] == 1]}
+    q, k = pair_filter.split("->")
+    return side[q], side[k]
+
+
+def recorded_kinds(trace) -> list[str]:
+    """Attention kinds recorded for every layer ('probs'; 'scores' unless keep= dropped them)."""
+    return [k for k in KINDS if all(f"layer.{layer}.attn.{k}" in trace for layer in range(trace.num_layers))]
+
+
+def check_kind(trace, kind: str) -> str:
+    kinds = recorded_kinds(trace)
+    if kind not in kinds:
+        why = "" if kind in KINDS else f" (one of {KINDS})"
+        raise ValueError(f"kind must be one of {kinds} for this trace, got {kind!r}{why}")
+    return kind
+
+
+def check_attention(trace, what: str = "this view"):
+    missing = [f"layer.{layer}.attn.probs" for layer in range(trace.num_layers)
+               if f"layer.{layer}.attn.probs" not in trace]
+    if missing:
+        raise UnknownKeyError(f"{what} needs the attention maps of every layer; this trace lacks {missing[0]!r} "
+                              "(trace with keep=None, or a keep= list that includes 'attn.probs')")
+    return trace
+
+
+def check_finite(trace, key: str, a: np.ndarray, allow_neg_inf: bool = False) -> np.ndarray:
+    """a, or a clear error naming the key when it holds NaN or +-inf (masked scores may hold -inf)."""
+    bad = np.isnan(a) | (np.isinf(a) if not allow_neg_inf else np.isposinf(a))
+    if bad.any():
+        raise NonFiniteError(f"{key!r} holds {int(bad.sum()):,} non-finite values (NaN or inf) out of {a.size:,}: "
+                             "an edit or a checkpoint produced them; views need finite numbers (check the edit, "
+                             "or tr.get(...) to find where they start)")
+    return a
+
+
+def block_edges(n: int, m: int) -> np.ndarray:
+    """Edges of min(n, m) near-equal blocks over n items; block i covers edges[i]..edges[i+1]-1."""
+    return np.linspace(0, n, min(n, m) + 1).round().astype(int)
+
+
+def block_mean(a: np.ndarray, max_rows: int, max_cols: int | None = None):
+    """Down-sample the last two axes to at most max_rows x max_cols by block means: (array, row edges, col edges)."""
+    max_cols = max_rows if max_cols is None else max_cols
+    re_, ce = block_edges(a.shape[-2], max_rows), block_edges(a.shape[-1], max_cols)
+    if len(re_) - 1 == a.shape[-2] and len(ce) - 1 == a.shape[-1]:
+        return a, re_, ce
+    s = np.add.reduceat(np.add.reduceat(a, re_[:-1], axis=-2), ce[:-1], axis=-1)
+    return s / np.outer(np.diff(re_), np.diff(ce)), re_, ce
+
+
+def block_labels(labels: list[str], edges) -> list[str]:
+    """Labels of token blocks: the token's own label, or 'first-last token…' for a block."""
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        out.append(labels[a] if b - a == 1 else f"{labels[a].split(' ', 1)[0]}-{labels[b - 1]}\u2026")
+    return out
+
+
+def _base(trace, view: str, **facts) -> dict:
+    facts.setdefault("arrays", {})
+    return dict(view=view, model=trace.model_name or "bert", **facts)
+
+
+# ------------------------------------------------------------------------------------------
+# the views
+# ------------------------------------------------------------------------------------------
+
+
+def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None = None) -> dict:
+    """Every head's map of one layer over the real tokens: arrays["maps"] (head, query, key).
+    max_tokens: block means of at most that many tokens a side (the exported page's small maps)."""
+    layer, kind = trace.check_layer(layer), check_kind(trace, kind)
+    key = f"layer.{layer}.attn.{kind}"
+    maps = host(trace.real(trace[key], trace.axes(key)))
+    check_finite(trace, key, maps, allow_neg_inf=kind == "scores")
+    maps = np.where(np.isfinite(maps), maps, np.nan)
+    edges = None
+    if max_tokens is not None and maps.shape[-1] > max_tokens:
+        maps, edges, _ = block_mean(np.nan_to_num(maps, nan=0.0), max_tokens)
+    step = schema.STEP_BY_KEY[f"attn.{kind}"]
+    scale = colour_scale(maps, "weights" if kind == "probs" else "signed", per=1)
+    labels = token_labels(trace)
+    return _base(trace, "attention", layer=layer, kind=kind, key=key, formula=step.formula, symbol=step.symbol,
+                 axes=list(trace.axes(key)[1:]), scale=scale, edges=None if edges is None else edges.tolist(),
+                 labels=labels if edges is None else block_labels(labels, edges), edited=key in edited_keys(trace),
+                 arrays=dict(maps=maps.astype(np.float32)))
+
+
+def model(trace, kind: str = "probs", *, max_tokens: int = 48) -> dict:
+    """Every layer x head as a thumbnail: arrays["maps"] (layer, head, m, m), block means above max_tokens."""
+    kind = check_kind(trace, kind)
+    out = None
+    for layer in range(trace.num_layers):  # one layer at a time: 512-token maps are big
+        key = f"layer.{layer}.attn.{kind}"
+        maps = host(trace.real(trace[key], trace.axes(key)))
+        check_finite(trace, key, maps, allow_neg_inf=kind == "scores")
+        z, edges, _ = block_mean(np.where(np.isfinite(maps), maps, 0.0), max_tokens)
+        if out is None:
+            out = np.zeros((trace.num_layers,) + z.shape, dtype=np.float32)
+        out[layer] = z
+    scale = colour_scale(out, "weights" if kind == "probs" else "signed", per=2)
+    return _base(trace, "model", kind=kind, layers=trace.num_layers, heads=trace.num_heads, tokens=trace.n_real,
+                 shown=int(out.shape[-1]), scale=scale, arrays=dict(maps=out))
+
+
+def head(trace, layer: int, heads=None) -> dict:
+    """bertviz's head view: the layer's weights (as `attention`) and the heads to start with."""
+    vd = attention(trace, layer, "probs")
+    heads = [0] if heads is None else [trace.check_head(h) for h in heads]
+    vd.update(view="head", heads=heads, colours=list(HEAD_COLOURS), min_weight=0.02)
+    return vd
+
+
+def token(trace, query: int) -> dict:
+    """Where one token attends in every layer and head: arrays["rows"] (layer, head, key)."""
+    real = real_positions(trace)
+    if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not 0 <= query < len(real):
+        raise ValueError(f"query must be a token index 0..{len(real) - 1} (among the real tokens), got {query!r}")
+    check_attention(trace, "the token view")
+    rows = np.stack([host(trace.real(trace.get("attn.probs", layer=layer), ("head", "query", "key")))[:, query]
+                     for layer in range(trace.num_layers)])
+    return _base(trace, "token", query=int(query), label=token_labels(trace)[query], labels=token_labels(trace),
+                 layers=trace.num_layers, heads=trace.num_heads,
+                 scale=colour_scale(rows, "weights", per=2), arrays=dict(rows=rows.astype(np.float32)))
+
+
+def neuron(trace, layer: int) -> dict:
+    """What a score is made of, for every head and query of one layer: arrays q, k (head, token, d_k).
+    score(q, k) = sum_i q_i k_i / sqrt(d_k) (+ M), then the softmax over the keys."""
+    layer = trace.check_layer(layer)
+    arrays = {}
+    for name in ("q", "k"):
+        key = f"layer.{layer}.attn.{name}"
+        check_key(trace, key)
+        arrays[name] = check_finite(trace, key, host(trace.real(trace[key], trace.axes(key)))).astype(np.float32)
+    d_k = trace.config.head_size
+    steps = {s: schema.STEP_BY_KEY[f"attn.{s}"] for s in ("q", "k", "scores", "probs")}
+    return _base(trace, "neuron", layer=layer, d_k=d_k, scale_factor=1 / math.sqrt(d_k), labels=token_labels(trace),
+                 formulas={s: st.formula for s, st in steps.items()},
+                 scale=colour_scale(np.concatenate([arrays["q"].ravel(), arrays["k"].ravel()]), "signed"),
+                 arrays=arrays)
+
+
+def neuron_numbers(vd: dict, head: int, query: int) -> dict:
+    """The numbers the neuron view shows for one head and query: q (d_k), k (keys, d_k), q*k,
+    scores (keys) and weights (keys). The front-end computes the same from the same arrays."""
+    q, k = vd["arrays"]["q"][head, query].astype(np.float64), vd["arrays"]["k"][head].astype(np.float64)
+    prod = q[None, :] * k
+    scores = prod.sum(axis=1) * vd["scale_factor"]
+    w = np.exp(scores - scores.max())
+    return dict(q=q, k=k, prod=prod, scores=scores, weights=w / w.sum())
+
+
+def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int = 40_000,
+         max_rows: int | None = None) -> dict:
+    """One formula line: formula, shapes in and out, the tensor (every head of per-head tensors),
+    statistics, the weights it reads, whether an edit changed it. The tensor is block-averaged to
+    at most max_cells per head (and max_rows rows, when given); statistics use every value."""
+    key = check_key(trace, key)
+    st, axes = schema.step_of(key), trace.axes(key)
+    a = host(trace.real(trace[key], axes))
+    check_finite(trace, key, a, allow_neg_inf=st.key == "attn.scores")
+    per_head = axes[0] == "head"
+    if not per_head:
+        a = a[None]
+    if a.ndim == 2:  # a vector (the pooled [CLS])
+        a = a[:, None, :]
+    rows_axis, cols_axis = ("", axes[-1]) if len(axes) == 1 else (axes[-2], axes[-1])
+    z = np.where(np.isfinite(a), a, 0.0)  # real tokens only: no masked (-inf) score is left
+    rows = min(z.shape[1], max_rows or z.shape[1])
+    zb, re_, ce = block_mean(z, rows, max(1, max_cells // rows))
+    labels = token_labels(trace)
+    row_labels = block_labels(labels, re_) if rows_axis in ("token", "query") else [st.symbol.replace("\\", "")]
+    col_labels = labels if cols_axis == "key" and len(ce) - 1 == z.shape[2] else None
+    kind = tensor_kind(key)
+    scale = colour_scale(z, kind, per=1 if kind == "weights" else 0)
+    edits = edited_keys(trace)
+    return _base(trace, "step", key=key, step=st.key, formula=st.formula, symbol=st.symbol,
+                 plain=plain_formula(st.formula, html=False), note=schema.note_text(key, trace.config),
+                 shape=shape_text(trace, key), stats=step_stats(trace, key, a if per_head else a[0]),
+                 weights=[list(w) for w in step_weights(trace, key, ledger)], per_head=per_head,
+                 rows_axis=rows_axis, cols_axis=cols_axis, row_labels=row_labels, col_labels=col_labels,
+                 col_starts=ce[:-1].tolist(), columns=int(z.shape[2]),
+                 row_edges=None if len(re_) - 1 == z.shape[1] else re_.tolist(), scale=scale,
+                 takes=[k for k in schema.takes_keys(key, trace.num_layers)],
+                 edited=edits.get(key, ""), arrays=dict(z=zb.astype(np.float32)))
+
+
+def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dict:
+    """The parameter ledger by group and weight, and every total the popular sources give, for the
+    loaded model (ledger) or the config (the shapes it must have)."""
+    config = config or (trace.config if trace is not None else None)
+    if ledger is None:
+        if trace is None and config is None:
+            raise ValueError("params needs ledger=count_params(model), or a config / trace to count from")
+        mlm = trace is not None and "mlm.logits" in trace
+        pooler = trace is None or "pooler.out" in trace or trace.keep is not None
+        ledger, source = ledger_for_config(config, mlm=mlm, pooler=pooler), "the config's shapes"
+    else:
+        source = "the loaded model's arrays"
+    groups = ledger.by_group()
+    rec = reconcile(config)
+    rows = [[v if isinstance(v, (int, str)) else str(v) for v in r] for r in rec.rows]
+    title = rec.title
+    if config is not None and config != type(config)():  # not BERT-base: each source's convention, this model
+        L = config.num_layers
+        rows = [[(c.replace("12 layers", f"{L} layers") if isinstance(c, str) else c) for c in r]
+                for r in rows if r[0] != "the BERT paper"]  # the paper's "110M" is about BERT-base only
+        title += " \u2014 each source's convention applied to this model (the sources count BERT-base)"
+    return dict(view="params", arrays={}, total=ledger.total, source=source, groups=list(groups.items()),
+                weights=[[name, group_of(name), list(shape), count] for _, name, shape, count in ledger.rows],
+                reconcile_title=title, reconcile_columns=list(rec.columns), reconcile=rows)
+
+
+def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:
+    """Two traces of the same model and length: per-key difference down the layers (relative change
+    ||b - a|| / ||a||, largest |b - a|, mean cosine of token vectors) and one layer's maps of both
+    with their difference (b - a)."""
+    check_comparable(trace_a, trace_b)
+    layer, kind = trace_a.check_layer(layer), check_kind(trace_a, kind)
+    check_kind(trace_b, kind)
+    rows = compare_rows(trace_a, trace_b)
+    L = trace_a.num_layers
+    layer_steps = [s.key for s in schema.LAYER_STEPS]
+    grid = np.full((len(layer_steps), L), np.nan)
+    for key, rel, _, _ in rows:
+        ly, rel_key = schema.split_key(key)
+        if ly is not None:
+            grid[layer_steps.index(rel_key), ly] = rel
+    a, b = (attention(t, layer, kind) for t in (trace_a, trace_b))
+    ma, mb = a["arrays"]["maps"], b["arrays"]["maps"]
+    diff = (np.nan_to_num(mb.astype(np.float64)) - np.nan_to_num(ma.astype(np.float64)))
+    edits = {**edited_keys(trace_a), **edited_keys(trace_b)}
+    return _base(trace_a, "compare", layer=layer, kind=kind, labels=a["labels"], labels_b=b["labels"],
+                 texts=[" | ".join(t.texts) for t in (trace_a, trace_b)], steps=layer_steps,
+                 rows=[[k, r, m, c] for k, r, m, c in rows], edits=[[k, d] for k, d in edits.items()],
+                 scale=a["scale"], scale_diff=colour_scale(diff, "difference", per=1),
+                 scale_grid=dict(name="Reds", kind="change", clim=[0.0, float(np.nanmax(grid)) if
+                                 np.isfinite(grid).any() and np.nanmax(grid) > 0 else 1.0], unit="relative change"),
+                 arrays=dict(a=ma, b=mb, diff=diff.astype(np.float32), grid=grid.astype(np.float32)))
+
+
+def check_comparable(trace_a, trace_b) -> None:
+    from ..trace import Trace
+    for t in (trace_a, trace_b):
+        if not isinstance(t, Trace):
+            raise TypeError(f"compare takes two Traces, got {type(t).__name__}")
+    if trace_a.config != trace_b.config:
+        raise ValueError("compare needs two traces of the same model: their configs differ")
+    if trace_a.n_real != trace_b.n_real:
+        raise ValueError(f"compare needs inputs of the same length: {trace_a.n_real} and {trace_b.n_real} real tokens "
+                         "(compare a sentence with an edited run of itself, or two sentences of equal length)")
+    check_attention(trace_a, "compare")
+    check_attention(trace_b, "compare")
+
+
+def compare_rows(trace_a, trace_b) -> list[tuple[str, float, float, float]]:
+    """(key, relative change, largest |b - a|, mean cosine) for each key both traces hold (bv.compare's numbers)."""
+    from ..edits import compare as compare_runs
+    return [(key, rel, max_abs, cos) for key, max_abs, rel, cos in compare_runs(trace_a, trace_b).rows]
+
+
+# ------------------------------------------------------------------------------------------
+# step texts: formulas without LaTeX, shapes, statistics, weights
+# ------------------------------------------------------------------------------------------
+
+_GREEK = {r"\gamma": "\u03b3", r"\beta": "\u03b2", r"\top": "\u1d40", r"\dots": "\u2026", r"\tanh": "tanh"}
+_SUBS = str.maketrans("0123456789+-=()aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ")
+_SUPS = str.maketrans("0123456789+-=()TOKVabdefghiklmnoprtuw",
+                      "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ᵀᴼᴷⱽᵃᵇᵈᵉᶠᵍʰⁱᵏˡᵐⁿᵒᵖʳᵗᵘʷ")
+
+
+def plain_formula(latex: str, html: bool = True, unicode: bool = False) -> str:
+    """A schema formula without LaTeX: `<sub>`/`<sup>` tags (html=True, for plotly and the pages),
+    Unicode sub/superscripts where they exist (unicode=True, for a terminal), or `_x`/`^x` text."""
+    import re
+    s = re.sub(r"\\mathrm\{([^{}]*)\}", r"\1", latex)
+    s = re.sub(r"\\tilde\s*\{?(\w)\}?", "\\1\u0303", s)
+    s = re.sub(r"\\bar\s*\{?(\w)\}?", "\\1\u0304", s)
+    s = re.sub(r"\\sqrt\{([^{}]*)\}", "\u221a\\1", s)
+    s = s.replace(r"^\top", "^T") if not unicode else s.replace(r"^\top", "\u1d40")
+    for word, sym in list(_GREEK.items()) + [(r"\,", " "), ("{:}", ":")]:
+        s = s.replace(word, sym)
+    sub, sup = r"_\{([^{}]*)\}|_(\\?[A-Za-z0-9])", r"\^\{([^{}]*)\}|\^(\\?[A-Za-z0-9]+)"
+
+    if html:
+        s = re.sub(sub, lambda m: f"<sub>{m.group(1) or m.group(2)}</sub>", s)
+        s = re.sub(sup, lambda m: f"<sup>{m.group(1) or m.group(2)}</sup>", s)
+    elif unicode:
+        def conv(m, table, mark):
+            text = m.group(1) or m.group(2)
+            out = text.translate(table)
+            # a letter with no Unicode sub/superscript keeps the plain mark: d_k, not a half-converted mix
+            return out if all(ord(c) in table for c in text) else f"{mark}{text}" if len(text) == 1 else \
+                f"{mark}({text})"
+        s = re.sub(sub, lambda m: conv(m, _SUBS, "_"), s)
+        s = re.sub(sup, lambda m: conv(m, _SUPS, "^"), s)
+    else:
+        s = re.sub(sub, lambda m: "_" + (m.group(1) or m.group(2)), s)
+        s = re.sub(sup, lambda m: "^" + (m.group(1) or m.group(2)), s)
+    return s.replace("{", "").replace("}", "").replace("\\", "")
+
+
+def shape_text(trace, key: str) -> str:
+    """What goes in and what comes out, e.g. '(n x 768)·(768 x 64) + (64) per head → 12 x n x 64'."""
+    st = schema.step_of(key)
+    sizes = schema.axis_sizes(trace.config, trace.n_real)
+    sizes.update(token="n", query="n", key="n")
+    out = " x ".join(str(sizes[a]) for a in st.axes)
+    return f"{schema.inputs_text(key, trace.config)} \u2192 {out}   ({' x '.join(st.axes)}; n = {trace.n_real})"
+
+
+def step_stats(trace, key: str, a: np.ndarray | None = None) -> list[tuple[str, str]]:
+    """Summary statistics of a step's real values, plus the step's own check (layernorm, softmax)."""
+    st = schema.step_of(key)
+    if a is None:
+        a = host(trace.real(trace[key], trace.axes(key)))
+    fin = a[np.isfinite(a)]
+    rows = [("shape (real tokens)", " x ".join(map(str, a.shape))), ("mean", f"{fin.mean():.4g}"),
+            ("std", f"{fin.std():.4g}"), ("min", f"{fin.min():.4g}"), ("max", f"{fin.max():.4g}")]
+    if a.size != fin.size:
+        rows.append(("masked (-inf)", f"{a.size - fin.size:,}"))
+    if st.check == "layernorm":
+        mu, sd = a.mean(axis=-1), a.std(axis=-1)
+        rows += [("row means (0 if \u03b3=1, \u03b2=0)", f"max |mean| = {np.abs(mu).max():.3g}"),
+                 ("row stds (1 if \u03b3=1, \u03b2=0)", f"{sd.min():.4g} .. {sd.max():.4g}")]
+    if st.check == "softmax":
+        s = a.sum(axis=-1)
+        rows.append(("row sums (= 1)", f"{s.min():.6f} .. {s.max():.6f}"))
+    return rows
+
+
+def step_weights(trace, key: str, ledger=None) -> list[tuple[str, str, int]]:
+    """(weight, shape, parameters) the step reads: from the ledger, or the shapes from the config.
+    A tied weight (the mlm output reads W_T) is listed with 0 parameters: its owner counts it."""
+    from ..weights import param_shapes
+    st = schema.step_of(key)
+    shapes = param_shapes(trace.config, mlm=True)
+    tied = [(f"{n} (tied)", " x ".join(map(str, shapes[n])), 0) for n in st.tied]
+    if ledger is not None:
+        return [(name, " x ".join(map(str, shape)), count) for name, shape, count in ledger.for_step(key)] + tied
+    layer, _ = schema.split_key(key)
+    prefix = "" if layer is None else f"layer.{layer}."
+    names = [prefix + r for r in st.reads]
+    return [(n, " x ".join(map(str, shapes[n])), math.prod(shapes[n])) for n in names if n in shapes] + tied
+
+
+def stepper_steps(trace) -> list[str]:
+    """The trace's keys in forward order (embeddings, each layer's steps, pooler, mlm)."""
+    order = schema.trace_keys(trace.num_layers, mlm=True)
+    rank = {k: i for i, k in enumerate(order)}
+    return sorted(trace.keys(), key=lambda k: rank.get(k, len(order)))
+
+
+# ------------------------------------------------------------------------------------------
+# the registry and the facts every front-end needs
+# ------------------------------------------------------------------------------------------
+
+BUILDERS = {"attention": attention, "model": model, "head": head, "token": token, "neuron": neuron, "step": step}
+
+
+def view_data(trace, view: str, *, trace_b=None, ledger=None, **args) -> dict:
+    """The view data of any view by name (the front-end's requests go through here)."""
+    if view not in VIEWS:
+        raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
+    if view == "params":
+        return params(ledger, trace=trace)
+    if view == "compare":
+        if trace_b is None:
+            raise ValueError("the compare view needs a second trace: compare_view(tr_a, tr_b), "
+                             "or bv.explore(tr_a, compare=tr_b)")
+        return compare(trace, trace_b, **args)
+    if view == "step":
+        return step(trace, ledger=ledger, **args)
+    return BUILDERS[view](trace, **args)
+
+
+def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "") -> dict:
+    """What the front-end needs before any view: tokens, sizes, keys in order, symbols, colour tables."""
+    real = real_positions(trace)
+    c = trace.config
+    edits = edited_keys(trace)
+    return dict(
+        title=f"{model_name or trace.model_name or 'bert'}: " + " | ".join(t for t in trace.texts if t),
+        model=model_name or trace.model_name or "bert", layers=trace.num_layers, heads=trace.num_heads,
+        n=len(real), n_total=trace.n, tokens=[trace.tokens[i] for i in real], labels=token_labels(trace, real),
+        segments=[trace.segments[i] for i in real], has_pair=trace.has_pair,
+        pair_filters=list(PAIR_FILTERS) if trace.has_pair else ["all"], kinds=recorded_kinds(trace),
+        keys=stepper_steps(trace), edits=[[k, d] for k, d in edits.items()],
+        sizes=dict(H=c.hidden_size, n_h=c.num_heads, d_k=c.head_size, d_ffnn=c.ffn_size, L=c.num_layers,
+                   N_V=c.vocab_size),
+        symbols=[[s.symbol, s.meaning, list(s.also)] for s in schema.SYMBOLS],
+        formulas={k: plain_formula(schema.STEP_BY_KEY[f"attn.{k}"].formula) for k in KINDS},
+        neuron=all(f"layer.{ly}.attn.{x}" in trace for ly in range(trace.num_layers) for x in "qk"),
+        compare=None if trace_b is None else dict(text=" | ".join(trace_b.texts),
+                                                  edits=[[k, d] for k, d in edited_keys(trace_b).items()]),
+        views=[v for v in VIEWS if v != "compare" or trace_b is not None],
+        titles=TITLES, colours=list(HEAD_COLOURS), ledger_source=ledger_source,
+        luts={name: lut(name) for name in list(SCALES.values()) + ["Reds"]})
