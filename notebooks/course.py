@@ -249,16 +249,101 @@ def wrong_answers(call: Call) -> list:
 # ------------------------------------------------------------------------------------------
 
 
-def picture(fig, *, dpi: int | None = 80):
-    """A static PNG of a plotly view (bertviz_lite.views.to_png, drawn with matplotlib from the same
-    figure data), as an IPython Image. A lesson shows it in a cell whose first line is `# PICTURE`,
-    so scripts/refresh_notebooks.py stores it and the lesson reads on GitHub without running."""
-    import tempfile
+def picture(what, view: str | None = None, *, dpi: int | None = 80, head: int = 0, query: int = 0, **args):
+    """A static PNG for a lesson's "Look" section, as an IPython Image; show it in a cell whose first
+    line is `# PICTURE` (scripts/refresh_notebooks.py stores it, so the lesson reads on GitHub).
+
+    what:
+    - a trace, with `view` one of bertviz_lite.views.VIEWS and that view's arguments:
+      `picture(tr, "attention", layer=5, head=11)`, `picture(tr, "model")`,
+      `picture(tr, "head", layer=1, heads=[8, 9])`, `picture(tr, "step", key="embed.ln")`,
+      `picture(tr, "params", ledger=ledger)`: drawn by bertviz_lite.views.to_png from the same view
+      data as the live views;
+    - view data (`bertviz_lite.views.view_data(...)`, maybe with its arrays replaced);
+    - a matplotlib Figure;
+    - a one-panel plotly figure (heatmap, lines, bars or histogram): redrawn with matplotlib from its
+      own data (for the package's views, pass the trace instead: they have more than one panel).
+    """
+    import io
 
     from IPython.display import Image
 
+    buf = io.BytesIO()
+    if isinstance(what, dict):
+        _view_png(what, buf, head=head, query=query, dpi=dpi)
+    elif hasattr(what, "savefig"):
+        what.savefig(buf, format="png", dpi=dpi or what.dpi, facecolor="white")
+    elif hasattr(what, "to_plotly_json"):
+        _plotly_png(what, buf, dpi=dpi)
+    elif view is not None:
+        from bertviz_lite.views import view_data
+
+        if view == "attention":
+            head = what.check_head(head)
+        vd = view_data(what, view, **args)
+        _view_png(vd, buf, head=head, query=query, dpi=dpi)
+    else:
+        raise TypeError(f"picture() draws a trace (with view=...), view data, a matplotlib Figure or a plotly figure; "
+                        f"got {type(what).__name__}" + ("" if view else " without view="))
+    return Image(data=buf.getvalue())
+
+
+def _view_png(vd: dict, buf, *, head: int, query: int, dpi):
     from bertviz_lite.views import to_png
 
-    with tempfile.TemporaryDirectory() as folder:
-        path = to_png(fig, Path(folder) / "view.png", dpi=dpi)
-        return Image(data=path.read_bytes())
+    to_png(vd, buf, head=head, query=query, dpi=dpi)
+
+
+def _plotly_png(fig, buf, *, dpi):
+    """A one-panel plotly figure redrawn with matplotlib's object API (no pyplot) from its own data."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    kinds = {t.type for t in fig.data}
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    if meta.get("view") not in (None, "attention") or ("heatmap" in kinds and len(fig.data) > 1):
+        raise TypeError(f"picture() of the package's {meta.get('view', 'multi-panel')} view: pass the trace, e.g. "
+                        f"picture(tr, {meta.get('view', 'model')!r}, ...), so it is drawn from the view data")
+    if not kinds <= {"heatmap", "scatter", "bar", "histogram"}:
+        raise TypeError(f"picture() redraws heatmaps, lines, bars and histograms, not {sorted(kinds)}: "
+                        "for a package view pass the trace, e.g. picture(tr, 'model')")
+    layout = fig.layout
+    width = (layout.width or 720) / 100
+    height = (layout.height or 420) / 100
+    mfig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    ax = mfig.add_subplot()
+    for t in fig.data:
+        if t.type == "heatmap":
+            z = np.asarray(t.z, dtype=float)
+            signed = np.nanmin(z) < 0 < np.nanmax(z)
+            lim = np.nanmax(np.abs(z))
+            im = ax.imshow(z, cmap="RdBu_r" if signed else "Blues", aspect="auto", interpolation="nearest",
+                           vmin=-lim if signed else 0, vmax=lim if signed else None)
+            if t.x is not None:
+                ax.set_xticks(range(len(t.x)), [str(v) for v in t.x], rotation=90, fontsize=8)
+            if t.y is not None:
+                ax.set_yticks(range(len(t.y)), [str(v) for v in t.y], fontsize=8)
+            mfig.colorbar(im, ax=ax, shrink=0.8)
+        elif t.type == "scatter":
+            dash = getattr(getattr(t, "line", None), "dash", None)
+            ax.plot(np.asarray(t.x, dtype=float), np.asarray(t.y, dtype=float), label=t.name,
+                    linestyle="--" if dash else "-", linewidth=(getattr(t.line, "width", None) or 1.5))
+        elif t.type == "bar":
+            labels = [str(v) for v in (t.x if t.x is not None else range(len(t.y)))]
+            ax.bar(range(len(labels)), np.asarray(t.y, dtype=float), label=t.name)
+            if len(labels) <= 40:
+                ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=8)
+        else:
+            ax.hist(np.asarray(t.x, dtype=float), bins=getattr(t, "nbinsx", None) or 50, label=t.name)
+    if any(t.name for t in fig.data if t.type != "heatmap") and len(fig.data) > 1:
+        ax.legend(fontsize=8)
+    title = layout.title.text if layout.title and layout.title.text else ""
+    ax.set_title(title.replace("<b>", "").replace("</b>", ""), fontsize=10)
+    if layout.xaxis.title and layout.xaxis.title.text:
+        ax.set_xlabel(layout.xaxis.title.text)
+    if layout.yaxis.title and layout.yaxis.title.text:
+        ax.set_ylabel(layout.yaxis.title.text)
+    if layout.yaxis.autorange == "reversed" and not any(t.type == "heatmap" for t in fig.data):
+        ax.invert_yaxis()
+    FigureCanvasAgg(mfig)
+    mfig.savefig(buf, format="png", dpi=dpi or 100, facecolor="white")
