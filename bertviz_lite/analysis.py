@@ -327,3 +327,30 @@ def head_importance(model, pairs, *, how: str = "zero"):
             values.append(sum(changes) / len(changes))
     hx = backend.namespace_of(backend.to_host(model.weights["embed.W_T"][:1, :1]))
     return hx.reshape(hx.asarray(values, dtype=hx.float64), (L, A))
+
+
+# ------------------------------------------------------------------------------------------
+# attention weights next to what they move (Kobayashi et al. 2020, "Attention is not only a weight")
+# ------------------------------------------------------------------------------------------
+
+
+def weighted_value_norms(trace, layer: int, head: int, *, W_O=None):
+    """||alpha_ij v_j|| for every query i and key j of one head, over the real tokens
+    [n_real, n_real]: how much of key j actually reaches query i, not only its weight.
+
+    v_j is the head's value row (`attn.v`); with `W_O` (the layer's H x H output weight) it is
+    v_j W^O_h, the head's rows of W^O, as in Kobayashi et al. 2020. A large weight on a key
+    whose value vector is small moves little.
+    """
+    layer, head = trace.check_layer(layer), trace.check_head(head)
+    real = _real_positions(trace)
+    probs = _real_maps(trace, layer)[head]  # [n, n]
+    xp = backend.namespace_of(probs)
+    v = _wide(trace.get("attn.v", layer=layer, head=head))  # [n_all, d_k]
+    v = xp.take(v, xp.asarray(real), axis=0)  # [n, d_k]
+    if W_O is not None:
+        d_k = v.shape[-1]
+        W_O = _wide(xp.asarray(W_O))
+        v = v @ W_O[head * d_k:(head + 1) * d_k, :]  # [n, H]
+    norms = xp.sqrt(xp.sum(v * v, axis=-1))  # [n]  ||v_j||
+    return backend.to_host(probs * norms[None, :])  # alpha_ij ||v_j|| = ||alpha_ij v_j||

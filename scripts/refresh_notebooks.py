@@ -3,11 +3,16 @@
     .venv/bin/python scripts/refresh_notebooks.py                 # every notebooks/NN_*.ipynb
     .venv/bin/python scripts/refresh_notebooks.py notebooks/03_one_head.ipynb
 
-Each notebook is executed top to bottom in notebooks/ (as nbval does), without storing widget
-state (plotly's FigureWidget would add ~5 MB of JavaScript per widget). Then every output is
-cleared except those of cells marked `# NBVAL_CHECK_OUTPUT`: those are the numbers a lesson
-teaches, and nbval (`pytest --nbval-lax`) compares them on every CI run. Committed notebooks stay
-small and deterministic. A notebook that takes longer than --budget seconds fails the run.
+Each notebook is executed top to bottom in notebooks/ (as nbval does), and its widget state is
+dropped (plotly's FigureWidget would add ~5 MB of JavaScript per widget). Then every output is
+cleared except
+- those of cells marked `# NBVAL_CHECK_OUTPUT`: the numbers a lesson teaches, which nbval
+  (`pytest --nbval-lax`) compares on every CI run;
+- the image/png outputs of cells whose first line is `# PICTURE`: the static pictures of a
+  lesson's "Look" section, so that it reads on GitHub and nbviewer without running (nbval does
+  not compare images). Each picture must stay under --max-picture KiB.
+Committed notebooks stay small and deterministic. A notebook that takes longer than --budget
+seconds fails the run, and so does a `# PICTURE` cell that stored no picture.
 """
 from __future__ import annotations
 
@@ -22,19 +27,56 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = "NBVAL_CHECK_OUTPUT"
+PICTURE = "# PICTURE"
+PNG = "image/png"
 
 
-def refresh(path: Path, budget: float) -> float:
+def is_picture(cell) -> bool:
+    return cell.cell_type == "code" and cell.source.lstrip().startswith(PICTURE)
+
+
+def pictures_only(cell, max_kib: float, name: str) -> list:
+    """The image/png outputs of a `# PICTURE` cell, every other output and mime type dropped."""
+    kept = []
+    for out in cell.outputs:
+        if out.get("output_type") in ("display_data", "execute_result") and PNG in out.get("data", {}):
+            png = out["data"][PNG]
+            size = len(png) * 3 / 4 / 1024  # base64 -> bytes
+            if size > max_kib:
+                raise SystemExit(f"{name}: a picture of {size:.0f} KiB, more than {max_kib:.0f} KiB; "
+                                 "draw it smaller (dpi, figsize)")
+            kept.append(nbformat.v4.new_output("display_data", data={PNG: png},
+                                               metadata=out.get("metadata", {})))
+    if not kept:
+        raise SystemExit(f"{name}: a '# PICTURE' cell stored no image/png output:\n{cell.source[:200]}")
+    return kept
+
+
+def refresh(path: Path, budget: float, max_picture: float = 200.0) -> float:
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=False,
-                            resources={"metadata": {"path": str(path.parent)}})
+    # store_widget_state=True only because nbclient's Output-widget hook (ipywidgets.interactive)
+    # raises KeyError without it; the state is dropped below and never written
+    cell_times: list[tuple[float, int]] = []
+    clock = [time.perf_counter()]
+
+    def timed(cell, cell_index, **_):
+        now = time.perf_counter()
+        cell_times.append((now - clock[0], cell_index))
+        clock[0] = now
+
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=True,
+                            resources={"metadata": {"path": str(path.parent)}}, on_cell_executed=timed)
     t0 = time.perf_counter()
     client.execute()
     took = time.perf_counter() - t0
+    slowest = sorted(cell_times, reverse=True)[:3]
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        if CHECK not in cell.source:
+        if is_picture(cell):
+            cell.outputs = pictures_only(cell, max_picture, path.name)  # keeps its execution_count: nbval
+            # fails a cell with outputs and no count ("Unrun reference cell has outputs")
+        elif CHECK not in cell.source:
             cell.outputs = []
             cell.execution_count = None
         cell.metadata.pop("execution", None)
@@ -42,7 +84,9 @@ def refresh(path: Path, budget: float) -> float:
     nbformat.validate(nb)
     nbformat.write(nb, path)
     if took > budget:
-        raise SystemExit(f"{path.name} took {took:.1f} s, more than the {budget:.0f} s budget of a lesson")
+        cells = ", ".join(f"cell {i} {t:.1f} s" for t, i in slowest)
+        raise SystemExit(f"{path.name} took {took:.1f} s, more than the {budget:.0f} s budget of a lesson "
+                         f"(slowest: {cells}; cells in all {sum(t for t, _ in cell_times):.1f} s)")
     return took
 
 
@@ -50,13 +94,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("paths", nargs="*", type=Path)
     p.add_argument("--budget", type=float, default=90.0, help="seconds one lesson may take (default 90)")
+    p.add_argument("--max-picture", type=float, default=200.0, help="KiB one stored picture may take (default 200)")
     args = p.parse_args(argv)
     os.environ.setdefault("PYTHONHASHSEED", "0")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     paths = args.paths or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     total = 0.0
     for path in paths:
-        took = refresh(path.resolve(), args.budget)
+        took = refresh(path.resolve(), args.budget, args.max_picture)
         total += took
         print(f"{path.name:40s} {took:6.1f} s  {path.stat().st_size / 1024:7.1f} KiB")
     print(f"{'total':40s} {total:6.1f} s")

@@ -104,3 +104,23 @@ def test_max_abs_difference(small, tr):
     theirs = np.asarray(relu.get("ffn.act", layer=1))[:tr.n_real]
     assert d == pytest.approx(float(np.abs(ours.astype(np.float64) - theirs).max()))
     assert d > 0
+
+
+def test_weighted_value_norms(small):
+    tr = small.trace("The cat sat on the mat.", pad_to=12)
+    n = tr.n_real
+    real = [i for i, m in enumerate(tr.mask) if m]
+    got = A.weighted_value_norms(tr, 1, 2)
+    assert got.shape == (n, n)
+    probs = np.asarray(tr.get("attn.probs", layer=1, head=2), dtype=np.float64)[np.ix_(real, real)]
+    v = np.asarray(tr.get("attn.v", layer=1, head=2), dtype=np.float64)[real]
+    i, j = 2, 4  # one cell from the definition: the norm of the weighted value vector
+    assert np.isclose(got[i, j], np.linalg.norm(probs[i, j] * v[j]))
+    np.testing.assert_allclose(got, probs * np.linalg.norm(v, axis=-1)[None, :], rtol=1e-6)
+    W_O = np.asarray(small.weights["layer.1.attn.W_O"], dtype=np.float64)
+    d = v.shape[-1]
+    through = A.weighted_value_norms(tr, 1, 2, W_O=W_O)
+    np.testing.assert_allclose(through[i, j], np.linalg.norm(probs[i, j] * v[j] @ W_O[2 * d:3 * d]), rtol=1e-6)
+    assert not np.allclose(through, got)
+    with pytest.raises((ValueError, IndexError)):
+        A.weighted_value_norms(tr, 99, 0)

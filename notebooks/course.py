@@ -1,0 +1,349 @@
+"""The course's exercise checker: one module for every lesson (issue 11 item 3).
+
+In a lesson, the student's cell holds a `...` stub; the cell after it checks the answer:
+
+    from course import check
+    my_scores = ...                       # your code here
+    check("03.1", my_scores, tr=tr)       # "✅ correct (03.1): ..." or "❌ not yet (03.1): ... hint: ..."
+
+`check` never raises for a wrong answer (a committed lesson with its stubs runs cleanly under
+nbval) unless the environment sets BERTVIZ_COURSE_STRICT=1: then a failed check raises
+AssertionError (tests/test_lessons.py runs every lesson with its solutions under strict mode).
+
+The exercises live in notebooks/exercises/exNN.py, one module per lesson, each registering
+checkers with `@exercise(id, hint=...)`. A checker takes the answer and the keyword context the
+lesson passes (`tr=tr`, `actual=...`) and returns `(ok, detail)`; the helpers `close`, `equals`,
+`one_of` and `within` build that pair. This module imports numpy only (the exercise modules
+import bertviz_lite where they need it); it holds no copy of package code.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+STRICT_ENV = "BERTVIZ_COURSE_STRICT"
+STUB = "replace the ... with your answer"
+
+__all__ = ["check", "checker", "exercise", "close", "equals", "one_of", "within", "calls", "wrong_answers", "picture"]
+
+
+@dataclass
+class Exercise:
+    id: str
+    fn: Callable[..., Any]
+    hint: str
+    wrong: Callable[..., list] | None = None  # (answer, **context) -> answers the checker must reject
+
+
+@dataclass
+class Call:
+    """One `check` call, kept so that a test can replay it with wrong answers."""
+    id: str
+    answer: Any
+    context: dict = field(default_factory=dict)
+    ok: bool = False
+
+
+_EXERCISES: dict[str, Exercise] = {}
+_CALLS: list[Call] = []
+
+
+# ------------------------------------------------------------------------------------------
+# registering exercises (used by notebooks/exercises/exNN.py)
+# ------------------------------------------------------------------------------------------
+
+
+def exercise(id: str, *, hint: str, wrong: Callable[..., list] | None = None):
+    """Register the checker of exercise `id` ("03.1"). `hint` is shown when an answer is not yet
+    right. `wrong(answer, **context)`, if given, returns answers the checker must reject (the test
+    of the course replays every check with them; by default it perturbs the right answer)."""
+    _split(id)
+
+    def register(fn):
+        _EXERCISES[id] = Exercise(id, fn, hint, wrong)
+        return fn
+
+    return register
+
+
+def _split(id: str) -> str:
+    lesson, _, number = str(id).partition(".")
+    if not (len(lesson) == 2 and lesson.isdigit() and number):
+        raise ValueError(f"an exercise id is 'NN.k' (lesson number, dot, exercise), like '03.1'; got {id!r}")
+    return lesson
+
+
+def _lookup(id: str) -> Exercise:
+    lesson = _split(id)
+    if id not in _EXERCISES:
+        if str(HERE) not in sys.path:
+            sys.path.insert(0, str(HERE))
+        try:
+            importlib.import_module(f"exercises.ex{lesson}")
+        except ModuleNotFoundError as e:
+            raise KeyError(f"no exercises for lesson {lesson}: notebooks/exercises/ex{lesson}.py "
+                           f"is missing ({e})") from None
+    if id not in _EXERCISES:
+        known = sorted(k for k in _EXERCISES if k.startswith(lesson + "."))
+        raise KeyError(f"no exercise {id!r}; lesson {lesson} has {known}")
+    return _EXERCISES[id]
+
+
+def checker(id: str) -> Callable[..., tuple[bool, str]]:
+    """The checker of exercise `id` as a function `(answer, **context) -> (ok, detail)`; prints nothing."""
+    ex = _lookup(id)
+
+    def run(answer, **context) -> tuple[bool, str]:
+        if answer is Ellipsis:
+            return False, STUB
+        try:
+            result = ex.fn(answer, **context)
+        except Exception as e:  # a malformed answer: tell the student what broke, do not crash the lesson
+            return False, f"checking your answer raised {type(e).__name__}: {e}"
+        ok, detail = result if isinstance(result, tuple) else (bool(result), "")
+        return bool(ok), str(detail)
+
+    return run
+
+
+def check(id: str, answer, **context) -> bool:
+    """Check the student's answer to exercise `id`; print the verdict and return True or False.
+    Under BERTVIZ_COURSE_STRICT=1 a failed check raises AssertionError."""
+    ex = _lookup(id)
+    ok, detail = checker(id)(answer, **context)
+    _CALLS.append(Call(id, answer, dict(context), ok))
+    if ok:
+        print(f"✅ correct ({id})" + (f": {detail}" if detail else ""))
+        return True
+    message = f"❌ not yet ({id}): {detail}" if detail else f"❌ not yet ({id})"
+    if detail != STUB:
+        message += f"\n   hint: {ex.hint}"
+    print(message)
+    if os.environ.get(STRICT_ENV, "") not in ("", "0"):
+        raise AssertionError(message)
+    return False
+
+
+def calls() -> list[Call]:
+    """Every `check` call made in this process, in order."""
+    return list(_CALLS)
+
+
+# ------------------------------------------------------------------------------------------
+# helpers that checkers return
+# ------------------------------------------------------------------------------------------
+
+
+def _as_array(answer, what: str = "your answer"):
+    if hasattr(answer, "__array__") or isinstance(answer, (list, tuple, int, float, np.number, bool)):
+        arr = np.asarray(answer)
+        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+            return None, f"{what} is not an array of numbers (dtype {arr.dtype})"
+        return arr, ""
+    return None, f"{what} is a {type(answer).__name__}, expected an array of numbers"
+
+
+def close(answer, expected, atol: float = 1e-5, rtol: float = 1e-4) -> tuple[bool, str]:
+    """Numbers or arrays equal to `expected` within atol + rtol * |expected|; the detail names
+    what is off (type, shape, the largest difference and where)."""
+    exp = np.asarray(expected, dtype=np.float64)
+    arr, why = _as_array(answer)
+    if arr is None:
+        return False, why
+    if arr.shape != exp.shape:
+        return False, f"shape {arr.shape} but expected {exp.shape}"
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr) == np.isfinite(exp)):
+        return False, "your answer has inf or nan where the expected value does not (or the other way)"
+    fin = np.isfinite(exp)
+    if not np.array_equal(arr[~fin], exp[~fin]):
+        return False, "your answer's infinities differ from the expected ones"
+    diff = np.where(fin, np.abs(arr - exp), 0.0)
+    bad = diff > atol + rtol * np.abs(np.where(fin, exp, 0.0))
+    if bad.any() and not diff.ndim:
+        return False, f"off by {float(diff):.3g}"
+    if bad.any():
+        where = np.unravel_index(int(np.argmax(np.where(bad, diff, -1.0))), diff.shape) if diff.ndim else ()
+        at = f" at index {tuple(int(i) for i in where)}" if where else ""
+        return False, (f"{int(bad.sum())} of {bad.size} values differ; largest difference "
+                       f"{float(diff.max()):.3g}{at}")
+    shape = f"shape {arr.shape}, " if arr.ndim else ""
+    return True, f"{shape}matches within {atol:g}"
+
+
+def equals(answer, expected) -> tuple[bool, str]:
+    """Exactly equal (numbers, strings, lists, tuples, arrays)."""
+    if isinstance(expected, np.ndarray) or isinstance(answer, np.ndarray):
+        a, e = np.asarray(answer), np.asarray(expected)
+        if a.shape != e.shape:
+            return False, f"shape {a.shape} but expected {e.shape}"
+        return (True, "exactly right") if np.array_equal(a, e) else (False, "some entries differ")
+    if isinstance(expected, (list, tuple)) and isinstance(answer, (list, tuple)):
+        if len(answer) != len(expected):
+            return False, f"{len(answer)} items but expected {len(expected)}"
+        firsts = [i for i, (a, e) in enumerate(zip(answer, expected)) if a != e]
+        return (True, "exactly right") if not firsts else (False, f"item {firsts[0]} differs")
+    if type(answer) is bool or type(expected) is bool:
+        same = type(answer) is type(expected) and answer == expected
+    else:
+        same = answer == expected
+    return (True, "exactly right") if same else (False, f"{answer!r} is not it")
+
+
+def one_of(answer, options) -> tuple[bool, str]:
+    """The answer is one of `options` (e.g. several heads tie)."""
+    return (True, "one of the right answers") if answer in list(options) else (False, f"{answer!r} is not it")
+
+
+def within(answer, lo: float, hi: float, what: str = "your answer") -> tuple[bool, str]:
+    """A number between lo and hi (inclusive): for predictions and open-ended answers."""
+    arr, why = _as_array(answer, what)
+    if arr is None or arr.ndim != 0:
+        return False, why or f"{what} should be one number"
+    v = float(arr)
+    return (True, f"{v:.4g} is within [{lo:g}, {hi:g}]") if lo <= v <= hi else \
+        (False, f"{v:.4g} is outside [{lo:g}, {hi:g}]")
+
+
+# ------------------------------------------------------------------------------------------
+# wrong answers, for the course's own test
+# ------------------------------------------------------------------------------------------
+
+
+def _perturb(answer) -> list:
+    """Generic wrong answers near a right one."""
+    if isinstance(answer, bool) or isinstance(answer, np.bool_):
+        return [not answer]
+    if isinstance(answer, str):
+        return [answer + "?", ""]
+    if isinstance(answer, (int, np.integer)):
+        return [answer + 1, answer - 1]
+    if isinstance(answer, (float, np.floating)):
+        return [answer + 1.0 + abs(answer), -answer - 1.0]
+    if isinstance(answer, np.ndarray) and answer.dtype.kind in "fiu":
+        wrong = [answer.astype(np.float64) + 1.0]
+        if answer.ndim:
+            wrong.append(answer.T if answer.ndim == 2 and answer.shape[0] != answer.shape[1] else answer[..., :-1])
+        return wrong
+    if isinstance(answer, (list, tuple)):
+        return [type(answer)(list(answer)[:-1]), type(answer)(list(answer) + list(answer)[:1])] if answer else [[0]]
+    return [None]
+
+
+def wrong_answers(call: Call) -> list:
+    """Answers the checker of `call.id` must reject: the exercise's own `wrong`, else perturbations."""
+    ex = _lookup(call.id)
+    wrong = ex.wrong(call.answer, **call.context) if ex.wrong else _perturb(call.answer)
+    return [Ellipsis, *wrong]
+
+
+# ------------------------------------------------------------------------------------------
+# stored pictures
+# ------------------------------------------------------------------------------------------
+
+
+def picture(what, view: str | None = None, *, dpi: int | None = 80, head: int = 0, query: int = 0, **args):
+    """A static PNG for a lesson's "Look" section, as an IPython Image; show it in a cell whose first
+    line is `# PICTURE` (scripts/refresh_notebooks.py stores it, so the lesson reads on GitHub).
+
+    what:
+    - a trace, with `view` one of bertviz_lite.views.VIEWS and that view's arguments:
+      `picture(tr, "attention", layer=5, head=11)`, `picture(tr, "model")`,
+      `picture(tr, "head", layer=1, heads=[8, 9])`, `picture(tr, "step", key="embed.ln")`,
+      `picture(tr, "params", ledger=ledger)`: drawn by bertviz_lite.views.to_png from the same view
+      data as the live views;
+    - view data (`bertviz_lite.views.view_data(...)`, maybe with its arrays replaced);
+    - a matplotlib Figure;
+    - a one-panel plotly figure (heatmap, lines, bars or histogram): redrawn with matplotlib from its
+      own data (for the package's views, pass the trace instead: they have more than one panel).
+    """
+    import io
+
+    from IPython.display import Image
+
+    buf = io.BytesIO()
+    if isinstance(what, dict):
+        _view_png(what, buf, head=head, query=query, dpi=dpi)
+    elif hasattr(what, "savefig"):
+        what.savefig(buf, format="png", dpi=dpi or what.dpi, facecolor="white")
+    elif hasattr(what, "to_plotly_json"):
+        _plotly_png(what, buf, dpi=dpi)
+    elif view is not None:
+        from bertviz_lite.views import view_data
+
+        if view == "attention":
+            head = what.check_head(head)
+        vd = view_data(what, view, **args)
+        _view_png(vd, buf, head=head, query=query, dpi=dpi)
+    else:
+        raise TypeError(f"picture() draws a trace (with view=...), view data, a matplotlib Figure or a plotly figure; "
+                        f"got {type(what).__name__}" + ("" if view else " without view="))
+    return Image(data=buf.getvalue())
+
+
+def _view_png(vd: dict, buf, *, head: int, query: int, dpi):
+    from bertviz_lite.views import to_png
+
+    to_png(vd, buf, head=head, query=query, dpi=dpi)
+
+
+def _plotly_png(fig, buf, *, dpi):
+    """A one-panel plotly figure redrawn with matplotlib's object API (no pyplot) from its own data."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    kinds = {t.type for t in fig.data}
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    if meta.get("view") not in (None, "attention") or ("heatmap" in kinds and len(fig.data) > 1):
+        raise TypeError(f"picture() of the package's {meta.get('view', 'multi-panel')} view: pass the trace, e.g. "
+                        f"picture(tr, {meta.get('view', 'model')!r}, ...), so it is drawn from the view data")
+    if not kinds <= {"heatmap", "scatter", "bar", "histogram"}:
+        raise TypeError(f"picture() redraws heatmaps, lines, bars and histograms, not {sorted(kinds)}: "
+                        "for a package view pass the trace, e.g. picture(tr, 'model')")
+    layout = fig.layout
+    width = (layout.width or 720) / 100
+    height = (layout.height or 420) / 100
+    mfig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    ax = mfig.add_subplot()
+    for t in fig.data:
+        if t.type == "heatmap":
+            z = np.asarray(t.z, dtype=float)
+            signed = np.nanmin(z) < 0 < np.nanmax(z)
+            lim = np.nanmax(np.abs(z))
+            im = ax.imshow(z, cmap="RdBu_r" if signed else "Blues", aspect="auto", interpolation="nearest",
+                           vmin=-lim if signed else 0, vmax=lim if signed else None)
+            if t.x is not None:
+                ax.set_xticks(range(len(t.x)), [str(v) for v in t.x], rotation=90, fontsize=8)
+            if t.y is not None:
+                ax.set_yticks(range(len(t.y)), [str(v) for v in t.y], fontsize=8)
+            mfig.colorbar(im, ax=ax, shrink=0.8)
+        elif t.type == "scatter":
+            dash = getattr(getattr(t, "line", None), "dash", None)
+            ax.plot(np.asarray(t.x, dtype=float), np.asarray(t.y, dtype=float), label=t.name,
+                    linestyle="--" if dash else "-", linewidth=(getattr(t.line, "width", None) or 1.5))
+        elif t.type == "bar":
+            labels = [str(v) for v in (t.x if t.x is not None else range(len(t.y)))]
+            ax.bar(range(len(labels)), np.asarray(t.y, dtype=float), label=t.name)
+            if len(labels) <= 40:
+                ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=8)
+        else:
+            ax.hist(np.asarray(t.x, dtype=float), bins=getattr(t, "nbinsx", None) or 50, label=t.name)
+    if any(t.name for t in fig.data if t.type != "heatmap") and len(fig.data) > 1:
+        ax.legend(fontsize=8)
+    title = layout.title.text if layout.title and layout.title.text else ""
+    ax.set_title(title.replace("<b>", "").replace("</b>", ""), fontsize=10)
+    if layout.xaxis.title and layout.xaxis.title.text:
+        ax.set_xlabel(layout.xaxis.title.text)
+    if layout.yaxis.title and layout.yaxis.title.text:
+        ax.set_ylabel(layout.yaxis.title.text)
+    if layout.yaxis.autorange == "reversed" and not any(t.type == "heatmap" for t in fig.data):
+        ax.invert_yaxis()
+    FigureCanvasAgg(mfig)
+    mfig.savefig(buf, format="png", dpi=dpi or 100, facecolor="white")

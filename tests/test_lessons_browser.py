@@ -1,0 +1,152 @@
+"""Two lessons' "Try it" controls in a real JupyterLab, driven by headless chromium: the lesson
+runs, its control cell draws, moving a control (a dropdown) redraws the plotly figure, and the
+drawn values and the answer line are the engine's new values, computed here from the same model.
+
+The server (127.0.0.1, its own token and temporary root) comes from test_jupyterlab_browser.py;
+the lesson, notebooks/course.py and notebooks/exercises/ are copied into its root.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from .test_jupyterlab_browser import JupyterLab, foreign, launch_browser, record_requests, shoot
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+SENTENCE = "The cat sat on the mat because it was tired."
+# the cells of the notebook in front: JupyterLab keeps an earlier lesson open in a hidden tab
+CELLS = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell"
+
+
+@pytest.fixture(scope="module")
+def sync_api():
+    import os
+    from .test_jupyterlab_browser import CHROMIUM
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing: the browser tests drive the system chromium (apt-get install chromium)")
+    return pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+
+
+@pytest.fixture(scope="module")
+def lab(sync_api):
+    pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+    server = JupyterLab()
+    shutil.copy(NOTEBOOKS / "course.py", server.root / "course.py")
+    shutil.copytree(NOTEBOOKS / "exercises", server.root / "exercises",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def trace():
+    import bertviz_lite as bv
+    return bv.load("minilm").trace(SENTENCE)
+
+
+def copy_lesson(lab: JupyterLab, name: str) -> tuple[str, int]:
+    """Copy a lesson into the server's root; return its name and the index of its Try-it control cell
+    (the code cell right after the '### Try it' heading)."""
+    shutil.copy(NOTEBOOKS / name, lab.root / name)
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    heading = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "### Try it" in c.source)
+    control = next(i for i in range(heading + 1, len(nb.cells)) if nb.cells[i].cell_type == "code")
+    assert "widgets.interactive(" in nb.cells[control].source
+    return name, control
+
+
+def run_lesson(page, lab: JupyterLab, notebook: str, timeout_ms: int = 90_000) -> None:
+    """Open a lesson, wait until ITS kernel is idle (the status bar may still show the previous
+    lesson's), run every cell from the Run menu."""
+    page.goto(lab.url(notebook), timeout=timeout_ms)
+    page.wait_for_selector(CELLS, timeout=timeout_ms)
+    lab.wait_kernel_idle(notebook, timeout_ms / 1000)
+    page.click(".lm-MenuBar-itemLabel:text-is('Run')", timeout=10_000)
+    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')", timeout=10_000)
+
+
+def wait_text(page, index: int, text: str, timeout_ms: int = 60_000) -> None:
+    page.wait_for_function(
+        "([i, s, c]) => (document.querySelectorAll(c)[i]?.querySelector('.jp-OutputArea')"
+        "?.innerText || '').includes(s)", arg=[index, text, CELLS], timeout=timeout_ms)
+
+
+def plotted(page, index: int) -> dict:
+    """The plotly figure drawn in a cell's output: its first trace's data, as plotly holds it."""
+    page.wait_for_function(
+        "([i, c]) => { const g = document.querySelectorAll(c)[i]?.querySelector('.js-plotly-plot');"
+        " return g && g._fullData && g._fullData.length > 0; }", arg=[index, CELLS], timeout=30_000)
+    # _fullData: plotly.js's decoded arrays (data[0] may still hold plotly.py's base64 typed-array spec)
+    return page.evaluate(
+        "([i, c]) => { const g = document.querySelectorAll(c)[i].querySelector('.js-plotly-plot');"
+        " const t = g._fullData[0]; const flat = a => a ? Array.from(a, r => (r && r.length !== undefined) ?"
+        " Array.from(r) : r) : null;"
+        " return {type: t.type, z: flat(t.z), x: flat(t.x), title: (g.layout.title && g.layout.title.text) || ''}; }",
+        [index, CELLS])
+
+
+def choose(page, index: int, which: int, label: str) -> None:
+    """Pick `label` in the `which`-th dropdown of a cell's control."""
+    cell = page.locator(CELLS).nth(index)
+    cell.locator(".widget-dropdown select").nth(which).select_option(label=label)
+
+
+def test_try_it_controls_redraw_from_the_engine(lab, sync_api, trace):
+    lesson03, cell03 = copy_lesson(lab, "03_one_head.ipynb")
+    lesson06, cell06 = copy_lesson(lab, "06_feed_forward.ipynb")
+    it, cat = trace.tokens.index("it"), trace.tokens.index("cat")
+    with sync_api.sync_playwright() as p:
+        ctx = launch_browser(p)
+        ctx.set_default_timeout(30_000)
+        try:
+            page = ctx.new_page()
+            urls = record_requests(page, lab)
+
+            # lesson 03: the head picker starts at the head where 'it' looks hardest at 'cat'
+            run_lesson(page, lab, lesson03)
+            A = trace.stack("attn.probs")[:, :, it, cat]
+            layer, head = (int(i) for i in np.unravel_index(A.argmax(), A.shape))
+            wait_text(page, cell03, f"layer {layer}, head {head}: 'it' -> 'cat' {A[layer, head]:.2f}", 90_000)
+            first = plotted(page, cell03)
+            np.testing.assert_allclose(first["z"], trace.get("attn.probs", layer=layer, head=head), atol=1e-6)
+
+            # move the head dropdown: the line and the drawn map become that head's
+            new_head = 3
+            choose(page, cell03, 1, str(new_head))
+            probs = trace.get("attn.probs", layer=layer, head=new_head)
+            j = int(np.argmax(probs[it]))
+            wait_text(page, cell03, f"layer {layer}, head {new_head}: 'it' -> '{trace.tokens[j]}' {probs[it, j]:.2f}")
+            page.wait_for_timeout(300)
+            moved = plotted(page, cell03)
+            np.testing.assert_allclose(moved["z"], probs, atol=1e-6)
+            assert not np.allclose(moved["z"], first["z"])
+            page.locator(CELLS).nth(cell03).scroll_into_view_if_needed()
+            shoot(page, "lesson03-try-it")
+
+            # lesson 06: the layer dropdown redraws the histogram of that layer's pre-activations
+            run_lesson(page, lab, lesson06)
+            try:
+                wait_text(page, cell06, "of the pre-activations are negative", 90_000)
+            except Exception:
+                shoot(page, "lesson06-failed")
+                raise
+            new_layer = 4
+            choose(page, cell06, 0, str(new_layer))
+            up = np.asarray(trace.get("ffn.up", layer=new_layer), dtype=np.float64)
+            wait_text(page, cell06, f"layer {new_layer}: {(up < 0).mean():.1%} of the pre-activations are negative")
+            page.wait_for_timeout(300)
+            hist = plotted(page, cell06)
+            assert hist["type"] == "histogram" and f"layer {new_layer}" in hist["title"]
+            np.testing.assert_allclose(np.asarray(hist["x"], dtype=np.float64), up.ravel(), rtol=1e-5, atol=1e-5)
+            page.locator(CELLS).nth(cell06).scroll_into_view_if_needed()
+            shoot(page, "lesson06-try-it")
+            assert not foreign(urls, lab), foreign(urls, lab)
+        finally:
+            ctx.close()
