@@ -20,12 +20,11 @@ trace of another length or model are refused before the forward pass runs.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from . import backend, schema
-from .errors import EditError
+from .errors import EditError, as_int
 from .trace import Table, Trace, check_patterns, compile_patterns, matches
 
 
@@ -110,12 +109,7 @@ def _chain(first, second) -> Edit:
 
 def _whole(value, what: str) -> int:
     """A non-negative whole number (numpy integers too); bools, floats, strings and negatives are refused."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        i = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{what} must be a whole number, got {value!r}") from None
+    i = as_int(value, what)
     if i < 0:
         raise ValueError(f"{what} is {i}: count layers and heads from 0 (negative numbers are not taken here)")
     return i

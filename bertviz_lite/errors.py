@@ -1,5 +1,18 @@
 """Errors bertviz-lite raises: each names what was wrong and what to do."""
 
+import operator
+
+
+def as_int(value, what: str) -> int:
+    """Any integer (python's or numpy's, through operator.index) as an int; TypeError naming `what` for
+    bools, floats, strings and the rest."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{what} must be an int, got {type(value).__name__} {value!r}")
+
 
 class BertVizError(Exception):
     """Base class for every error bertviz-lite raises on purpose."""

@@ -186,6 +186,15 @@ SOURCES: tuple[tuple[str, Convention, str, str], ...] = (
 )
 
 
+# the sizes the BERT paper states (Devlin et al. 2019, section 3), by (L, H, A, F): two significant figures
+PAPER_SIZES = {(12, 768, 12, 3072): "110M", (24, 1024, 16, 4096): "340M"}
+
+
+def two_figures(n: int) -> str:
+    """A count in millions at two significant figures, as the paper writes sizes: 109,482,240 -> '110M'."""
+    return f"{float(f'{n:.2g}') / 1e6:g}M"
+
+
 def reconcile(config: BertConfig | None = None) -> Table:
     """Every total the popular sources give, each computed from its convention's shapes."""
     c = config or BertConfig()
@@ -194,12 +203,13 @@ def reconcile(config: BertConfig | None = None) -> Table:
     for name, conv, includes, leaves_out in SOURCES:
         total = convention_total(c, conv)
         rows.append((name, total, total - base, f"{total / 1e6:.1f}M", includes, leaves_out))
-    # the paper gives only "110M"; of the counts above, the model it pre-trained (BertForPreTraining,
-    # both heads) is the one that rounds to it. BertModel alone (109.5M) would round to 109M.
-    paper = convention_total(c, Convention(mlm_head=True, nsp_head=True))
-    rows.append(("the BERT paper", paper, paper - base, "110M",
-                 "states 110M, no exact count; the pre-trained model with both heads rounds to it",
-                 "how it counted: BertModel alone is 109.5M"))
+    figure = PAPER_SIZES.get((c.num_layers, c.hidden_size, c.num_heads, c.ffn_size))
+    if figure is not None:  # the paper's own size, for the two models it names; no exact count
+        agree = [r[0] for r in rows if two_figures(r[1]) == figure]
+        rows.append(("the BERT paper", None, None, figure,
+                     f"states {figure}, rounded to two significant figures (as BERT-base 110M, BERT-large 340M); "
+                     f"rounding that way gives it for: {', '.join(agree) or 'none of the rows above'}",
+                     "how it counted: the paper gives no exact count"))
     return Table(("source", "total", "vs BertModel", "rounded", "includes", "leaves out"), rows,
                  title=f"BERT parameter totals reconciled (L={c.num_layers}, H={c.hidden_size}, "
                        f"A={c.num_heads}, F={c.ffn_size})")

@@ -23,26 +23,17 @@ and on random text (hypothesis), token by token and span by span.
 from __future__ import annotations
 
 import json
-import operator
 import re
 import unicodedata
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .errors import BertVizError, InputTooLongError
+from .errors import BertVizError, InputTooLongError, as_int
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
-def as_int(value, name: str) -> int:
-    """Any integer (python's or numpy's, through operator.index) as an int; bools and floats are refused."""
-    if not isinstance(value, bool):
-        try:
-            return operator.index(value)
-        except TypeError:
-            pass
-    raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
 
 # Unicode's White_Space property (what Rust's char::is_whitespace tests).  Python's
 # str.isspace() differs: it also counts U+001C..U+001F, which BERT drops as control characters.

@@ -10,24 +10,15 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import operator
 from collections.abc import Iterable, Sequence
 
 from . import backend, schema
-from .errors import OutOfRangeError, PatternError, TraceTooLargeError
+from .errors import OutOfRangeError, PatternError, TraceTooLargeError, as_int
 from .table import Table  # noqa: F401  (kept importable from here)
 
 DEFAULT_MAX_TRACE_BYTES = 2 * 1024**3  # a 512-token BERT-base trace in float32 is ~0.7 GB
 
 
-def _as_int(value, what: str) -> int:
-    """Any integer, numpy's included (operator.index); bools, floats and strings are refused."""
-    if not isinstance(value, bool):
-        try:
-            return operator.index(value)
-        except TypeError:
-            pass
-    raise TypeError(f"{what}, got {value!r}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -251,14 +242,14 @@ class Trace:
 
     def check_layer(self, layer: int) -> int:
         L = self.config.num_layers
-        layer = _as_int(layer, f"layer must be an int in 0..{L - 1}")
+        layer = as_int(layer, f"layer (0..{L - 1})")
         if not -L <= layer < L:
             raise OutOfRangeError(f"layer {layer} is out of range: this model has {L} layers, 0..{L - 1}")
         return layer % L
 
     def check_head(self, head: int) -> int:
         A = self.config.num_heads
-        head = _as_int(head, f"head must be an int in 0..{A - 1}")
+        head = as_int(head, f"head (0..{A - 1})")
         if not -A <= head < A:
             raise OutOfRangeError(f"head {head} is out of range: this model has {A} heads, 0..{A - 1}")
         return head % A

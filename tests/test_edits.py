@@ -288,9 +288,9 @@ def test_builders_refuse_nonsense(small):
         bv.scale("attn.out", float("inf"))
     with pytest.raises(TypeError, match="finite real number"):
         bv.scale("attn.out", "2")
-    with pytest.raises(TypeError, match="a head must be a whole number, got True"):
+    with pytest.raises(TypeError, match="a head must be an int, got bool True"):
         bv.ablate(heads={3: [True]})
-    with pytest.raises(TypeError, match="a layer must be a whole number, got '3'"):
+    with pytest.raises(TypeError, match="a layer must be an int, got str '3'"):
         bv.ablate(heads={"3": [5]})
     with pytest.raises(ValueError, match="count layers and heads from 0"):
         bv.ablate(heads={-1: [0]})

@@ -14,7 +14,8 @@ import nbformat
 import numpy as np
 import pytest
 
-from .test_jupyterlab_browser import JupyterLab, foreign, launch_browser, record_requests, shoot
+from .test_jupyterlab_browser import (JupyterLab, foreign, launch_browser, record_requests, shoot,  # noqa: F401
+                                      sync_api)
 
 pytestmark = pytest.mark.browser
 
@@ -23,15 +24,6 @@ NOTEBOOKS = ROOT / "notebooks"
 SENTENCE = "The cat sat on the mat because it was tired."
 # the cells of the notebook in front: JupyterLab keeps an earlier lesson open in a hidden tab
 CELLS = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell"
-
-
-@pytest.fixture(scope="module")
-def sync_api():
-    import os
-    from .test_jupyterlab_browser import CHROMIUM
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing: the browser tests drive the system chromium (apt-get install chromium)")
-    return pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ def _(answer, *, tr):
     return close(answer, expected)
 
 
-@exercise("13.2", hint="S0 + np.where(np.triu(np.ones((n, n), bool), k=1), -np.inf, 0), then "
+@exercise("13.2", hint="E0 + np.where(np.triu(np.ones((n, n), bool), k=1), -np.inf, 0), then "
                        "scipy.special.softmax(..., axis=-1)")
 def _(answer, *, tr):
     s = np.asarray(tr.get("attn.scores", layer=0), dtype=np.float64)
