@@ -271,6 +271,13 @@ def trace():
     return bv.load("random", seed=5, config=CONFIG).trace(TEXT, pair=PAIR, pad_to=32)
 
 
+def same_map(shown, want):
+    """The drawn values are the trace's map. The notebook's kernel computes its own trace of the same
+    sentence in another process, where a multi-threaded BLAS may round a deeper layer differently in
+    the last bit, so equal means within a few float32 ulps (a wrong head or layer is off by far more)."""
+    np.testing.assert_allclose(np.reshape(shown, want.shape), want, rtol=1e-6, atol=1e-7)
+
+
 def real_map(tr, layer, head, rows=None, cols=None):
     from bertviz_lite.backend import to_host
     real = [i for i, m in enumerate(tr.mask) if m]
@@ -324,7 +331,7 @@ def test_explorer_in_jupyterlab(lab, sync_api, trace):
         n = trace.n_real
         assert trace.n == 32 > n  # padded: [PAD] must not appear
         assert shown["rows"] == shown["cols"] == list(range(n))
-        np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 0))
+        same_map(shown["values"], real_map(trace, 0, 0))
         shoot(page, "attention")
         box = page.locator(".bvl-x-section[data-tab='attention'] .bvl-x-heatbox")
         before = box.screenshot()
@@ -335,22 +342,21 @@ def test_explorer_in_jupyterlab(lab, sync_api, trace):
         # head selector: the map changes to that head's map
         page.click(".bvl-head[data-head='3']")
         shown = wait_drawn(page, 0, 3)
-        np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 3))
+        same_map(shown["values"], real_map(trace, 0, 3))
         assert box.screenshot() != before
         assert not np.array_equal(real_map(trace, 0, 3), real_map(trace, 0, 0))
 
         # layer selector, then the sentence-pair filter
         page.select_option(".bvl-layer", "2")
         shown = wait_drawn(page, 2, 3)
-        np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 2, 3))
+        same_map(shown["values"], real_map(trace, 2, 3))
         page.select_option(".bvl-pair", "A->B")
         shown = wait_drawn(page, 2, 3, "A->B")
         segs = [trace.segments[i] for i, m in enumerate(trace.mask) if m]
         a_rows = [i for i in range(n) if segs[i] == 0]
         b_cols = [i for i in range(n) if segs[i] == 1]
         assert shown["rows"] == a_rows and shown["cols"] == b_cols
-        np.testing.assert_array_equal(np.reshape(shown["values"], (len(a_rows), len(b_cols))),
-                                      real_map(trace, 2, 3, a_rows, b_cols))
+        same_map(shown["values"], real_map(trace, 2, 3, a_rows, b_cols))
 
         # the kernel sees what the page selected
         shoot(page, "attention-pair")
@@ -425,12 +431,12 @@ def test_explorer_in_notebook7(notebook7, sync_api, trace):
     with opened(sync_api, notebook7, name) as (page, urls, errors):
         shown = wait_drawn(page, 0, 0, timeout_ms=60_000)
         n = trace.n_real
-        np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 0))
+        same_map(shown["values"], real_map(trace, 0, 0))
         assert distinct_colours(page.locator(".bvl-attn-heat").screenshot()) > 16
         before = page.locator(".bvl-x-section[data-tab='attention'] .bvl-x-heatbox").screenshot()
         page.click(".bvl-head[data-head='5']")
         shown = wait_drawn(page, 0, 5)
-        np.testing.assert_array_equal(np.reshape(shown["values"], (n, n)), real_map(trace, 0, 5))
+        same_map(shown["values"], real_map(trace, 0, 5))
         assert page.locator(".bvl-x-section[data-tab='attention'] .bvl-x-heatbox").screenshot() != before
         shoot(page, "notebook7-attention")
         assert "selection attention 0 5 probs all" in rerun_cell(page, 1, "selection attention 0 5")
