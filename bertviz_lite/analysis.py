@@ -39,10 +39,6 @@ def _wide(x):
         return xp.astype(x, xp.float32)
 
 
-def _real_positions(trace) -> list[int]:
-    return [i for i, m in enumerate(trace.mask) if m]
-
-
 def _real_maps(trace, layer: int):
     """One layer's attention maps over real tokens: [A, n_real, n_real], float64."""
     return _wide(trace.real(trace.get("attn.probs", layer=layer), ("head", "query", "key")))
@@ -108,7 +104,7 @@ def max_weight(trace):
 
 def _target_matrix(trace, which: str, xp, dtype):
     """[n_real, n_real] of 0/1: which (query, key) cells count as attention to `which`."""
-    real = _real_positions(trace)
+    real = trace.real_positions
     tokens = [trace.tokens[i] for i in real]
     n = len(real)
     q = xp.reshape(xp.arange(n), (n, 1))
@@ -261,7 +257,7 @@ def max_abs_difference(a, b, key: str, *, positions: Iterable[int] | None = None
     The positions index the token, query and key axes of both traces, so a padded trace can be
     compared with an unpadded or unmasked one on the tokens they share.
     """
-    pos = list(_real_positions(a) if positions is None else positions)
+    pos = list(a.real_positions if positions is None else positions)
     axes = a.axes(key)
     xa, xb = _wide(a[key]), _wide(b[key])
     xp = backend.namespace_of(xa)
@@ -343,7 +339,7 @@ def weighted_value_norms(trace, layer: int, head: int, *, W_O=None):
     whose value vector is small moves little.
     """
     layer, head = trace.check_layer(layer), trace.check_head(head)
-    real = _real_positions(trace)
+    real = trace.real_positions
     probs = _real_maps(trace, layer)[head]  # [n, n]
     xp = backend.namespace_of(probs)
     v = _wide(trace.get("attn.v", layer=layer, head=head))  # [n_all, d_k]

@@ -329,9 +329,14 @@ class Trace:
         kw.update(changes)
         return Trace(values, **kw)
 
+    @property
+    def real_positions(self) -> list[int]:
+        """Positions (in the padded input) of the real tokens, in order: the one place [PAD] is dropped."""
+        return [i for i, m in enumerate(self.mask) if m]
+
     def real(self, x, axes: Iterable[str]):
         """x with padded positions removed on its token/query/key axes (for display and comparisons)."""
-        keep_idx = [i for i, m in enumerate(self.mask) if m]
+        keep_idx = self.real_positions
         if len(keep_idx) == self.n:
             return x
         xp = backend.namespace_of(x)

@@ -131,8 +131,8 @@ def host(x) -> np.ndarray:
 
 
 def real_positions(trace) -> list[int]:
-    """Positions (in the padded input) of the real tokens, in order: the one place [PAD] is dropped."""
-    return [i for i, m in enumerate(trace.mask) if m]
+    """Positions (in the padded input) of the real tokens (`Trace.real_positions`)."""
+    return trace.real_positions
 
 
 def token_labels(trace, positions=None) -> list[str]:
