@@ -1,7 +1,7 @@
 """The shape of a BERT model: BERT-base by default (Devlin et al. 2019, section 3).
 
 `BertConfig` mirrors the fields of a Hugging Face `config.json` for `BertModel`,
-under the names the lessons use (L, H, A), and reads that file directly.
+with the course's symbols (L, H, n_h, d_k; `schema.SYMBOLS`) in the comments, and reads that file directly.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ class BertConfig:
     """Sizes and constants of a BERT encoder. Defaults are BERT-base (uncased)."""
 
     vocab_size: int = 30522  # wordpiece vocabulary of bert-base-uncased
-    hidden_size: int = 768  # H = d, the width of every token vector
+    hidden_size: int = 768  # H, the width of every token vector
     num_layers: int = 12  # L, encoder layers stacked
-    num_heads: int = 12  # A, attention heads per layer; each is H / A = 64 wide
+    num_heads: int = 12  # n_h, attention heads per layer; each is d_k = H / n_h = 64 wide
     ffn_size: int = 3072  # d_ffnn = 4H, the feed-forward layer's inner width
     max_positions: int = 512  # rows of the position table: the longest input
     type_vocab_size: int = 2  # segment (token type) ids: sentence A = 0, sentence B = 1
@@ -41,7 +41,7 @@ class BertConfig:
     hidden_act: str = "gelu"  # exact erf gelu; see ACTIVATIONS for the others
     initializer_range: float = 0.02  # std of the N(0, 0.02) initialisation
     pad_token_id: int = 0  # [PAD] in the bert vocabulary
-    attention_scale: float | None = None  # None: 1/sqrt(d_head). a what-if knob for lesson 11 (1/sqrt(H))
+    attention_scale: float | None = None  # None: 1/sqrt(d_k). a what-if knob for lesson 11 (1/sqrt(H))
     tie_word_embeddings: bool = True  # the mlm output matrix is W_T itself; False: a separate decoder W_out
 
     def __post_init__(self) -> None:
@@ -64,7 +64,7 @@ class BertConfig:
 
     @property
     def head_size(self) -> int:
-        """d_head = d_q = d_k = d_v = H / A (64 for BERT-base)."""
+        """d_k = d_q = d_v = H / n_h, the head width (64 for BERT-base)."""
         return self.hidden_size // self.num_heads
 
     @property

@@ -4,7 +4,8 @@ Vaswani et al. 2017, section 3.2), matching Hugging Face transformers' `BertMode
 
 Every function takes the array namespace `xp` (array API standard) and never changes
 an array in place, so every recorded tensor stays as it was computed. Shapes in
-brackets: n tokens, H hidden, A heads, d = H / A per head, F feed-forward width. A batch
+brackets, in the course's symbols (schema.SYMBOLS): n tokens, H hidden, n_h heads, d_k = H / n_h
+per head, d_ffnn feed-forward width. A batch
 (`model.trace_batch`) runs the same lines with one more leading axis on every shape.
 """
 
@@ -88,18 +89,18 @@ def matmul(x, W, xp):
 
 
 def split_heads(x, num_heads: int, xp):
-    """[..., n, H] -> [..., A, n, d]: head h owns columns h*d .. (h+1)*d (leading axes: a batch)."""
+    """[..., n, H] -> [..., n_h, n, d_k]: head h owns columns h*d_k .. (h+1)*d_k (leading axes: a batch)."""
     *lead, n, H = x.shape
     r = len(lead)
-    x = xp.reshape(x, (*lead, n, num_heads, H // num_heads))  # [..., n, A, d]
+    x = xp.reshape(x, (*lead, n, num_heads, H // num_heads))  # [..., n, n_h, d_k]
     return xp.permute_dims(x, (*range(r), r + 1, r, r + 2))
 
 
 def merge_heads(z, xp):
-    """[..., A, n, d] -> [..., n, A*d]: the heads' outputs side by side (concatenation)."""
-    *lead, A, n, d = z.shape
+    """[..., n_h, n, d_k] -> [..., n, n_h*d_k]: the heads' outputs side by side (concatenation)."""
+    *lead, n_h, n, d_k = z.shape
     r = len(lead)
-    return xp.reshape(xp.permute_dims(z, (*range(r), r + 1, r, r + 2)), (*lead, n, A * d))
+    return xp.reshape(xp.permute_dims(z, (*range(r), r + 1, r, r + 2)), (*lead, n, n_h * d_k))
 
 
 def padding_mask(mask, xp, dtype):
@@ -133,19 +134,19 @@ def embeddings(W: dict, ids, segments, c: BertConfig, rec: Recorder, xp):
 
 def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
     """Multi-head self-attention and its residual + layernorm   [n, H] -> [n, H]."""
-    A = c.num_heads
+    n_h = c.num_heads
     scale = c.attention_scale if c.attention_scale is not None else 1.0 / math.sqrt(c.head_size)
-    Q = rec("attn.q", split_heads(matmul(Z, W["attn.W_Q"], xp) + W["attn.b_Q"], A, xp))  # [A, n, d]
-    K = rec("attn.k", split_heads(matmul(Z, W["attn.W_K"], xp) + W["attn.b_K"], A, xp))  # [A, n, d]
-    V = rec("attn.v", split_heads(matmul(Z, W["attn.W_V"], xp) + W["attn.b_V"], A, xp))  # [A, n, d]
-    # [A, n, n]: Q K^T / sqrt(d_k); scaling the n x d queries first gives the same product and
-    # touches A*n*d numbers instead of A*n*n
+    Q = rec("attn.q", split_heads(matmul(Z, W["attn.W_Q"], xp) + W["attn.b_Q"], n_h, xp))  # [n_h, n, d_k]
+    K = rec("attn.k", split_heads(matmul(Z, W["attn.W_K"], xp) + W["attn.b_K"], n_h, xp))  # [n_h, n, d_k]
+    V = rec("attn.v", split_heads(matmul(Z, W["attn.W_V"], xp) + W["attn.b_V"], n_h, xp))  # [n_h, n, d_k]
+    # [n_h, n, n]: Q K^T / sqrt(d_k); scaling the n x d_k queries first gives the same product and
+    # touches n_h*n*d_k numbers instead of n_h*n*n
     scores = (Q * scale) @ xp.matrix_transpose(K)
     if mask_add is not None:
         scores = scores + mask_add  # -inf on [PAD] keys
     scores = rec("attn.scores", scores)
-    probs = rec("attn.probs", softmax(scores, xp))  # [A, n, n], rows sum to 1
-    context = rec("attn.context", probs @ V)  # [A, n, d]
+    probs = rec("attn.probs", softmax(scores, xp))  # [n_h, n, n], rows sum to 1
+    context = rec("attn.context", probs @ V)  # [n_h, n, d_k]
     concat = rec("attn.concat", merge_heads(context, xp))  # [n, H]
     out = rec("attn.out", matmul(concat, W["attn.W_O"], xp) + W["attn.b_O"])  # [n, H]
     resid = rec("attn.resid", Z + out)  # [n, H]
@@ -153,10 +154,10 @@ def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
 
 
 def feed_forward(W: dict, Z, c: BertConfig, rec: Recorder, xp):
-    """Position-wise feed-forward and its residual + layernorm   [n, H] -> [n, F] -> [n, H]."""
+    """Position-wise feed-forward and its residual + layernorm   [n, H] -> [n, d_ffnn] -> [n, H]."""
     act = activation(c)
-    up = rec("ffn.up", matmul(Z, W["ffn.W_up"], xp) + W["ffn.b_up"])  # [n, F]
-    a = rec("ffn.act", act(up, xp))  # [n, F]
+    up = rec("ffn.up", matmul(Z, W["ffn.W_up"], xp) + W["ffn.b_up"])  # [n, d_ffnn]
+    a = rec("ffn.act", act(up, xp))  # [n, d_ffnn]
     down = rec("ffn.down", matmul(a, W["ffn.W_down"], xp) + W["ffn.b_down"])  # [n, H]
     resid = rec("ffn.resid", Z + down)  # [n, H]
     return rec("ffn.ln", layer_norm(resid, W["ffn.ln.gamma"], W["ffn.ln.beta"], c.layer_norm_eps, xp))
