@@ -124,6 +124,16 @@ def itemsize(x) -> int:
     return namespace_of(x).finfo(x.dtype).bits // 8
 
 
+def read_only(x):
+    """x as an array nobody can write through: a read-only numpy view (no copy), or a copy on
+    backends without read-only arrays. What an edit gets, so it cannot change a recorded tensor."""
+    if isinstance(x, np.ndarray):
+        view = x.view()
+        view.flags.writeable = False
+        return view
+    return namespace_of(x).asarray(x, copy=True)
+
+
 def is_host_array(x) -> bool:
     return isinstance(x, np.ndarray)
 

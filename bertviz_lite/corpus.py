@@ -35,7 +35,7 @@ from . import backend
 from .analysis import _row_entropy, is_punctuation
 from .batch import pad_encoding, trace_encodings
 from .errors import BertVizError, InputTooLongError
-from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes
+from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes, estimate_working_bytes
 
 # the statistics, in order; the first seven are sums of A[i, j] times a weight on (i, j)
 STATS = ("cls", "sep", "punct", "self", "prev", "next", "distance", "entropy")
@@ -121,13 +121,40 @@ def sentence_stats(probs, tokens, mask, xp):
     return xp.sum(per_query * xp.reshape(real, (B, n, 1, 1)), axis=1) / xp.reshape(n_real, (B, 1, 1))  # [B, A, 8]
 
 
+# the statistics' own working memory per input of n tokens, besides its trace: key_weights
+# [7, n, n] (float32) and its transposed copy, the per-query sums [n, n_h, 8] in float64
+def _stats_bytes(config, n: int) -> int:
+    return 4 * 2 * 7 * n * n + 8 * 2 * n * config.num_heads * len(STATS)
+
+
+def pieces(model, encs: list, max_bytes=None) -> list[tuple[int, int]]:
+    """[start, stop) ranges of encodings (sorted by length) whose traces fit the budget together:
+    each piece is padded to its own longest input, and B inputs of n tokens need B times the
+    trace's recorded maps, the forward pass's working memory and the statistics' own arrays."""
+    limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
+    c = model.config
+
+    def one(n):
+        return (estimate_trace_bytes(c, n, keep=["attn.probs"], mlm=model.has_mlm, pooler=model.has_pooler)
+                + estimate_working_bytes(c, n) + _stats_bytes(c, n))
+
+    out, start = [], 0
+    while start < len(encs):
+        stop = start + 1  # one input always goes (the runner's own check refuses it if it cannot fit)
+        while stop < len(encs) and (stop + 1 - start) * one(len(encs[stop].ids)) <= limit:
+            stop += 1
+        out.append((start, stop))
+        start = stop
+    return out
+
+
 def batch_sums(model, sentences: list, indices: list | None = None, too_long: str = "skip",
                max_bytes: int | None = None) -> Partial:
     """Trace one batch (keep=['attn.probs']) and sum each statistic over its sentences.
 
-    `indices` are the sentences' places in the corpus (to report skipped ones). A batch whose
-    attention maps would not fit in the trace budget (max_bytes, 2 GiB by default) is traced in
-    smaller pieces. Runs wherever it is called: in this process, or on a Dask worker.
+    `indices` are the sentences' places in the corpus (to report skipped ones). The batch is cut
+    into pieces the memory budget allows (max_bytes, 2 GiB by default; `pieces`), whatever
+    batch_size asked for. Runs wherever it is called: in this process, or on a Dask worker.
     """
     indices = list(range(len(sentences))) if indices is None else list(indices)
     encs, texts, skipped = [], [], []
@@ -139,21 +166,20 @@ def batch_sums(model, sentences: list, indices: list | None = None, too_long: st
             if too_long == "error":
                 raise InputTooLongError(f"sentence {k} of the corpus: {e}") from None
             skipped.append(k)
-    L, A = model.config.num_layers, model.config.num_heads
+    L, n_h = model.config.num_layers, model.config.num_heads
     xp = model.xp
-    total = xp.zeros((L, A, len(STATS)), dtype=getattr(xp, "float64", None) or xp.float32)
-    if encs:
-        n = max(len(e.ids) for e in encs)
-        pad_id = model.tokenizer.token_to_id("[PAD]")
-        encs = [pad_encoding(e, n, pad_id) for e in encs]
-        limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
-        fit = max(1, limit // estimate_trace_bytes(model.config, n, keep=["attn.probs"], mlm=model.has_mlm))
-        for k in range(0, len(encs), fit):  # a piece that fits the budget at a time
-            btr = trace_encodings(model, encs[k:k + fit], texts[k:k + fit], keep=["attn.probs"], max_bytes=max_bytes)
-            per_layer = [xp.sum(sentence_stats(btr.get("attn.probs", layer=layer), btr.tokens, btr.mask, xp), axis=0)
-                         for layer in range(L)]  # L x [A, 8], summed over the piece's sentences
-            total = total + xp.stack(per_layer, axis=0)  # [L, A, 8]
-            del btr
+    total = xp.zeros((L, n_h, len(STATS)), dtype=getattr(xp, "float64", None) or xp.float32)
+    order = sorted(range(len(encs)), key=lambda k: len(encs[k].ids))  # shortest first: little padding
+    encs, texts = [encs[k] for k in order], [texts[k] for k in order]
+    pad_id = model.tokenizer.token_to_id("[PAD]") if encs else 0
+    for start, stop in pieces(model, encs, max_bytes):  # one piece of traces alive at a time
+        n = len(encs[stop - 1].ids)
+        btr = trace_encodings(model, [pad_encoding(e, n, pad_id) for e in encs[start:stop]], texts[start:stop],
+                              keep=["attn.probs"], max_bytes=max_bytes)
+        per_layer = [xp.sum(sentence_stats(btr.get("attn.probs", layer=layer), btr.tokens, btr.mask, xp), axis=0)
+                     for layer in range(L)]  # L x [n_h, 8], summed over the piece's sentences
+        total = total + xp.stack(per_layer, axis=0)  # [L, n_h, 8]
+        del btr
     stacked = backend.to_host(total)
     return Partial({name: stacked[:, :, k].copy() for k, name in enumerate(STATS)}, len(encs), tuple(skipped))
 
@@ -256,7 +282,7 @@ def _progress(total: int, enabled: bool, desc: str):
 
 
 def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bool = True,
-               too_long: str = "skip") -> HeadStats:
+               too_long: str = "skip", max_bytes: float | None = None) -> HeadStats:
     """Every head's statistics (STATS) averaged over a corpus -> HeadStats (`r[name]` is [layer, head]).
 
     sentences: a list (or any iterable) of strings, each one input ([CLS] sentence [SEP]).
@@ -265,6 +291,8 @@ def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bo
     on a cluster's workers (each needs bertviz-lite installed); None runs here.
     progress: a tqdm bar (shown when a run takes more than a second).
     too_long: 'skip' (count them in r.skipped) or 'error' for sentences over the model's positions.
+    max_bytes: the memory budget of one piece (2 GiB by default): any batch_size is traced in pieces
+    that fit it, counting the attention maps, the forward pass's working memory and the statistics.
     Deterministic: the same corpus and batch size give the same result, here or on a cluster.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -277,11 +305,11 @@ def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bo
         total = None
         with _progress(len(sentences), progress, "head_stats") as bar:
             for idx in groups:  # one batch of traces alive at a time
-                part = batch_sums(model, [sentences[i] for i in idx], idx, too_long)
+                part = batch_sums(model, [sentences[i] for i in idx], idx, too_long, max_bytes)
                 total = part if total is None else total + part
                 bar.update(len(idx))
     else:
-        total = _on_cluster(client, model, sentences, groups, progress, too_long)
+        total = _on_cluster(client, model, sentences, groups, progress, too_long, max_bytes)
     return HeadStats.from_sums(total, model.name)
 
 
@@ -322,7 +350,7 @@ def _check_cluster(client, no_workers_since: float | None) -> float | None:
     return since
 
 
-def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str) -> Partial:
+def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str, max_bytes=None) -> Partial:
     """Send each batch to the workers, add the partial sums there in a tree, bring back the total."""
     import queue
 
@@ -336,7 +364,8 @@ def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str)
                 raise BertVizError(f"the Dask cluster has no workers (waited {NO_WORKERS_TIMEOUT:.0f} s); start some "
                                    "(`dask worker <scheduler address>`) and run head_stats again") from None
             remote_model = client.scatter(model, broadcast=True, hash=False)  # once per worker, not per batch
-            leaves = [client.submit(batch_sums, remote_model, [sentences[i] for i in idx], idx, too_long, pure=False)
+            leaves = [client.submit(batch_sums, remote_model, [sentences[i] for i in idx], idx, too_long, max_bytes,
+                                    pure=False)
                       for idx in groups]
             futures = list(leaves)
             level = leaves

@@ -217,16 +217,27 @@ def scale(pattern: str, factor: float) -> Edits:
 
 
 class KeyEdit:
-    """The edits of one key, checked: what the recorder calls."""
+    """The edits of one key, checked: what the recorder calls with the batched value [B, ...].
 
-    def __init__(self, edits: list[Edit], ctx: Context):
-        self.edits, self.ctx = edits, ctx
+    Each edit sees one input at a time, with the shape a single trace has (the same function
+    gives `btr[i] == model.trace(texts[i], edits=...)`), as a read-only view (a copy on backends
+    without one), so an edit cannot change its input, nor through it a key recorded earlier.
+    """
+
+    def __init__(self, edits: list[Edit], masks, config, xp):
+        self.edits, self.masks, self.config, self.xp = edits, masks, config, xp  # masks: [B, n]
         self.description = "; ".join(e.description for e in edits)
 
     def __call__(self, key: str, x):
+        outs = [self._one(key, x[b, ...], b) for b in range(x.shape[0])]
+        return self.xp.expand_dims(outs[0], axis=0) if len(outs) == 1 else self.xp.stack(outs, axis=0)
+
+    def _one(self, key: str, x, b: int):
+        ctx = Context(key, self.masks[b, ...], self.config, self.xp)
         for e in self.edits:
+            given = backend.read_only(x)
             try:
-                y = e(x, Context(key, self.ctx.mask, self.ctx.config, self.ctx.xp))
+                y = e(given, ctx)
             except EditError:
                 raise
             except Exception as err:
@@ -234,10 +245,13 @@ class KeyEdit:
                 if isinstance(err, TypeError) and "argument" in str(err):
                     hint = (" (an edit is called as f(x) with the tensor alone; for f(x, ctx) with the key, the "
                             "token mask and the config, wrap it: bv.Edit(f, 'what it does', needs_context=True))")
+                elif isinstance(err, ValueError) and "read-only" in str(err):
+                    hint = (" (an edit gets a read-only view: it must not change its input in place; return a new "
+                            "array, e.g. y = x.copy(); y[...] = ...; return y)")
                 raise EditError(f"the edit of {key!r} ({e.description}) raised {type(err).__name__}: {err}{hint}") \
                     from err
             _check_result(key, e, x, y)
-            x = y
+            x = x if y is given else y  # an edit that returns its input unchanged: keep the writable original
         return x
 
 
@@ -262,7 +276,7 @@ def _check_result(key: str, e: Edit, x, y) -> None:
         raise EditError(f"{what} produced {found}; edits must keep the values finite{hint}")
 
 
-def _patch_edits(patch_from, patch, model, n: int, keys: list[str], mask) -> dict:
+def _patch_edits(patch_from, patch, model, n: int, keys: list[str], masks) -> dict:
     if not isinstance(patch_from, Trace):
         raise TypeError(f"patch_from= takes a Trace (from model.trace), got {type(patch_from).__name__}")
     patterns = compile_patterns(patch, "patch=")
@@ -278,9 +292,11 @@ def _patch_edits(patch_from, patch, model, n: int, keys: list[str], mask) -> dic
     if patch_from.n != n:
         raise EditError(f"patch_from= has {patch_from.n} tokens, this input has {n}: activation patching needs "
                         "inputs of the same token count (pad both with pad_to=, or pick sentences of equal length)")
-    if tuple(patch_from.mask) != tuple(int(m) for m in mask):
-        raise EditError("patch_from= has another padding mask than this input "
-                        f"({sum(patch_from.mask)} vs {sum(int(m) for m in mask)} real tokens): pad both the same way")
+    for i, mask in enumerate(masks):
+        if tuple(patch_from.mask) != tuple(int(m) for m in mask):
+            which = "this input" if len(masks) == 1 else f"texts[{i}]"
+            raise EditError(f"patch_from= has another padding mask than {which} "
+                            f"({sum(patch_from.mask)} vs {sum(int(m) for m in mask)} real tokens): pad both the same way")
     out = {}
     for key in keys:
         if not any(matches(key, p) for p in patterns):
@@ -298,14 +314,14 @@ def _patch_edits(patch_from, patch, model, n: int, keys: list[str], mask) -> dic
     return out
 
 
-def compile_edits(edits, patch_from, patch, model, n: int, keys: list[str], mask, xp) -> dict:
-    # mask: the input's [n] list of 0/1
-    """{full key: KeyEdit} for one run, every pattern and every check done before the forward."""
+def compile_edits(edits, patch_from, patch, model, n: int, keys: list[str], masks, xp) -> dict:
+    """{full key: KeyEdit} for one run, every pattern and every check done before the forward.
+    masks: each input's [n] list of 0/1 (one list for a single trace)."""
     per_key: dict[str, list[Edit]] = {}
     if patch_from is not None or patch is not None:
         if patch_from is None:
             raise ValueError("patch= names keys to take from another trace: pass that trace as patch_from=")
-        for key, e in _patch_edits(patch_from, patch, model, n, keys, mask).items():
+        for key, e in _patch_edits(patch_from, patch, model, n, keys, masks).items():
             per_key.setdefault(key, []).append(e)
     if edits:
         if not isinstance(edits, dict):
@@ -322,8 +338,8 @@ def compile_edits(edits, patch_from, patch, model, n: int, keys: list[str], mask
                     per_key.setdefault(key, []).append(e)
     if not per_key:
         return {}
-    ctx = Context("", xp.asarray(mask, dtype=model.weights["embed.W_T"].dtype), model.config, xp)
-    return {key: KeyEdit(es, ctx) for key, es in per_key.items()}
+    mask_arr = xp.asarray(masks, dtype=model.weights["embed.W_T"].dtype)  # [B, n]
+    return {key: KeyEdit(es, mask_arr, model.config, xp) for key, es in per_key.items()}
 
 
 # ------------------------------------------------------------------------------------------

@@ -91,17 +91,32 @@ def estimate_trace_bytes(config, n: int, *, keep=None, itemsize: int = 4, mlm: b
     return total
 
 
-def check_budget(config, n: int, *, keep, itemsize: int, mlm: bool, max_bytes: int | None) -> int:
-    """Raise TraceTooLargeError, saying how to shrink it, when a trace would exceed max_bytes."""
+def estimate_working_bytes(config, n: int, *, itemsize: int = 4) -> int:
+    """Bytes the forward pass itself holds at its peak for one input of n tokens, on top of what it
+    records: one layer's scores before and after the mask and its attention map ([n_h, n, n] each),
+    the feed-forward's up and activation ([n, d_ffnn] each) and a few [n, H] residual-stream arrays.
+    (A recorded tensor is counted again here: the estimate errs on the safe side.)"""
+    n_h, H, F = config.num_heads, config.hidden_size, config.ffn_size
+    return itemsize * (3 * n_h * n * n + 2 * n * F + 8 * n * H)
+
+
+def check_budget(config, n: int, *, keep, itemsize: int, mlm: bool, max_bytes: float | None, batch: int = 1,
+                 pooler: bool = True) -> int:
+    """Raise TraceTooLargeError, saying how to shrink it, when B traces of n tokens and the forward
+    pass's working memory would exceed max_bytes; returns the bytes needed."""
     limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
-    need = estimate_trace_bytes(config, n, keep=keep, itemsize=itemsize, mlm=mlm)
+    one = estimate_trace_bytes(config, n, keep=keep, itemsize=itemsize, mlm=mlm, pooler=pooler) + \
+        estimate_working_bytes(config, n)
+    need = batch * one
     if need > limit:
         probs_only = estimate_trace_bytes(config, n, keep=["attn.probs"], itemsize=2, mlm=False)
+        what = f"a trace of {n} tokens" if batch == 1 else f"a batch of {batch} traces of {n} tokens"
+        fewer = "use fewer tokens" if batch == 1 else f"use a batch of at most {int(max(0, limit // one))} texts"
         raise TraceTooLargeError(
-            f"a trace of {n} tokens would hold {need / 2**20:,.0f} MiB, over the budget of "
-            f"{limit / 2**20:,.0f} MiB. Record less with keep= (e.g. keep=['attn.probs'] with "
-            f"dtype='float16' needs {probs_only / 2**20:,.0f} MiB), store float16 with dtype='float16' "
-            f"(halves it), use fewer tokens, or raise max_bytes=.")
+            f"{what} would hold {need / 2**20:,.0f} MiB (recorded tensors and the forward pass's working "
+            f"memory), over the budget of {limit / 2**20:,.0f} MiB. Record less with keep= (e.g. "
+            f"keep=['attn.probs'] with dtype='float16' records {probs_only / 2**20:,.1f} MiB per input), store "
+            f"float16 with dtype='float16' (halves what is recorded), {fewer}, or raise max_bytes=.")
     return need
 
 
