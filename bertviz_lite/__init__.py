@@ -13,7 +13,8 @@ The engine (this package's top level) imports no widget library; views live in
 from . import analysis, corpus
 from .batch import BatchTrace
 from .config import BertConfig
-from .edits import Edit, Edits, ablate, compare, replace, scale
+from .comparison import Comparison, compare
+from .edits import Edit, Edits, ablate, replace, scale
 from .errors import (BackendError, BertVizError, CheckpointError, EditError, InputTooLongError, ModelTooLargeError,
                      OutOfRangeError, PatternError, TraceTooLargeError, WeightsNotFoundError)
 from .loading import load

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from . import backend, tokenizer
+from . import backend, schema, tokenizer
 
 # layernorm steps and the tensor each one normalises (its input)
 LAYER_NORM_INPUTS = {"embed.ln": "embed.sum", "attn.ln": "attn.resid", "ffn.ln": "ffn.resid"}
@@ -102,28 +102,26 @@ def max_weight(trace):
 # ------------------------------------------------------------------------------------------
 
 
-def _target_matrix(trace, which: str, xp, dtype):
-    """[n_real, n_real] of 0/1: which (query, key) cells count as attention to `which`."""
-    real = trace.real_positions
-    tokens = [trace.tokens[i] for i in real]
-    n = len(real)
-    q = xp.reshape(xp.arange(n), (n, 1))
-    k = xp.reshape(xp.arange(n), (1, n))
-    if which == "self":
-        cells = q == k
-    elif which == "prev":
-        cells = k == q - 1
-    elif which == "next":
-        cells = k == q + 1
+def target_cells(which: str, tokens, xp, dtype):
+    """Clark et al.'s (2019) targets, defined once: [B, n, n] of 0/1, which (query i, key j) cells
+    count as attention to `which`, for B token lists of n tokens each.
+
+    '[CLS]', '[SEP]' (any special token): the keys that are that token; 'punct': punctuation
+    word pieces; 'self': j = i; 'prev': j = i - 1; 'next': j = i + 1.
+    """
+    B, n = len(tokens), len(tokens[0])
+    i = xp.reshape(xp.arange(n), (n, 1))  # query
+    j = xp.reshape(xp.arange(n), (1, n))  # key
+    if which in ("self", "prev", "next"):
+        cells = {"self": j == i, "prev": j == i - 1, "next": j == i + 1}[which]  # [n, n]
+        return xp.broadcast_to(xp.astype(cells, dtype), (B, n, n))
+    if which == "punct":
+        flags = [[is_punctuation(t) for t in ts] for ts in tokens]
+    elif which.startswith("[") and which.endswith("]"):
+        flags = [[t == which for t in ts] for ts in tokens]
     else:
-        if which == "punct":
-            flags = [is_punctuation(t) for t in tokens]
-        elif which.startswith("[") and which.endswith("]"):
-            flags = [t == which for t in tokens]
-        else:
-            raise ValueError(f"unknown target {which!r}: use one of {TARGETS} or a special token like '[PAD]'")
-        cells = xp.reshape(xp.asarray(flags), (1, n)) & (q >= 0)
-    return xp.astype(cells, dtype)
+        raise ValueError(f"unknown target {which!r}: use one of {TARGETS} or a special token like '[PAD]'")
+    return xp.broadcast_to(xp.reshape(xp.asarray(flags, dtype=dtype), (B, 1, n)), (B, n, n))
 
 
 def attention_to(trace, which: Iterable[str] = TARGETS, *, per_query: bool = False) -> dict:
@@ -140,7 +138,7 @@ def attention_to(trace, which: Iterable[str] = TARGETS, *, per_query: bool = Fal
     p = _stack_layers(maps, xp)  # [L, A, n, n]
     out = {}
     for target in which:
-        cells = _target_matrix(trace, target, xp, p.dtype)  # [n, n]
+        cells = target_cells(target, [[trace.tokens[i] for i in trace.real_positions]], xp, p.dtype)[0, ...]  # [n, n]
         share = xp.sum(p * cells, axis=-1)  # [L, A, n]
         out[target] = backend.to_host(share if per_query else xp.mean(share, axis=-1))
     return out
@@ -158,11 +156,14 @@ def layer_outputs(trace):
     return _stack_layers(zs, backend.namespace_of(zs[0]))
 
 
-def _cosine(a, b, xp):
-    """Cosine of matching rows   [..., H], [..., H] -> [...]."""
-    na = xp.sqrt(xp.sum(a * a, axis=-1))
-    nb = xp.sqrt(xp.sum(b * b, axis=-1))
-    return xp.sum(a * b, axis=-1) / (na * nb)
+def cosine(a, b, xp):
+    """Cosine similarity of matching rows   [..., H], [..., H] -> [...] (the one definition: views,
+    comparisons and sentence similarity use it). Two zero vectors agree (1); one zero vector gives 0."""
+    na, nb = xp.linalg.vector_norm(a, axis=-1), xp.linalg.vector_norm(b, axis=-1)
+    both = na * nb
+    ones = xp.ones_like(both)
+    same = xp.where((na == 0) & (nb == 0), ones, xp.zeros_like(both))
+    return xp.where(both > 0, xp.sum(a * b, axis=-1) / xp.where(both > 0, both, ones), same)
 
 
 def representation_similarity(trace, against: str = "input"):
@@ -182,7 +183,7 @@ def representation_similarity(trace, against: str = "input"):
         ref = xp.broadcast_to(xp.mean(z, axis=1, keepdims=True), z.shape)
     else:
         raise ValueError(f"against must be 'input', 'previous' or 'mean', got {against!r}")
-    return backend.to_host(_cosine(z, ref, xp))
+    return backend.to_host(cosine(z, ref, xp))
 
 
 def token_similarity(trace, layer: int | None = None):
@@ -229,7 +230,7 @@ def layer_norm_stats(trace, key: str) -> dict:
     if step not in LAYER_NORM_INPUTS:
         raise ValueError(f"{key!r} is not a layernorm step; use one of {sorted(LAYER_NORM_INPUTS)} "
                          "(per layer: 'layer.{l}.attn.ln', 'layer.{l}.ffn.ln')")
-    src = LAYER_NORM_INPUTS[step] if layer is None else f"layer.{layer}.{LAYER_NORM_INPUTS[step]}"
+    src = schema.full_key(LAYER_NORM_INPUTS[step], layer)
     out = {}
     for prefix, k in (("input", src), ("output", key)):
         x = _wide(trace.real(trace[k], ("token", "hidden")))
@@ -240,10 +241,8 @@ def layer_norm_stats(trace, key: str) -> dict:
 
 
 def _split(trace, key: str):
-    if key.startswith("layer."):
-        _, layer, step = key.split(".", 2)
-        return trace.check_layer(int(layer)), step
-    return None, key
+    layer, step = schema.split_key(key)
+    return (None if layer is None else trace.check_layer(layer)), step
 
 
 # ------------------------------------------------------------------------------------------
@@ -280,20 +279,19 @@ def sentence_embedding(trace):
     """The sentence's vector: the mean of the last layer's token vectors over the real tokens
     (sentence-transformers' mean pooling, what all-MiniLM-L6-v2 was trained with; it then
     normalises to unit length, which leaves cosines unchanged)   [n, H] -> [H]."""
-    key = f"layer.{trace.num_layers - 1}.ffn.ln"
+    key = schema.full_key("ffn.ln", trace.num_layers - 1)
     Z = _wide(trace.real(trace[key], ("token", "hidden")))  # [n_real, H]
     xp = backend.namespace_of(Z)
     return backend.to_host(xp.mean(Z, axis=0))
 
 
 def _cosine_host(u, v) -> float:
-    hx = backend.namespace_of(u)
-    return float(hx.sum(u * v) / (hx.linalg.vector_norm(u) * hx.linalg.vector_norm(v)))
+    return float(cosine(u, v, backend.namespace_of(u)))
 
 
 def pair_similarity(model, a: str, b: str, *, edits=None) -> float:
     """cos(embedding(a), embedding(b)) with mean pooling, optionally under edits= (see bv.ablate)."""
-    keep = [f"layer.{model.config.num_layers - 1}.ffn.ln"]
+    keep = [schema.full_key("ffn.ln", model.config.num_layers - 1)]
     ea = sentence_embedding(model.trace(a, keep=keep, edits=edits))
     eb = sentence_embedding(model.trace(b, keep=keep, edits=edits))
     return _cosine_host(ea, eb)

@@ -269,7 +269,7 @@ class BatchTrace:
         """A per-layer step for every layer: axes (batch, layer) + the step's axes."""
         if name not in schema.STEP_BY_KEY or schema.STEP_BY_KEY[name].scope != "layer":
             self._empty_trace(0).stack(name)  # raises the trace's own error, with suggestions
-        arrays = [self[f"layer.{layer}.{name}"] for layer in range(self.config.num_layers)]
+        arrays = [self[schema.full_key(name, layer)] for layer in range(self.config.num_layers)]
         return backend.namespace_of(arrays[0]).stack(arrays, axis=1)
 
     def stack_axes(self, name: str) -> tuple[str, ...]:

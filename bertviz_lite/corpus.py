@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import backend
-from .analysis import _row_entropy, is_punctuation
+from .analysis import _row_entropy, target_cells
 from .batch import pad_encoding, trace_encodings
 from .errors import BertVizError, InputTooLongError
 from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes, estimate_working_bytes
@@ -40,6 +40,7 @@ from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes, estimat
 # the statistics, in order; the first seven are sums of A[i, j] times a weight on (i, j)
 STATS = ("cls", "sep", "punct", "self", "prev", "next", "distance", "entropy")
 WEIGHTED = STATS[:7]
+_TARGET_OF = {"cls": "[CLS]", "sep": "[SEP]", "punct": "punct", "self": "self", "prev": "prev", "next": "next"}
 CONNECT_TIMEOUT = "10s"  # how long to try a scheduler address before saying it cannot be reached
 NO_WORKERS_TIMEOUT = 60.0  # seconds a cluster may have no workers while head_stats waits on it
 POLL_SECONDS = 2.0  # how often a waiting run checks that the cluster is still there
@@ -87,18 +88,8 @@ def key_weights(tokens, mask, xp, dtype):
     real = xp.asarray(mask, dtype=dtype)  # [B, n]
     i = xp.reshape(xp.arange(n), (n, 1))  # [n, 1], query
     j = xp.reshape(xp.arange(n), (1, n))  # [1, n], key
-
-    def keys_that(flags):  # [B, n] flags on keys -> [B, n, n], the same for every query
-        return xp.broadcast_to(xp.reshape(xp.asarray(flags, dtype=dtype), (B, 1, n)), (B, n, n))
-
-    def band(cells):  # [n, n] of bools -> [B, n, n]
-        return xp.broadcast_to(xp.astype(cells, dtype), (B, n, n))
-
-    w = [keys_that([[t == "[CLS]" for t in ts] for ts in tokens]),
-         keys_that([[t == "[SEP]" for t in ts] for ts in tokens]),
-         keys_that([[is_punctuation(t) for t in ts] for ts in tokens]),
-         band(i == j), band(j == i - 1), band(j == i + 1),
-         band(xp.astype(xp.abs(i - j), dtype))]
+    w = [target_cells(t, tokens, xp, dtype) for t in _TARGET_OF.values()]  # the targets analysis defines
+    w.append(xp.broadcast_to(xp.astype(xp.abs(i - j), dtype), (B, n, n)))  # distance |i - j|
     return xp.stack(w, axis=1) * xp.reshape(real, (B, 1, 1, n))  # [B, 7, n, n]
 
 

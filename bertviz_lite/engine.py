@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import math
 
-from . import backend
+from . import backend, schema
 from .config import BertConfig
 from .trace import Recorder
 
@@ -187,7 +187,7 @@ class LayerWeights(dict):
     """A layer's weights under scope-relative names ('attn.W_Q'), read from the full dict."""
 
     def __init__(self, weights: dict, layer: int):
-        prefix = f"layer.{layer}."
+        prefix = schema.layer_prefix(layer)
         super().__init__({k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)})
 
 
@@ -198,7 +198,7 @@ def forward(weights: dict, layer_weights: list, ids, segments, mask, c: BertConf
     mask_add = None if all_real else padding_mask(mask, xp, weights["embed.W_T"].dtype)
     Z = embeddings(weights, ids, segments, c, rec, xp)
     for layer in range(c.num_layers):
-        Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(f"layer.{layer}"), xp)
+        Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(schema.layer_prefix(layer)), xp)
     pooled = pooler(weights, Z, rec, xp) if "pooler.W" in weights else None  # BertForMaskedLM has none
     logits = mlm_head(weights, Z, c, rec, xp) if mlm else None
     return Z, pooled, logits

@@ -25,13 +25,10 @@ def _numel(shape) -> int:
 
 def step_of_param(name: str) -> str:
     """The trace key of the step that reads a weight ('layer.3.attn.W_Q' -> 'layer.3.attn.q')."""
-    layer = None
-    rel = name
-    if name.startswith("layer."):
-        _, layer, rel = name.split(".", 2)
+    layer, rel = schema.split_key(name)
     for step in schema.STEPS:
         if rel in step.reads:
-            return step.key if layer is None else f"layer.{layer}.{step.key}"
+            return schema.full_key(step.key, layer)
     if rel.startswith("nsp."):
         return "nsp (next-sentence head, not traced)"
     raise KeyError(f"no step reads weight {name!r}")
@@ -78,11 +75,11 @@ def group_of(name: str) -> str:
     """'layer.3.attn.W_Q' -> 'layer.3.attention'; 'embed.W_T' -> 'embeddings'."""
     if name.startswith("embed."):
         return "embeddings"
-    if name.startswith("layer."):
-        _, layer, rel = name.split(".", 2)
+    layer, rel = schema.split_key(name)
+    if layer is not None:
         part = {"attn.ln": "attention layernorm", "ffn.ln": "ffn layernorm"}.get(rel.rsplit(".", 1)[0])
         part = part or ("attention" if rel.startswith("attn.") else "feed-forward")
-        return f"layer.{layer}.{part}"
+        return schema.full_key(part, layer)
     if name.startswith("pooler."):
         return "pooler"
     if name.startswith("mlm."):

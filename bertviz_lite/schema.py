@@ -168,7 +168,7 @@ def trace_keys(num_layers: int, mlm: bool = False, pooler: bool = True) -> list[
     """Every trace key in forward order: embed.*, layer.0.* ... layer.{L-1}.*, pooler.out (, mlm.logits)."""
     keys = [s.key for s in STEPS if s.key.startswith("embed.")]
     for layer in range(num_layers):
-        keys += [f"layer.{layer}.{s.key}" for s in LAYER_STEPS]
+        keys += [full_key(s.key, layer) for s in LAYER_STEPS]
     if pooler:
         keys.append("pooler.out")
     if mlm:
@@ -176,9 +176,24 @@ def trace_keys(num_layers: int, mlm: bool = False, pooler: bool = True) -> list[
     return keys
 
 
+# keys are parsed and formatted here only: 'layer.{l}.' + a step inside the layer, or a model step
+LAYER_PREFIX = "layer."
+
+
+def layer_prefix(layer: int) -> str:
+    """'layer.3.': what every key of layer 3 starts with (and what a layer's weights start with)."""
+    return f"{LAYER_PREFIX}{layer}."
+
+
+def full_key(step: str, layer: int | None = None) -> str:
+    """('attn.probs', 3) -> 'layer.3.attn.probs'; ('embed.sum', None) -> 'embed.sum'."""
+    return step if layer is None else layer_prefix(layer) + step
+
+
 def split_key(key: str) -> tuple[int | None, str]:
-    """'layer.3.attn.probs' -> (3, 'attn.probs'); 'embed.sum' -> (None, 'embed.sum')."""
-    if key.startswith("layer."):
+    """'layer.3.attn.probs' -> (3, 'attn.probs'); 'embed.sum' -> (None, 'embed.sum'). Weight names
+    parse the same way ('layer.3.attn.W_Q' -> (3, 'attn.W_Q'))."""
+    if key.startswith(LAYER_PREFIX):
         _, layer, rest = key.split(".", 2)
         return int(layer), rest
     return None, key
@@ -234,11 +249,11 @@ def takes_keys(key: str, num_layers: int) -> list[str]:
     out = []
     for t in STEP_BY_KEY[rel].takes:
         if t == "Z_{l-1}":
-            out.append("embed.ln" if layer == 0 else f"layer.{layer - 1}.ffn.ln")
+            out.append("embed.ln" if layer == 0 else full_key("ffn.ln", layer - 1))
         elif t == "Z_L":
-            out.append(f"layer.{num_layers - 1}.ffn.ln")
+            out.append(full_key("ffn.ln", num_layers - 1))
         elif layer is not None and STEP_BY_KEY[t].scope == "layer":
-            out.append(f"layer.{layer}.{t}")
+            out.append(full_key(t, layer))
         else:
             out.append(t)
     return out

@@ -68,7 +68,7 @@ def check_patterns(patterns: tuple[str, ...] | None, keys: list[str], what: str 
             difflib.get_close_matches(p.lower(), keys + steps, n=4, cutoff=0.5)
         layers = sorted({schema.split_key(k)[0] for k in keys} - {None})
         why = ""
-        if p.startswith("layer.") and layers:
+        if p.startswith(schema.LAYER_PREFIX) and layers:
             why = f" (this model has layers 0..{layers[-1]})"
         elif p.startswith("mlm.") or p.startswith("pooler."):
             why = " (this model has no such head)"
@@ -121,7 +121,7 @@ def check_budget(config, n: int, *, keep, itemsize: int, mlm: bool, max_bytes: f
 
 
 class Recorder:
-    """Records tensors by key as the forward runs; `scope('layer.3')` prefixes the keys.
+    """Records tensors by key as the forward runs; `scope('layer.3.')` prefixes the keys.
 
     It is also the one place where edits apply: `edits` maps full keys to functions (compiled by
     `bertviz_lite.edits`), and the edited value is what is recorded and what the forward goes on with.
@@ -153,7 +153,7 @@ class Recorder:
 
     def scope(self, prefix: str) -> "Recorder":
         return Recorder(self.xp, keep=self.keep, dtype=self.dtype, store=self.store,
-                        prefix=self.prefix + prefix + ".", edits=self.edits, edited=self.edited)
+                        prefix=self.prefix + prefix, edits=self.edits, edited=self.edited)
 
 
 class NullRecorder(Recorder):
@@ -272,13 +272,13 @@ class Trace:
     def full_key(self, name: str, layer: int | None = None) -> str:
         """'attn.probs', layer=3 -> 'layer.3.attn.probs' (checked)."""
         if name not in schema.STEP_BY_KEY:
-            return name if layer is None else f"layer.{layer}.{name}"  # __getitem__ explains
+            return schema.full_key(name, layer)  # __getitem__ explains
         step = schema.STEP_BY_KEY[name]
         if step.scope == "layer":
             if layer is None:
                 raise TypeError(f"{name!r} is recorded once per layer: pass layer= (0..{self.config.num_layers - 1})"
                                 f" or use tr.stack({name!r})")
-            return f"layer.{self.check_layer(layer)}.{name}"
+            return schema.full_key(name, self.check_layer(layer))
         if layer is not None:
             raise TypeError(f"{name!r} is not a per-layer key; call tr.get({name!r}) without layer=")
         return name
@@ -307,7 +307,7 @@ class Trace:
             near = difflib.get_close_matches(name, per_layer, n=3)
             raise KeyError(f"stack() takes a per-layer step name such as 'attn.probs', got {name!r}"
                            + (f"; did you mean {', '.join(map(repr, near))}?" if near else ""))
-        arrays = [self[f"layer.{layer}.{name}"] for layer in range(self.config.num_layers)]
+        arrays = [self[schema.full_key(name, layer)] for layer in range(self.config.num_layers)]
         xp = backend.namespace_of(arrays[0])
         return xp.stack(arrays, axis=0)
 

@@ -434,7 +434,7 @@ def check_comparable(trace_a, trace_b) -> None:
 
 def compare_rows(trace_a, trace_b) -> list[tuple[str, float, float, float]]:
     """(key, relative change, largest |b - a|, mean cosine) for each key both traces hold (bv.compare's numbers)."""
-    from ..edits import compare as compare_runs
+    from ..comparison import compare as compare_runs
     return [(key, rel, max_abs, cos) for key, max_abs, rel, cos in compare_runs(trace_a, trace_b).rows]
 
 
