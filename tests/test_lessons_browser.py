@@ -50,7 +50,7 @@ def copy_lesson(lab: JupyterLab, name: str) -> tuple[str, int]:
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     heading = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "### Try it" in c.source)
     control = next(i for i in range(heading + 1, len(nb.cells)) if nb.cells[i].cell_type == "code")
-    assert "widgets.interactive(" in nb.cells[control].source
+    assert "try_it(draw" in nb.cells[control].source
     return name, control
 
 
