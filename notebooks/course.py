@@ -378,6 +378,8 @@ def try_it(draw: Callable[..., Any], **controls) -> None:
     def values() -> dict:
         return {name: w.value for name, w in controls.items()}
 
+    for name, w in controls.items():  # labelled by the argument they set, as interact labels them
+        w.description = w.description or name
     display(widgets.HBox(list(controls.values())))
     handles = [display(data, metadata=md, raw=True, display_id=True) for data, md in _captured(draw, values())]
 
@@ -386,15 +388,16 @@ def try_it(draw: Callable[..., Any], **controls) -> None:
             outputs = _captured(draw, values())
         except Exception as e:  # a live redraw shows the error where the picture was
             outputs = [({"text/plain": f"{type(e).__name__}: {e}"}, {})]
+        if len(outputs) > len(handles):  # more outputs than the first drawing had slots: say so, lose none silently
+            extra = len(outputs) - len(handles) + 1
+            outputs = outputs[:len(handles) - 1] + [({"text/plain": f"({extra} outputs: run the cell again)"}, {})]
         blank = ({"text/plain": ""}, {})
         for i, handle in enumerate(handles):
             data, md = outputs[i] if i < len(outputs) else blank
+            # plotly's JupyterLab renderer draws a figure once and ignores later updates of it, so each output is
+            # first replaced by text: a change of mime type makes JupyterLab build a fresh renderer
+            handle.update(blank[0], raw=True)
             handle.update(data, metadata=md, raw=True)
-        if len(outputs) > len(handles):  # a redraw with more outputs than the first drawing: say so
-            data, md = outputs[len(handles) - 1]
-            handles[-1].update({**data, "text/plain": f"{data.get('text/plain', '')}\n"
-                                f"({len(outputs) - len(handles)} more outputs: run the cell again)"},
-                               metadata=md, raw=True)
 
     for w in controls.values():
         w.observe(redraw, names="value")
