@@ -110,6 +110,8 @@ def shapes_table(tr, everything: bool = False) -> Table:
 
 def cmd_trace(args, out) -> None:
     from .params import count_params
+    if args.html:  # a target that is not a page's to replace is refused before any work
+        _views_function("export", "check_target", "--html")(args.html)
     model = _load(args)
     tr = model.trace(args.text, pair=args.pair, pad_to=args.pad_to)
     ledger = count_params(model)
