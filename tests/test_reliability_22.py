@@ -166,3 +166,22 @@ def test_cli_html_refuses_a_fifo_before_loading_the_model(tmp_path, monkeypatch,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(fifo) in err and "FIFO" in err and "Traceback" not in err
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. `$...$` in a sentence is text in a PNG, not matplotlib mathtext
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sentence", ["half is $\\frac{1}{2}$ here", "$" + "{" * 300 + "$", "costs $5 and $6"])
+def test_dollar_signs_in_png_titles_are_text(small, tmp_path, monkeypatch, sentence):
+    import matplotlib.mathtext
+
+    def parse(*args, **kwargs):
+        raise AssertionError("a sentence went through mathtext")
+    monkeypatch.setattr(matplotlib.mathtext.MathTextParser, "parse", parse)
+    a = small.trace(sentence)
+    b = small.trace(sentence, edits=bv.ablate(heads={0: [1]}))
+    for view in ("compare", "neuron", "head"):
+        path = save_png(a, tmp_path / f"{view}.png", view=view, compare=b)
+        assert path.stat().st_size > 1000
