@@ -293,7 +293,7 @@ def _connect(client):
         raise BertVizError("client= needs Dask: pip install 'bertviz-lite[cluster]' (dask and distributed)") from e
     if isinstance(client, str):
         try:
-            return Client(client, timeout=CONNECT_TIMEOUT, set_as_default=False), True
+            return _bounded_client(Client)(client, timeout=CONNECT_TIMEOUT, set_as_default=False), True
         except (OSError, TimeoutError, ValueError) as e:
             raise BertVizError(f"could not reach a Dask scheduler at {client!r} ({e}); start one (`dask scheduler`) "
                                "or pass a running dask.distributed.Client") from None
@@ -304,6 +304,23 @@ def _connect(client):
         raise BertVizError(f"the Dask client is {client.status}, not running: connect a new Client to the "
                            "scheduler (or pass client=None to run here)")
     return client, False
+
+
+def _bounded_client(Client):
+    """A Client class whose whole start (TCP connection, handshake, registration) ends within
+    CONNECT_TIMEOUT. Client(timeout=) bounds the TCP connection only: distributed then waits for
+    the scheduler's handshake with no limit, forever on an address that accepts and never answers."""
+
+    class BoundedClient(Client):
+        def start(self, **kwargs):
+            try:  # Client.start hands its keywords to distributed.utils.sync, which bounds the start
+                return super().start(callback_timeout=CONNECT_TIMEOUT, **kwargs)
+            except TimeoutError:
+                self.close()
+                raise TimeoutError(f"it accepted the connection but gave no Dask handshake within "
+                                   f"{CONNECT_TIMEOUT}") from None
+
+    return BoundedClient
 
 
 def _check_cluster(client, no_workers_since: float | None) -> float | None:

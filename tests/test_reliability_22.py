@@ -169,6 +169,62 @@ def test_cli_html_refuses_a_fifo_before_loading_the_model(tmp_path, monkeypatch,
 
 
 # ---------------------------------------------------------------------------------------------
+# 2. a scheduler address that accepts the connection and never answers
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def silent_tcp():
+    """tcp://127.0.0.1:port that accepts every connection and never writes a byte; stopped by the test."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    srv.settimeout(0.2)
+    held, stop = [], threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield f"tcp://127.0.0.1:{srv.getsockname()[1]}", held
+    stop.set()
+    t.join(2)
+    for conn in held:
+        conn.close()
+    srv.close()
+
+
+def test_a_silent_scheduler_address_fails_within_the_connect_timeout(small, silent_tcp, monkeypatch):
+    pytest.importorskip("distributed", reason="needs the [cluster] extra (dask, distributed)")
+    address, held = silent_tcp
+    monkeypatch.setattr(corpus, "CONNECT_TIMEOUT", "1s")  # README promises 10 s; the same bound, shorter
+    outcome = []
+
+    def run():
+        try:
+            corpus.head_stats(small, ["fine"], client=address, progress=False)
+            outcome.append("returned")
+        except Exception as e:  # noqa: BLE001 - the test reads what came back
+            outcome.append(e)
+
+    start = time.monotonic()
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), "head_stats still waits on a silent address after 20 s"
+    assert time.monotonic() - start < 10
+    assert held, "the test server saw no connection: the test did not exercise the handshake"
+    err = outcome[0]
+    assert isinstance(err, bv.BertVizError), err
+    assert address in str(err) and "handshake" in str(err) and "dask scheduler" in str(err)
+
+
+# ---------------------------------------------------------------------------------------------
 # 4. `$...$` in a sentence is text in a PNG, not matplotlib mathtext
 # ---------------------------------------------------------------------------------------------
 
