@@ -225,6 +225,23 @@ def test_a_silent_scheduler_address_fails_within_the_connect_timeout(small, sile
 
 
 # ---------------------------------------------------------------------------------------------
+# 3. blank lines in a corpus
+# ---------------------------------------------------------------------------------------------
+
+
+def test_blank_lines_are_skipped_and_counted(small):
+    text = ["The cat sat on the mat.", "", "   \t", "A dog ran home, fast.", "\n"]
+    r = corpus.head_stats(small, text, batch_size=2, progress=False)
+    clean = corpus.head_stats(small, [text[0], text[3]], batch_size=2, progress=False)
+    assert r.n_sentences == 2 and r.skipped == (1, 2, 4) and r.n_skipped == 3
+    for name in corpus.STATS:
+        np.testing.assert_allclose(r[name], clean[name], rtol=0, atol=1e-6, err_msg=name)
+    assert "3 skipped (blank or too long)" in repr(r)
+    with pytest.raises(bv.BertVizError, match="blank"):
+        corpus.head_stats(small, ["", " "], progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
 # 4. `$...$` in a sentence is text in a PNG, not matplotlib mathtext
 # ---------------------------------------------------------------------------------------------
 
