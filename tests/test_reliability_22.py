@@ -258,3 +258,85 @@ def test_dollar_signs_in_png_titles_are_text(small, tmp_path, monkeypatch, sente
     for view in ("compare", "neuron", "head"):
         path = save_png(a, tmp_path / f"{view}.png", view=view, compare=b)
         assert path.stat().st_size > 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. malformed and linked checkpoint files
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("file", ["config.json", "tokenizer.json", "tokenizer_config.json"])
+def test_deeply_nested_json_is_one_checkpoint_error_naming_the_file(tmp_path, small, file, capsys):
+    folder = write_folder(tmp_path / "m", small)
+    (folder / file).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(bv.CheckpointError, match="nested too deeply") as e:
+        bv.load(folder)
+    assert file in str(e.value) and len(str(e.value)) < 400
+    assert cli.main(["trace", "hi", "--model", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and file in err and "Traceback" not in err
+
+
+SECRET = "SECRET-DO-NOT-PRINT-0123456789"
+
+
+@pytest.mark.parametrize("file, content", [
+    ("config.json", json.dumps(SECRET)),
+    ("config.json", json.dumps({"hidden_size": SECRET})),
+    ("tokenizer.json", json.dumps({"model": {"type": SECRET}})),
+    ("tokenizer_config.json", json.dumps([SECRET])),
+])
+def test_errors_do_not_quote_a_linked_file_outside_the_model_folder(tmp_path, small, file, content):
+    outside = tmp_path / "elsewhere" / "private.txt"
+    outside.parent.mkdir()
+    outside.write_text(content)
+    folder = write_folder(tmp_path / "m", small)
+    (folder / file).unlink(missing_ok=True)
+    (folder / file).symlink_to(outside)
+    with pytest.raises(bv.CheckpointError) as e:
+        bv.load(folder)
+    assert file in str(e.value) and "outside the model folder" in str(e.value)
+    assert SECRET not in str(e.value) and SECRET[:6] not in str(e.value)
+
+
+def test_a_hub_cache_link_into_its_blobs_keeps_the_detail(tmp_path, small):
+    # the Hugging Face cache links snapshots/<rev>/config.json to ../../blobs/<hash>: the same repo
+    repo = tmp_path / "models--org--name"
+    folder = write_folder(repo / "snapshots" / "abc123", small)
+    blob = repo / "blobs" / "0123abcd"
+    blob.parent.mkdir()
+    blob.write_text("[]")
+    (folder / "config.json").unlink()
+    (folder / "config.json").symlink_to(Path("..") / ".." / "blobs" / "0123abcd")
+    with pytest.raises(bv.CheckpointError, match=r"config\.json: expected a JSON object.*got list"):
+        bv.load(folder)
+
+
+def test_a_pytorch_bin_holding_a_list_is_a_checkpoint_error(tmp_path, small, monkeypatch):
+    folder = write_folder(tmp_path / "bin", small)
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"what torch.load(weights_only=True) read as a list")
+    # torch is no test dependency: a stand-in that returns what torch.load returns for torch.save([..])
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(load=lambda *a, **k: [1.0, 2.0]))
+    with pytest.raises(bv.CheckpointError, match=r"pytorch_model\.bin holds a list, not a state dict"):
+        bv.load(folder)
+
+
+class _Marker:
+    """A pickle whose unpickling would create a file: what a malicious pytorch_model.bin does."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_malicious_pickle_is_never_unpickled(tmp_path, small):
+    folder = write_folder(tmp_path / "bin", small)
+    (folder / "model.safetensors").unlink()
+    marker = tmp_path / "was-unpickled"
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"embeddings.word_embeddings.weight": _Marker(str(marker))}))
+    with pytest.raises(bv.CheckpointError):  # torch missing, or torch's weights_only loader refusing it
+        bv.load(folder)
+    assert not marker.exists()
