@@ -12,6 +12,7 @@ line to stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import codecs
 import shutil
 import sys
 import textwrap
@@ -151,6 +152,9 @@ def cmd_params(args, out) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, or 2 on a usage or input error)."""
     args = _parser().parse_args(argv)
+    if getattr(sys.stdout, "encoding", None) and codecs.lookup(sys.stdout.encoding).name != "utf-8" and \
+            hasattr(sys.stdout, "reconfigure"):  # LANG=C, a latin-1 pipe: '?' for what it cannot show, no crash
+        sys.stdout.reconfigure(errors="replace")
     try:
         {"trace": cmd_trace, "params": cmd_params}[args.command](args, sys.stdout)
     except BrokenPipeError:  # `bertviz-lite trace ... | head`: the reader has what it wanted

@@ -382,3 +382,22 @@ def test_count_params_of_a_hand_built_model_with_a_wrong_shape(small):
     odd = bv.Bert(small.config, weights, small.tokenizer)
     with pytest.raises(bv.CheckpointError, match=r"layer\.1\.ffn\.b_up \(7,\), the config needs \(256,\)"):
         bv.count_params(odd)
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. the command line on a terminal that is not UTF-8
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env", [
+    {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"},  # LANG=C without Python's UTF-8 rescue
+    {"PYTHONIOENCODING": "latin-1"},
+])
+def test_cli_works_when_stdout_is_not_utf8(tmp_path, small, env):
+    folder = write_folder(tmp_path / "m", small)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG", "PYTHONIO", "PYTHONUTF8"))}
+    out = subprocess.run([sys.executable, "-m", "bertviz_lite.cli", "trace", "The cat sat.", "--pair", "It slept.",
+                          "--model", str(folder)], capture_output=True, timeout=120,
+                         env={**base, **env, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr.decode(errors="replace")
+    assert b"layer.0.attn.probs" in out.stdout and b"softmax" in out.stdout and not out.stderr
