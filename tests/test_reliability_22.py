@@ -401,3 +401,99 @@ def test_cli_works_when_stdout_is_not_utf8(tmp_path, small, env):
                          env={**base, **env, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr.decode(errors="replace")
     assert b"layer.0.attn.probs" in out.stdout and b"softmax" in out.stdout and not out.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. what already held: no injected script runs in the page; threads give bit-identical traces;
+#    a killed Dask worker changes no result
+# ---------------------------------------------------------------------------------------------
+
+
+HOSTILE = ('x </script><script>window.__pwned = 1</script> <img src=x onerror="window.__pwned = 2"> '
+           '<b onmouseover="window.__pwned = 3">bold</b> $1 & "quotes" \u2028 y')
+
+
+@pytest.mark.browser
+def test_no_injected_script_runs_in_the_exported_page(small, tmp_path):
+    chromium = "/usr/bin/chromium"
+    if not os.path.exists(chromium):
+        pytest.skip(f"{chromium} is missing: the browser tests drive the system chromium")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    import tempfile
+    model = small.variant(name='<img src=x onerror="window.__pwned = 4">')
+    tr = model.trace(HOSTILE, pair='<svg onload="window.__pwned = 5">', pad_to=128)
+    other = model.trace(HOSTILE, pair='<svg onload="window.__pwned = 5">', pad_to=128, edits=bv.ablate(heads={0: [1]}))
+    path = export_html(tr, tmp_path / "page.html", ledger=bv.count_params(model), compare=other,
+                       title='</title><script>window.__pwned = 6</script>')
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            tempfile.mkdtemp(), executable_path=chromium, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"])
+        try:
+            page = ctx.new_page()
+            dialogs, errors = [], []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(path.as_uri())
+            page.wait_for_function("() => document.querySelector('.bvl-attn-heat')?.bvl !== undefined",
+                                   timeout=30_000)
+            for tab in ("attention", "head", "token", "model", "neuron", "step", "params", "compare"):
+                page.click(f".bvl-x-tab[data-tab='{tab}']")
+                page.wait_for_timeout(150)
+                page.mouse.move(400, 400)
+            page.wait_for_timeout(300)
+            assert page.evaluate("() => window.__pwned") is None
+            assert page.evaluate("() => document.querySelectorAll('#bvl-app img, #bvl-app svg[onload], "
+                                 "#bvl-app b[onmouseover], body > script:not([type])').length") == 0
+            shown = page.inner_text("body")  # the compare tab's sentences, the model's name: drawn as text
+            assert 'onerror="window.__pwned = 2"' in shown and "<svg onload=" in shown, shown[:2000]
+            assert not dialogs and not errors, (dialogs, errors)
+        finally:
+            ctx.close()
+
+
+def test_threads_give_bit_identical_traces(small):
+    sentences = [f"thread {i}: the cat sat on the mat" + " and slept" * (i % 4) for i in range(12)]
+    alone = [small.trace(s) for s in sentences]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(small.trace, sentences))
+        batches = list(pool.map(lambda s: small.trace_batch([s, sentences[0]]), sentences))
+    for a, b, bt in zip(alone, together, batches):
+        for key in a.keys():
+            assert np.array_equal(np.asarray(a[key]), np.asarray(b[key])), key
+        assert np.array_equal(np.asarray(bt[0]["layer.1.attn.probs"]),
+                              np.asarray(small.trace_batch([a.texts[0], sentences[0]])[0]["layer.1.attn.probs"]))
+
+
+def _batches_done(client) -> int:
+    """How many batch_sums tasks the scheduler holds results of."""
+    return client.run_on_scheduler(lambda dask_scheduler: sum(
+        1 for key, t in dask_scheduler.tasks.items() if str(key).startswith("batch_sums") and t.state == "memory"))
+
+
+@pytest.mark.slow
+def test_a_killed_dask_worker_changes_no_result(small):
+    distributed = pytest.importorskip("distributed", reason="needs the [cluster] extra (dask, distributed)")
+    from .test_corpus import SENTENCES
+    sentences = SENTENCES[:240]
+    local = corpus.head_stats(small, sentences, batch_size=4, progress=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as lc, \
+            distributed.Client(lc, set_as_default=False) as client:
+        pids = client.run(os.getpid)  # worker address -> its process id
+        result = []
+        run = threading.Thread(target=lambda: result.append(
+            corpus.head_stats(small, sentences, batch_size=4, client=client, progress=False)), daemon=True)
+        run.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _batches_done(client) < 2:
+            time.sleep(0.05)
+        assert _batches_done(client) < 60, "the run ended before a worker could be killed"
+        os.kill(next(iter(pids.values())), signal.SIGKILL)  # mid-run: some batches done, others not
+        run.join(120)
+        assert not run.is_alive() and result, "head_stats did not finish after a worker was killed"
+        assert set(client.run(os.getpid).values()) != set(pids.values())  # a worker really was replaced
+    remote = result[0]
+    assert remote.n_sentences == local.n_sentences
+    for name in corpus.STATS:
+        np.testing.assert_allclose(remote[name], local[name], rtol=0, atol=1e-6, err_msg=name)
