@@ -139,6 +139,16 @@ def test_an_overwritten_page_keeps_its_mode(tr, tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o604 and path.read_text().startswith("<!DOCTYPE html>")
 
 
+def test_root_overwriting_another_users_page_keeps_its_owner(tr, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file to another user (CI runs as root)")
+    path = tmp_path / "page.html"
+    path.write_text("old")
+    os.chown(path, 12345, 23456)
+    export_html(tr, path)
+    assert (path.stat().st_uid, path.stat().st_gid) == (12345, 23456)
+
+
 def test_export_errors_name_the_target_not_the_temp_file(tr, tmp_path):
     target = tmp_path / "missing-folder" / "page.html"
     with pytest.raises(FileNotFoundError) as e:

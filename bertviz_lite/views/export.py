@@ -201,19 +201,25 @@ def check_target(path) -> Path:
 
 def write_whole(target: Path, text: str, shown: Path) -> None:
     """Write text to target (a new or a regular file) whole or not at all: a temp file beside it, then
-    os.replace. A new file follows the umask; a replaced one keeps its mode. Errors name `shown`."""
+    os.replace. A new file follows the umask; a replaced one keeps its mode (and its owner, where we may
+    set it: root overwriting another user's page). Errors name `shown`."""
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        old = os.stat(target)
     except FileNotFoundError:
-        mode = None
+        old = None
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.part")
     try:
         # 0o666 & ~umask, as open() would make it; O_EXCL: never an existing file
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                if mode is not None:
-                    os.fchmod(f.fileno(), mode)
+                if old is not None:
+                    if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+                        try:
+                            os.fchown(f.fileno(), old.st_uid, old.st_gid)
+                        except PermissionError:  # only root may give a file to another user
+                            pass
+                    os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
                 f.write(text)
             os.replace(tmp, target)
         except BaseException:
