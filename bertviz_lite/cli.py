@@ -70,6 +70,15 @@ def _views_function(module: str, name: str, option: str):
                            "pip install 'bertviz-lite[views]'") from e
 
 
+def _shows(out, chars: str) -> bool:
+    """Whether the output's encoding can write these characters (not on LANG=C or a latin-1 pipe)."""
+    try:
+        chars.encode(getattr(out, "encoding", None) or "utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _groups(ledger) -> Table:
     rows = list(ledger.by_group().items()) + [("total", ledger.total)]
     return Table(("group", "parameters"), rows, title="parameters by group")
@@ -88,9 +97,9 @@ def tokens_text(tr, width: int) -> str:
                                        break_on_hyphens=False)
 
 
-def shapes_table(tr, everything: bool = False) -> Table:
-    """Every recorded key with its shape and formula (Unicode); the middle layers folded into one line
-    unless `everything`."""
+def shapes_table(tr, everything: bool = False, unicode: bool = True) -> Table:
+    """Every recorded key with its shape and formula (Unicode sub/superscripts, or _x / ^x where the
+    terminal cannot show them); the middle layers folded into one line unless `everything`."""
     from . import schema
     from .views.data import plain_formula
     L = tr.num_layers
@@ -104,7 +113,7 @@ def shapes_table(tr, everything: bool = False) -> Table:
                              "lists them)"))
                 folded = True
             continue
-        rows.append((key, tuple(tr[key].shape), plain_formula(schema.step_of(key).formula, html=False, unicode=True)))
+        rows.append((key, tuple(tr[key].shape), plain_formula(schema.step_of(key).formula, html=False, unicode=unicode)))
     return Table(("key", "shape", "formula"), rows,
                  title=f"trace of {tr.n} tokens, {len(tr.keys())} tensors, {tr.nbytes / 2**20:,.1f} MiB")
 
@@ -119,7 +128,7 @@ def cmd_trace(args, out) -> None:
     width = _width(args)
     print(tokens_text(tr, width), file=out)
     print(file=out)
-    print(shapes_table(tr, args.all).format(width), file=out)
+    print(shapes_table(tr, args.all, unicode=_shows(out, "\u2080\u1d40")).format(width), file=out)
     print(file=out)
     print(_groups(ledger).format(width), file=out)
     if args.html:
