@@ -15,7 +15,7 @@ from .batch import BatchTrace
 from .config import BertConfig
 from .edits import Edit, Edits, ablate, compare, replace, scale
 from .errors import (BackendError, BertVizError, CheckpointError, EditError, InputTooLongError, ModelTooLargeError,
-                     OutOfRangeError, PatternError, TraceTooLargeError, WeightsNotFoundError)
+                     NotARegularFileError, OutOfRangeError, PatternError, TraceTooLargeError, WeightsNotFoundError)
 from .loading import load
 from .model import Bert, MaskPrediction
 from .params import component_counts, count_params, reconcile
@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendError", "BatchTrace", "Bert", "BertConfig", "BertVizError", "CheckpointError", "Edit", "EditError", "Edits",
-    "InputTooLongError", "MaskPrediction", "ModelTooLargeError", "OutOfRangeError", "PatternError", "STEPS", "Table", "Trace",
+    "InputTooLongError", "MaskPrediction", "ModelTooLargeError", "NotARegularFileError", "OutOfRangeError", "PatternError", "STEPS", "Table", "Trace",
     "TraceTooLargeError", "WeightsNotFoundError", "ablate", "compare", "component_counts", "count_params", "load",
     "reconcile", "replace", "scale", "trace_keys",
 ]

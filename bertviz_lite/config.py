@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +61,10 @@ class BertConfig:
             problems.append(f"tie_word_embeddings must be true or false, got {self.tie_word_embeddings!r}")
         if not (isinstance(self.layer_norm_eps, (int, float)) and self.layer_norm_eps > 0):
             problems.append(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if self.attention_scale is not None and (isinstance(self.attention_scale, bool) or not isinstance(
+                self.attention_scale, numbers.Real) or not math.isfinite(self.attention_scale)):
+            problems.append(f"attention_scale must be None (1/sqrt(d_head)) or a finite number, got "
+                            f"{self.attention_scale!r}")
         if problems:
             raise ValueError("invalid BertConfig: " + "; ".join(problems))
 

@@ -19,8 +19,9 @@ per statistic) and dropped before the next one, so memory does not grow with the
 Dask client the same function `batch_sums` runs on the workers and the partial sums are added there
 (a tree of `add` tasks); only the final [layer, head] arrays come back.
 
-Sentences over the model's 512 positions are skipped and counted (`r.n_skipped`, `r.skipped`
-holds their indices); `too_long="error"` raises instead.
+Sentences over the model's 512 positions, and blank or whitespace-only lines (a text file's empty
+lines), are skipped and counted (`r.n_skipped`, `r.skipped` holds their indices); `too_long="error"`
+raises for an over-long one instead.
 
 Engine rule: no numpy here; the statistics run in the model's array namespace and only the small
 [layer, head] sums come back to the host.
@@ -132,6 +133,9 @@ def batch_sums(model, sentences: list, indices: list | None = None, too_long: st
     indices = list(range(len(sentences))) if indices is None else list(indices)
     encs, texts, skipped = [], [], []
     for k, s in zip(indices, sentences):
+        if not s.strip():  # a blank line is no sentence: skipped, so it does not shift the means
+            skipped.append(k)
+            continue
         try:
             encs.append(model.tokenize(s))
             texts.append((s,))
@@ -187,8 +191,8 @@ class HeadStats:
     @classmethod
     def from_sums(cls, total: Partial, model_name: str = "") -> "HeadStats":
         if total.n_sentences == 0:
-            raise BertVizError(f"every sentence ({len(total.skipped)}) was longer than the model's positions; "
-                               "nothing to average (shorten them)")
+            raise BertVizError(f"every sentence ({len(total.skipped)}) was blank or longer than the model's "
+                               "positions; nothing to average (give non-empty sentences that fit)")
         return cls({k: v / total.n_sentences for k, v in total.sums.items()}, total.n_sentences,
                    tuple(sorted(total.skipped)), model_name)
 
@@ -223,7 +227,7 @@ class HeadStats:
 
     def __repr__(self) -> str:
         L, A = self.means[STATS[0]].shape
-        skipped = f", {self.n_skipped} skipped (too long)" if self.skipped else ""
+        skipped = f", {self.n_skipped} skipped (blank or too long)" if self.skipped else ""
         return (f"<HeadStats {self.model_name}: {len(self.names)} statistics x {L} layers x {A} heads over "
                 f"{self.n_sentences:,} sentences{skipped}>")
 
@@ -265,6 +269,7 @@ def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bo
     on a cluster's workers (each needs bertviz-lite installed); None runs here.
     progress: a tqdm bar (shown when a run takes more than a second).
     too_long: 'skip' (count them in r.skipped) or 'error' for sentences over the model's positions.
+    Blank and whitespace-only lines are always skipped and counted in r.skipped.
     Deterministic: the same corpus and batch size give the same result, here or on a cluster.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -293,7 +298,7 @@ def _connect(client):
         raise BertVizError("client= needs Dask: pip install 'bertviz-lite[cluster]' (dask and distributed)") from e
     if isinstance(client, str):
         try:
-            return Client(client, timeout=CONNECT_TIMEOUT, set_as_default=False), True
+            return _bounded_client(Client)(client, timeout=CONNECT_TIMEOUT, set_as_default=False), True
         except (OSError, TimeoutError, ValueError) as e:
             raise BertVizError(f"could not reach a Dask scheduler at {client!r} ({e}); start one (`dask scheduler`) "
                                "or pass a running dask.distributed.Client") from None
@@ -304,6 +309,23 @@ def _connect(client):
         raise BertVizError(f"the Dask client is {client.status}, not running: connect a new Client to the "
                            "scheduler (or pass client=None to run here)")
     return client, False
+
+
+def _bounded_client(Client):
+    """A Client class whose whole start (TCP connection, handshake, registration) ends within
+    CONNECT_TIMEOUT. Client(timeout=) bounds the TCP connection only: distributed then waits for
+    the scheduler's handshake with no limit, forever on an address that accepts and never answers."""
+
+    class BoundedClient(Client):
+        def start(self, **kwargs):
+            try:  # Client.start hands its keywords to distributed.utils.sync, which bounds the start
+                return super().start(callback_timeout=CONNECT_TIMEOUT, **kwargs)
+            except TimeoutError:
+                self.close()
+                raise TimeoutError(f"it accepted the connection but gave no Dask handshake within "
+                                   f"{CONNECT_TIMEOUT}") from None
+
+    return BoundedClient
 
 
 def _check_cluster(client, no_workers_since: float | None) -> float | None:

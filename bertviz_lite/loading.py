@@ -127,8 +127,8 @@ def read_folder(folder: str | os.PathLike):
                               "model.safetensors and vocab.txt (or tokenizer.json)")
     try:
         config = BertConfig.from_json(cfg_path)
-    except (ValueError, TypeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{cfg_path}: {e}") from e
+    except (ValueError, TypeError, RecursionError) as e:
+        raise CheckpointError(f"{cfg_path}: {_detail(cfg_path, e)}") from None
     check_model_size(config, what=str(cfg_path))
     state = read_state(folder)
     weights = W.from_hf_state(state, config)
@@ -177,6 +177,9 @@ def _read_torch_bin(path: Path) -> dict:
         state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as e:
         raise CheckpointError(f"{path} could not be loaded with torch.load(weights_only=True): {e}") from e
+    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+        raise CheckpointError(f"{path} holds a {type(state).__name__}, not a state dict (a dict of tensor names to "
+                              "tensors, as torch.save(model.state_dict(), path) writes)")
     return {k: v.detach().float().numpy() for k, v in state.items() if hasattr(v, "detach")}
 
 
@@ -216,9 +219,23 @@ def _read_tokenizer_file(path: Path, expected: str, read):
     """read(path), with any way the file can be malformed turned into one CheckpointError naming it."""
     try:
         return read(path)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError, BertVizError) as e:
-        why = f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else str(e)
-        raise CheckpointError(f"{path} could not be read as {expected} ({' '.join(why.split())[:200]})") from e
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, BertVizError) as e:
+        why = _detail(path, f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else e)
+        raise CheckpointError(f"{path} could not be read as {expected} ({' '.join(why.split())[:200]})") from None
+
+
+def _detail(path: Path, error) -> str:
+    """What went wrong reading a file of the model folder, for an error message. A JSON nested too deeply
+    says so; a file that links outside the model folder (or, in the Hugging Face cache, outside its
+    repo's folder) is not quoted, since the message could show another file's content."""
+    if isinstance(error, RecursionError):
+        return "its JSON is nested too deeply to read"
+    folder = path.parent
+    root = folder.parent.parent if folder.parent.name == "snapshots" else folder  # models--org--name/
+    real, root = os.path.realpath(path), os.path.realpath(root)
+    if os.path.commonpath([real, root]) != root:
+        return f"it links to {real}, outside the model folder, whose content is not shown"
+    return str(error)
 
 
 # ------------------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ with a recorder and returns a `Trace`. The model holds no widget code.
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import backend, engine, schema
@@ -14,6 +16,7 @@ from .config import BertConfig
 from .edits import compile_edits
 from .errors import BertVizError
 from .trace import NullRecorder, Recorder, Trace, check_budget, check_patterns, compile_patterns
+from .weights import param_shapes
 
 _DTYPES = {"float32": 4, "float16": 2}
 
@@ -80,16 +83,29 @@ class Bert:
         For what-if experiments: `model.variant(hidden_act="relu")`,
         `model.variant(attention_scale=1 / 768 ** 0.5)`, `model.variant(weights={"layer.0.attn.W_O": I})`.
         """
-        unknown = sorted(set(weights or {}) - set(self.weights))
+        if weights is not None and not isinstance(weights, Mapping):
+            raise TypeError(f"variant(weights=) takes a dict of weight name -> array, got {type(weights).__name__}")
+        unknown = sorted(set(weights or {}) - set(self.weights), key=str)
         if unknown:
             raise KeyError(f"variant() can only replace existing weights; unknown: {unknown}")
+        fields = {f.name for f in dataclasses.fields(BertConfig)}
+        if set(config_changes) - fields:
+            raise TypeError(f"variant() got {sorted(set(config_changes) - fields)}, which are not config fields; "
+                            f"it changes these: {sorted(fields)}")
         new_weights = {**{k: backend.to_host(v) for k, v in self.weights.items()},
-                       **{k: backend.host_float32(backend.to_host(v)) for k, v in (weights or {}).items()}}
-        for k, v in (weights or {}).items():
-            if tuple(new_weights[k].shape) != tuple(self.weights[k].shape):
-                raise ValueError(f"{k} must keep its shape {tuple(self.weights[k].shape)}, got {tuple(v.shape)}")
+                       **{k: backend.host_real_array(v, f"variant weight {k!r}") for k, v in (weights or {}).items()}}
+        config = self.config.replace(**config_changes)
         changes = ", ".join(f"{k}={v!r}" for k, v in config_changes.items()) or "weights changed"
-        return Bert(self.config.replace(**config_changes), new_weights, self.tokenizer,
+        # a variant changes values, never the model's shapes (load('random', config=...) builds another size)
+        shapes = param_shapes(config, mlm=self.has_mlm, nsp=self.has_nsp, pooler=self.has_pooler)
+        wrong = [f"{k} has {tuple(w.shape)}, the config needs {shapes[k]}" for k, w in new_weights.items()
+                 if k in shapes and tuple(w.shape) != tuple(shapes[k])]
+        wrong += [f"{k} {shape} is missing" for k, shape in shapes.items() if k not in new_weights]
+        if wrong:
+            raise ValueError(f"variant({changes}): every weight must keep a shape the config fits: "
+                             f"{'; '.join(wrong[:5])}{f' (and {len(wrong) - 5} more)' if len(wrong) > 5 else ''}. "
+                             "A variant changes values, not sizes; for another size use load('random', config=...)")
+        return Bert(config, new_weights, self.tokenizer,
                     name=name or f"{self.name} [{changes}]", backend_name=self.backend, source=self.source)
 
     # --- pickling (to send a model to Dask workers): weights travel as host arrays, the array

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from . import schema
 from .config import BertConfig
+from .errors import CheckpointError
 from .table import Table
 from .weights import param_shapes
 
@@ -92,14 +93,20 @@ def group_of(name: str) -> str:
 
 def count_params(model) -> ParamLedger:
     """The ledger of a loaded model, counted from its arrays and checked against the config's formula."""
+    if not all(hasattr(model, a) for a in ("weights", "config", "has_mlm")):
+        raise TypeError(f"count_params counts a loaded model (bv.load(...)), got {type(model).__name__}; for a "
+                        "config's shapes use bertviz_lite.params.ledger_for_config(config)")
     rows = [(step_of_param(name), name, tuple(int(s) for s in w.shape), _numel(w.shape))
             for name, w in model.weights.items()]
     tied = model.has_mlm and "mlm.W_out" not in model.weights  # an untied decoder is counted in rows
     ledger = ParamLedger(rows, tied=("embed.W_T (mlm output layer)",) if tied else ())
     expected = formula_total(model.config, mlm=model.has_mlm, nsp=model.has_nsp, pooler=model.has_pooler)
     if ledger.total != expected:
-        raise AssertionError(f"loaded arrays hold {ledger.total:,} parameters but the config's formula gives "
-                             f"{expected:,}: a weight has an unexpected shape")
+        shapes = param_shapes(model.config, mlm=model.has_mlm, nsp=model.has_nsp, pooler=model.has_pooler)
+        wrong = [f"{name} {shape}, the config needs {shapes.get(name)}" for _, name, shape, _ in rows
+                 if shapes.get(name) != shape]
+        raise CheckpointError(f"the model's arrays hold {ledger.total:,} parameters but its config gives {expected:,}: "
+                              f"{'; '.join(wrong[:5]) or 'a weight has an unexpected shape'}")
     return ledger
 
 
