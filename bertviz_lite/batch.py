@@ -212,7 +212,7 @@ class BatchTrace:
 
     def shapes(self) -> Table:
         """Every recorded key with its shape, named axes (batch first), and formula."""
-        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.step_of(key).formula)
+        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.step_of(key, self.config).formula)
                 for key, v in self._values.items()]
         return Table(("key", "shape", "axes", "formula"), rows,
                      title=f"batch of {len(self)} inputs x {self.n} tokens, {len(rows)} tensors, "
@@ -234,7 +234,7 @@ class BatchTrace:
         m = self.n_real[i]  # padding is always at the end
         values = {}
         for key, x in self._values.items():
-            axes = schema.step_of(key).axes
+            axes = schema.step_of(key, self.config).axes
             cut = tuple(slice(0, m) if a in ("token", "query", "key") else slice(None) for a in axes)
             xp = backend.namespace_of(x)
             values[key] = xp.asarray(x[(i, *cut)], copy=True)

@@ -103,7 +103,7 @@ def shapes_table(tr, everything: bool = False) -> Table:
                              "lists them)"))
                 folded = True
             continue
-        rows.append((key, tuple(tr[key].shape), plain_formula(schema.step_of(key).formula, html=False, unicode=True)))
+        rows.append((key, tuple(tr[key].shape), plain_formula(schema.step_of(key, tr.config).formula, html=False, unicode=True)))
     return Table(("key", "shape", "formula"), rows,
                  title=f"trace of {tr.n} tokens, {len(tr.keys())} tensors, {tr.nbytes / 2**20:,.1f} MiB")
 

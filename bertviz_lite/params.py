@@ -87,6 +87,8 @@ def group_of(name: str) -> str:
         return "pooler"
     if name.startswith("mlm."):
         return "mlm head"
+    if name.startswith("head."):
+        return "task head"
     return "nsp head"
 
 
@@ -136,22 +138,28 @@ class Convention:
 def convention_total(c: BertConfig, conv: Convention = Convention()) -> int:
     """A closed-form parameter count from the shapes a convention includes."""
     H, F, L, V = c.hidden_size, c.ffn_size, c.num_layers, conv.vocab_size or c.vocab_size
+    E = c.embed_size  # = H but in ALBERT and small ELECTRAs
     ln = 2 * H  # a gain and a bias per feature
-    emb = V * H + c.max_positions * H
-    emb += c.type_vocab_size * H if conv.segment_embeddings else 0
-    emb += ln if conv.embedding_layernorm else 0
+    emb = V * E + c.max_positions * E
+    emb += c.type_vocab_size * E if conv.segment_embeddings else 0  # DistilBERT: type_vocab_size 0
+    emb += 2 * E if conv.embedding_layernorm else 0
+    emb += E * H + H if E != H else 0  # the projection E -> H
     layer = 3 * H * H + (3 * H if conv.qkv_bias else 0)
     layer += (H * H if conv.output_projection else 0) + (H if conv.output_projection and conv.output_bias else 0)
     layer += H * F + F * H + ((F + H) if conv.ffn_biases else 0)
     layer += 2 * ln if conv.layer_layernorms else 0
-    total = emb + L * layer
+    total = emb + (1 if c.shared_layers else L) * layer  # ALBERT stores one layer, run L times
     if conv.pooler:
         total += H * H + (H if conv.pooler_bias else 0)
     if conv.mlm_head:
-        total += H * H + H + ln + V
-        total += 0 if c.tie_word_embeddings else H * V  # an untied decoder W_out
-    if conv.nsp_head:
+        total += H * E + E + 2 * E + V
+        total += 0 if c.tie_word_embeddings else E * V  # an untied decoder W_out
+    if conv.nsp_head or c.head == "next_sentence":
         total += H * 2 + 2
+    if c.head in ("sequence_classification", "token_classification", "question_answering"):
+        total += H * len(c.labels) + len(c.labels)
+    if c.head == "replaced_token":  # dense H -> H, then H -> 1
+        total += H * H + H + H + 1
     return total
 
 

@@ -335,7 +335,7 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
     statistics, the weights it reads, whether an edit changed it. The tensor is block-averaged to
     at most max_cells per head (and max_rows rows, when given); statistics use every value."""
     key = check_key(trace, key)
-    st, axes = schema.step_of(key), trace.axes(key)
+    st, axes = schema.step_of(key, trace.config), trace.axes(key)
     a = host(trace.real(trace[key], axes))
     check_finite(trace, key, a, allow_neg_inf=st.key == "attn.scores")
     per_head = axes[0] == "head"
@@ -481,7 +481,7 @@ def plain_formula(latex: str, html: bool = True, unicode: bool = False) -> str:
 
 def shape_text(trace, key: str) -> str:
     """What goes in and what comes out, e.g. '(n x 768)·(768 x 64) + (64) per head → 12 x n x 64'."""
-    st = schema.step_of(key)
+    st = schema.step_of(key, trace.config)
     sizes = schema.axis_sizes(trace.config, trace.n_real)
     sizes.update(token="n", query="n", key="n")
     out = " x ".join(str(sizes[a]) for a in st.axes)
@@ -490,7 +490,7 @@ def shape_text(trace, key: str) -> str:
 
 def step_stats(trace, key: str, a: np.ndarray | None = None) -> list[tuple[str, str]]:
     """Summary statistics of a step's real values, plus the step's own check (layernorm, softmax)."""
-    st = schema.step_of(key)
+    st = schema.step_of(key, trace.config)
     if a is None:
         a = host(trace.real(trace[key], trace.axes(key)))
     fin = a[np.isfinite(a)]
@@ -512,7 +512,7 @@ def step_weights(trace, key: str, ledger=None) -> list[tuple[str, str, int]]:
     """(weight, shape, parameters) the step reads: from the ledger, or the shapes from the config.
     A tied weight (the mlm output reads W_T) is listed with 0 parameters: its owner counts it."""
     from ..weights import param_shapes
-    st = schema.step_of(key)
+    st = schema.step_of(key, trace.config)
     shapes = param_shapes(trace.config, mlm=True)
     tied = [(f"{n} (tied)", " x ".join(map(str, shapes[n])), 0) for n in st.tied]
     if ledger is not None:
@@ -525,7 +525,7 @@ def step_weights(trace, key: str, ledger=None) -> list[tuple[str, str, int]]:
 
 def stepper_steps(trace) -> list[str]:
     """The trace's keys in forward order (embeddings, each layer's steps, pooler, mlm)."""
-    order = schema.trace_keys(trace.num_layers, mlm=True)
+    order = schema.model_keys(trace.config, mlm=True)
     rank = {k: i for i, k in enumerate(order)}
     return sorted(trace.keys(), key=lambda k: rank.get(k, len(order)))
 
