@@ -223,6 +223,46 @@ def reconcile(config: BertConfig | None = None) -> Table:
                        f"A={c.num_heads}, F={c.ffn_size})")
 
 
+# published config.json values of the family's base checkpoints (the fields that set a count), from
+# bert-base-uncased, distilbert-base-uncased, roberta-base, albert-base-v2, electra-base-discriminator
+PUBLISHED_CONFIGS = {
+    "bert-base-uncased": {"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+                          "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
+                          "type_vocab_size": 2},
+    "distilbert-base-uncased": {"model_type": "distilbert", "vocab_size": 30522, "dim": 768, "n_layers": 6,
+                                "n_heads": 12, "hidden_dim": 3072, "max_position_embeddings": 512,
+                                "pad_token_id": 0},
+    "roberta-base": {"model_type": "roberta", "vocab_size": 50265, "hidden_size": 768, "num_hidden_layers": 12,
+                     "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 514,
+                     "type_vocab_size": 1, "pad_token_id": 1, "layer_norm_eps": 1e-05},
+    "albert-base-v2": {"model_type": "albert", "vocab_size": 30000, "embedding_size": 128, "hidden_size": 768,
+                       "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+                       "max_position_embeddings": 512, "type_vocab_size": 2, "hidden_act": "gelu_new"},
+    "electra-base-discriminator": {"model_type": "electra", "vocab_size": 30522, "embedding_size": 768,
+                                   "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                                   "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2},
+}
+HAS_POOLER = {"bert": True, "roberta": True, "albert": True, "distilbert": False, "electra": False}  # the *Model
+
+
+def family_ledgers() -> Table:
+    """Each family's base model counted from its published config: the ledgers side by side."""
+    rows = []
+    for name, d in PUBLISHED_CONFIGS.items():
+        c = BertConfig.from_hf_dict(d)
+        pooler = HAS_POOLER[c.model_type]
+        shapes = param_shapes(c, pooler=pooler)
+        total = convention_total(c, Convention(pooler=pooler))
+        assert total == sum(_numel(s) for s in shapes.values())  # shapes and closed form agree
+        emb = sum(_numel(s) for k, s in shapes.items() if k.startswith("embed."))
+        layers = sum(_numel(s) for k, s in shapes.items() if k.startswith("layer."))
+        rows.append((name, c.model_type, c.num_layers, c.hidden_size, c.embed_size,
+                     "1 (shared)" if c.shared_layers else str(c.num_layers), emb, layers,
+                     total - emb - layers, total, f"{total / 1e6:.1f}M"))
+    return Table(("model", "model_type", "L", "H", "E", "layers stored", "embeddings", "encoder", "pooler",
+                  "total", "rounded"), rows, title="the BERT family's base models, counted from their configs")
+
+
 def component_counts(c: BertConfig | None = None) -> dict[str, int]:
     """The pieces the seed facts list: embeddings, one layer and its parts, twelve layers, pooler."""
     c = c or BertConfig()

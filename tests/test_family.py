@@ -1,0 +1,141 @@
+"""The BERT family and the task heads against transformers: tiny checkpoints that transformers saved
+(tests/fixtures/make_family.py writes them and their reference values), loaded by bv.load as a user
+would; the tokenizer's ids and every captured stage and head.logits within 1e-5."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bertviz_lite as bv
+from bertviz_lite import schema
+from bertviz_lite.config import BertConfig
+from bertviz_lite.errors import CheckpointError
+from bertviz_lite.params import convention_total, count_params, family_ledgers
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CASES = sorted(p.stem[len("family_"):] for p in FIXTURES.glob("family_*.npz"))
+TOL = 1e-5
+
+
+def reference(name):
+    ref = np.load(FIXTURES / f"family_{name}.npz")
+    return ref, json.loads(ref["meta"].item())
+
+
+@pytest.fixture(scope="module", params=CASES)
+def case(request):
+    ref, meta = reference(request.param)
+    model = bv.load(FIXTURES / meta["folder"], backend="numpy")
+    return model, ref, meta
+
+
+def test_every_family_and_head_has_a_fixture():
+    families = {reference(n)[1]["family"] for n in CASES}
+    assert families == {"bert", "roberta", "distilbert", "electra", "albert"}
+    heads = {BertConfig.from_json(FIXTURES / reference(n)[1]["folder"] / "config.json").head for n in CASES}
+    assert heads == {None, "sequence_classification", "token_classification", "question_answering",
+                     "next_sentence", "replaced_token"}
+
+
+def test_tokenizer_gives_transformers_ids(case):
+    model, ref, meta = case
+    enc = model.tokenize(meta["text"], meta["pair"])
+    assert enc.tokens == meta["tokens"]
+    assert enc.ids == ref["input.ids"].tolist()
+    assert enc.segments == ref["input.segments"].tolist()
+    assert enc.mask == ref["input.mask"].tolist()
+
+
+def test_every_stage_and_the_head_match_transformers(case):
+    model, ref, meta = case
+    tr = model.trace_ids(ref["input.ids"], ref["input.segments"], ref["input.mask"])
+    assert list(tr.keys()) == model.trace_keys()  # the same keys as BERT's, plus the family's and head's
+    compared = [k for k in ref.files if not k.startswith(("meta", "input."))]
+    assert len(compared) >= 8 * model.config.num_layers + 4  # every layer's stages, not a few
+    for key in compared:
+        ours, theirs = np.asarray(tr[key]), ref[key]
+        assert ours.shape == theirs.shape, key
+        np.testing.assert_allclose(ours, theirs, rtol=TOL, atol=TOL, err_msg=key)
+    has_head = "head.logits" in ref.files or "mlm.logits" in ref.files
+    assert has_head == (meta["architecture"] not in ("BertModel",))
+
+
+def test_head_labels_come_from_id2label(case):
+    model, ref, meta = case
+    d = json.loads((FIXTURES / meta["folder"] / "config.json").read_text())
+    c = model.config
+    if c.head in ("sequence_classification", "token_classification"):
+        assert c.labels == tuple(d["id2label"][str(i)] for i in range(len(d["id2label"])))
+    if c.head is not None:
+        tr = model.trace(meta["text"], meta["pair"])
+        assert tr.labels == c.labels
+        assert tr["head.logits"].shape == schema.shape_of("head.logits", c, tr.n)
+        assert tr.axes("head.logits") == schema.HEAD_STEPS[c.head].axes
+
+
+def test_albert_runs_one_layer_for_every_layer():
+    _, meta = reference("albert_seqcls")
+    model = bv.load(FIXTURES / meta["folder"])
+    assert model.config.shared_layers and not any(k.startswith("layer.1.") for k in model.weights)
+    tr = model.trace(meta["text"])
+    assert [k for k in tr.keys() if k.startswith("layer.1.")]  # a key per layer all the same
+    assert count_params(model).total == convention_total(model.config, _pooled()) + 0 * 1
+
+
+def _pooled():
+    from bertviz_lite.params import Convention
+    return Convention()
+
+
+def test_family_ledgers_from_the_published_configs():
+    t = family_ledgers()
+    totals = {row[0]: row[-2] for row in t.rows}
+    # each total is computed from the published config.json values, then rounded as the papers state
+    assert f"{totals['albert-base-v2'] / 1e6:.1f}M" == "11.7M"
+    assert f"{totals['distilbert-base-uncased'] / 1e6:.0f}M" == "66M"
+    assert f"{totals['roberta-base'] / 1e6:.1f}M" == "124.6M"
+    assert totals["bert-base-uncased"] == convention_total(BertConfig())
+
+
+def test_random_model_with_a_head_counts_and_traces():
+    model = bv.load("random", config={"num_layers": 2, "head": "sequence_classification", "labels": ["neg", "pos"]})
+    tr = model.trace("I love machine learning")
+    assert tr["head.logits"].shape == (2,) and tr.labels == ("neg", "pos")
+    ledger = count_params(model)
+    assert ledger.by_step()["head.logits"] == 768 * 2 + 2
+
+
+def test_unknown_head_is_named(tmp_path):
+    _, meta = reference("bert_seqcls")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    for f in (FIXTURES / meta["folder"]).iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    d = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**d, "architectures": ["BertForMultipleChoice"]}))
+    with pytest.raises(CheckpointError, match="BertForMultipleChoice.*BertForSequenceClassification"):
+        bv.load(folder)
+    (folder / "config.json").write_text(json.dumps({**d, "architectures": ["BertModel"]}))
+    with pytest.raises(CheckpointError, match="classifier.weight.*belongs to a head"):
+        bv.load(folder)  # the classifier is never silently dropped
+    (folder / "config.json").write_text(json.dumps({**d, "model_type": "deberta"}))
+    with pytest.raises(CheckpointError, match="deberta.*albert, bert, distilbert, electra, roberta"):
+        bv.load(folder)
+
+
+@pytest.mark.parametrize("name, changes, key", [
+    ("roberta_seqcls", {"position_offset": 0}, "embed.position"),  # RoBERTa's positions start at pad + 1
+    ("distilbert_seqcls", {"pooler_act": "tanh"}, "head.logits"),  # DistilBERT's pre_classifier: relu
+    ("electra_seqcls", {"pooler_act": "tanh"}, "head.logits"),  # ELECTRA's classifier: gelu
+    ("albert_mlm", {"hidden_act": "gelu"}, "mlm.logits"),  # ALBERT: the tanh approximation, gelu_new
+])
+def test_each_family_switch_is_needed(name, changes, key):
+    """The fixtures can fail: turning a family's switch back to BERT's value breaks parity."""
+    ref, meta = reference(name)
+    model = bv.load(FIXTURES / meta["folder"]).variant(**changes)
+    tr = model.trace_ids(ref["input.ids"], ref["input.segments"], ref["input.mask"])
+    assert np.abs(np.asarray(tr[key]) - ref[key]).max() > 100 * TOL
