@@ -119,6 +119,9 @@ def cmd_trace(args, out) -> None:
     print(shapes_table(tr, args.all).format(width), file=out)
     print(file=out)
     print(_groups(ledger).format(width), file=out)
+    if "head.logits" in tr:  # the task head's labels (config.json's id2label), e.g. "pos 0.91  neg 0.09"
+        from .analysis import head_summary
+        print(f"\nhead ({model.config.head}): {head_summary(tr)}", file=out)
     if args.html:
         export_html = _views_function("export", "export_html", "--html")
         print(f"\nwrote {export_html(tr, args.html, ledger=ledger)}", file=out)

@@ -87,16 +87,24 @@ class Bert:
         For what-if experiments: `model.variant(hidden_act="relu")`,
         `model.variant(attention_scale=1 / 768 ** 0.5)`, `model.variant(weights={"layer.0.attn.W_O": I})`.
         """
-        unknown = sorted(set(weights or {}) - set(self.weights))
+        from .weights import head_shapes
+        config = self.config.replace(**config_changes)
+        heads = head_shapes(config)  # a task head added with head=, labels= brings its own weights
+        unknown = sorted(set(weights or {}) - set(self.weights) - set(heads))
         if unknown:
-            raise KeyError(f"variant() can only replace existing weights; unknown: {unknown}")
+            raise KeyError(f"variant() can only replace existing weights (or add the head's {sorted(heads)}); "
+                           f"unknown: {unknown}")
         new_weights = {**{k: backend.to_host(v) for k, v in self.weights.items()},
                        **{k: backend.host_float32(backend.to_host(v)) for k, v in (weights or {}).items()}}
         for k, v in (weights or {}).items():
-            if tuple(new_weights[k].shape) != tuple(self.weights[k].shape):
-                raise ValueError(f"{k} must keep its shape {tuple(self.weights[k].shape)}, got {tuple(v.shape)}")
+            shape = tuple(self.weights[k].shape) if k in self.weights else heads[k]
+            if tuple(new_weights[k].shape) != shape:
+                raise ValueError(f"{k} must have the shape {shape}, got {tuple(v.shape)}")
+        missing = sorted(set(heads) - set(new_weights))
+        if missing:
+            raise KeyError(f"the {config.head} head needs the weights {missing}: pass them in weights=")
         changes = ", ".join(f"{k}={v!r}" for k, v in config_changes.items()) or "weights changed"
-        return Bert(self.config.replace(**config_changes), new_weights, self.tokenizer,
+        return Bert(config, new_weights, self.tokenizer,
                     name=name or f"{self.name} [{changes}]", backend_name=self.backend, source=self.source)
 
     # --- pickling (to send a model to Dask workers): weights travel as host arrays, the array

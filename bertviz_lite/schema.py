@@ -281,3 +281,33 @@ def takes_keys(key: str, num_layers: int) -> list[str]:
         else:
             out.append(t)
     return out
+
+
+_POOLER_ACTS = {"tanh": r"\tanh", "relu": r"\mathrm{ReLU}", "gelu": r"\mathrm{GELU}"}
+_FFN_ACTS = {"gelu": r"\mathrm{GELU}", "gelu_tanh": r"\mathrm{GELU}_{\tanh}", "gelu_sigmoid": r"\mathrm{GELU}_{\sigma}",
+             "relu": r"\mathrm{ReLU}"}
+
+
+def forward_lines(config, mlm: bool = False, pooler: bool = True) -> list[str]:
+    """The formula lines a config runs (latex), the layer's lines once: what a family changes shows as
+    a diff of these against BERT's (the switches are config.py's FAMILIES)."""
+    c, lines = config, []
+    for key in model_keys(c, mlm=mlm, pooler=pooler):
+        layer, rel = split_key(key)
+        if layer not in (None, 0):
+            continue
+        f = step_of(key, c).formula
+        if rel == "embed.position":
+            o = c.position_offset
+            f = r"P = W_P[0{:}n]" if o == 0 else rf"P = W_P[{o}{{:}}{o}+n]"
+        elif rel == "embed.segment" and c.type_vocab_size == 0:
+            f = r"S = 0"  # no segment table
+        elif rel == "pooler.out":
+            f = f.replace(r"\tanh", _POOLER_ACTS[c.pooler_act])
+        elif rel in ("ffn.act", "head.logits", "mlm.logits"):
+            f = f.replace(r"\mathrm{GELU}", _FFN_ACTS[c.activation])
+        if rel == "attn.q":  # which weights the layers read: their own, or ALBERT's one shared layer
+            lines.append(r"\text{layers } l = 1 \dots %d \text{ read %s}" % (
+                c.num_layers, "layer 1's weights (shared)" if c.shared_layers else "their own weights"))
+        lines.append(f)
+    return lines

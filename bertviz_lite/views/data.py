@@ -350,6 +350,10 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
     labels = token_labels(trace)
     row_labels = block_labels(labels, re_) if rows_axis in ("token", "query") else [st.symbol.replace("\\", "")]
     col_labels = labels if cols_axis == "key" and len(ce) - 1 == z.shape[2] else None
+    if cols_axis == "label":  # a task head's logits: its labels (config.json's id2label)
+        col_labels = list(trace.labels)
+    elif cols_axis == "token" and len(ce) - 1 == z.shape[2]:  # one score per token (ELECTRA's discriminator)
+        col_labels = labels
     kind = tensor_kind(key)
     scale = colour_scale(z, kind, per=1 if kind == "weights" else 0)
     edits = edited_keys(trace)
