@@ -138,3 +138,30 @@ def test_each_family_switch_is_needed(name, changes, key):
     model = bv.load(FIXTURES / meta["folder"]).variant(**changes)
     tr = model.trace_ids(ref["input.ids"], ref["input.segments"], ref["input.mask"])
     assert np.abs(np.asarray(tr[key]) - ref[key]).max() > 100 * TOL
+
+
+def test_cased_wordpiece_matches_tokenizers_on_the_hard_strings():
+    """Cased and multilingual BERT (do_lower_case false): accents and case kept, CJK split, as the
+    tokenizer.json that transformers wrote (run by the tokenizers library) does it, on the ~600 hard
+    strings of test_tokenizer: the normalised words, and the word pieces of the cased vocabulary."""
+    import tokenizers
+
+    from tests.test_tokenizer import ALL_STRINGS
+    _, meta = reference("bert_cased")
+    folder = FIXTURES / meta["folder"]
+    mine = bv.load(folder).tokenizer
+    assert not mine.do_lower_case and not mine.strip_accents
+    ref = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    words, pieces = [], []
+    for text in ALL_STRINGS:
+        expected = [w for w, _ in ref.pre_tokenizer.pre_tokenize_str(ref.normalizer.normalize_str(text))]
+        got = ["".join(ch for ch, _ in word) for word in mine.pre_tokenize(mine.normalize(text))]
+        if got != expected:
+            words.append((text, expected, got))
+        e = ref.encode(text, add_special_tokens=False)
+        if mine.tokenize_with_spans(text) != [(t, s, end) for t, (s, end) in zip(e.tokens, e.offsets)]:
+            pieces.append(text)
+    assert not words, f"{len(words)} of {len(ALL_STRINGS)} differ; first: {words[:3]}"
+    assert not pieces, f"{len(pieces)} of {len(ALL_STRINGS)} differ; first: {pieces[:3]}"
+    assert "".join(t.removeprefix("##") for t in mine.tokenize("Zürich")) == "Zürich"  # case and accents kept
+    assert mine.tokenize("東京") == ["東", "京"]  # CJK characters split
