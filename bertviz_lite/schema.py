@@ -307,7 +307,7 @@ def forward_lines(config, mlm: bool = False, pooler: bool = True) -> list[str]:
         elif rel in ("ffn.act", "head.logits", "mlm.logits"):
             f = f.replace(r"\mathrm{GELU}", _FFN_ACTS[c.activation])
         if rel == "attn.q":  # which weights the layers read: their own, or ALBERT's one shared layer
-            lines.append(r"\text{layers } l = 1 \dots %d \text{ read %s}" % (
-                c.num_layers, "layer 1's weights (shared)" if c.shared_layers else "their own weights"))
+            lines.append(r"\mathrm{layer}\ l\ \mathrm{reads}\ W_{%s}\ (l = 1 \dots %d%s)" % (
+                "1" if c.shared_layers else "l", c.num_layers, r",\ \mathrm{shared}" if c.shared_layers else ""))
         lines.append(f)
     return lines
