@@ -83,12 +83,9 @@ def test_albert_runs_one_layer_for_every_layer():
     assert model.config.shared_layers and not any(k.startswith("layer.1.") for k in model.weights)
     tr = model.trace(meta["text"])
     assert [k for k in tr.keys() if k.startswith("layer.1.")]  # a key per layer all the same
-    assert count_params(model).total == convention_total(model.config, _pooled()) + 0 * 1
-
-
-def _pooled():
-    from bertviz_lite.params import Convention
-    return Convention()
+    ledger = count_params(model)  # the one stored layer counted once, and the sum checked against the config
+    assert ledger.total == convention_total(model.config)
+    assert not any(name.startswith("layer.1.") for _, name, _, _ in ledger.rows)
 
 
 def test_family_ledgers_from_the_published_configs():
@@ -165,3 +162,29 @@ def test_cased_wordpiece_matches_tokenizers_on_the_hard_strings():
     assert not pieces, f"{len(pieces)} of {len(ALL_STRINGS)} differ; first: {pieces[:3]}"
     assert "".join(t.removeprefix("##") for t in mine.tokenize("Zürich")) == "Zürich"  # case and accents kept
     assert mine.tokenize("東京") == ["東", "京"]  # CJK characters split
+
+
+@pytest.mark.parametrize("name", ["albert_mlm", "distilbert_qa", "electra_discriminator", "roberta_seqcls"])
+def test_family_lines_run_under_array_api_strict(name):
+    """The family's switches and the heads are array-API code: the same numbers under array_api_strict."""
+    ref, meta = reference(name)
+    strict = bv.load(FIXTURES / meta["folder"], backend="array_api_strict")
+    tr = strict.trace_ids(ref["input.ids"], ref["input.segments"], ref["input.mask"]).to_host()
+    for key in [k for k in ref.files if k.endswith(("logits", ".proj", "segment", "position"))]:
+        np.testing.assert_allclose(np.asarray(tr[key]), ref[key], rtol=TOL, atol=TOL, err_msg=key)
+
+
+def test_weights_that_do_not_fit_the_config_are_listed(tmp_path):
+    """An ALBERT folder whose config says E = 12 while its weights are 8 wide: every mis-shaped tensor named."""
+    _, meta = reference("albert_seqcls")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    for f in (FIXTURES / meta["folder"]).iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    d = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**d, "embedding_size": 12}))
+    with pytest.raises(CheckpointError) as e:
+        bv.load(folder)
+    for name in ("word_embeddings", "position_embeddings", "token_type_embeddings", "embeddings.LayerNorm",
+                 "embedding_hidden_mapping_in"):
+        assert name in str(e.value)
