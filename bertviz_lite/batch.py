@@ -48,12 +48,12 @@ def _check_texts(texts, pairs) -> tuple[list[str], list[str | None]]:
     return texts, list(pairs)
 
 
-def pad_encoding(enc: Encoding, n: int, pad_id: int) -> Encoding:
+def pad_encoding(enc: Encoding, n: int, pad_id: int, pad_token: str = "[PAD]") -> Encoding:
     """One input padded with [PAD] to n tokens (masked: 0), as the tokenizer's pad_to does."""
     extra = n - len(enc.ids)
     if extra < 0:
         raise ValueError(f"pad_to={n} is shorter than an input of {len(enc.ids)} tokens; padding never cuts tokens")
-    return Encoding(enc.tokens + ["[PAD]"] * extra, enc.ids + [pad_id] * extra, enc.segments + [0] * extra,
+    return Encoding(enc.tokens + [pad_token] * extra, enc.ids + [pad_id] * extra, enc.segments + [0] * extra,
                     enc.mask + [0] * extra, enc.spans + [None] * extra, enc.n_real, enc.truncated)
 
 
@@ -64,11 +64,11 @@ def encode_batch(model, texts, pairs=None, *, pad_to: int | None = None, truncat
         raise TypeError(f"pad_to must be an int, got {type(pad_to).__name__}")
     encs = [model.tokenize(t, p, truncate=truncate) for t, p in zip(texts, pairs)]
     n = max(len(e.ids) for e in encs) if pad_to is None else pad_to
-    if n > model.config.max_positions:
+    if n > model.max_tokens:
         from .errors import InputTooLongError
-        raise InputTooLongError(f"pad_to={n} is more than the model's {model.config.max_positions} positions")
-    pad_id = model.tokenizer.token_to_id("[PAD]")
-    return [pad_encoding(e, n, pad_id) for e in encs]
+        raise InputTooLongError(f"pad_to={n} is more than the model's {model.max_tokens} positions")
+    pad_id = model.config.pad_token_id  # [PAD] in bert's vocabulary, <pad> in roberta's and albert's
+    return [pad_encoding(e, n, pad_id, model.tokenizer.id_to_token(pad_id)) for e in encs]
 
 
 def check_batch_budget(config, batch: int, n: int, *, keep, itemsize: int, mlm: bool,

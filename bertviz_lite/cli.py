@@ -141,6 +141,10 @@ def cmd_params(args, out) -> None:
     print(file=out)
     print(_groups(ledger).format(width), file=out)
     print(file=out)
+    if model.config.model_type != "bert":  # the sources' totals are BERT's; the family's are in family_ledgers
+        from .params import family_ledgers
+        print(family_ledgers().format(width), file=out)
+        return
     rec = reconcile(model.config)
     numbers = Table(rec.columns[:4], [r[:4] for r in rec.rows], title=rec.title)
     print(numbers.format(width), file=out)

@@ -188,3 +188,25 @@ def test_weights_that_do_not_fit_the_config_are_listed(tmp_path):
     for name in ("word_embeddings", "position_embeddings", "token_type_embeddings", "embeddings.LayerNorm",
                  "embedding_hidden_mapping_in"):
         assert name in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["roberta_seqcls", "albert_seqcls", "distilbert_qa", "electra_discriminator"])
+def test_batches_edits_and_views_work_unchanged(name):
+    """The family keeps BERT's keys: a batch equals its traces (head.logits included), an edit applies,
+    and the views build from the trace."""
+    from bertviz_lite.views import view_data
+    _, meta = reference(name)
+    model = bv.load(FIXTURES / meta["folder"])
+    texts = ["I love the movie!", "The cat sat on the mat."]
+    btr = model.trace_batch(texts)
+    for i, text in enumerate(texts):
+        alone = model.trace(text)
+        assert btr[i].keys() == alone.keys()
+        for key in ("embed.position", "layer.1.attn.probs", "head.logits"):
+            np.testing.assert_allclose(np.asarray(btr[i][key]), np.asarray(alone[key]), atol=1e-5, err_msg=key)
+    edited = model.trace(texts[0], edits=bv.ablate(heads={0: [0]}))
+    assert not np.allclose(np.asarray(edited["head.logits"]), np.asarray(model.trace(texts[0])["head.logits"]))
+    tr = model.trace(texts[0])
+    for view, args in [("attention", {"layer": 1}), ("model", {}), ("step", {"key": "head.logits"}),
+                       ("step", {"key": "embed.segment"}), ("params", {})]:
+        assert view_data(tr, view, **args)["view"] == view

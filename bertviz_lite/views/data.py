@@ -29,7 +29,7 @@ import numpy as np
 from .. import schema
 from ..backend import to_host
 from ..errors import BertVizError
-from ..params import ParamLedger, group_of, ledger_for_config, reconcile
+from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
 
 VIEWS = ("attention", "model", "head", "token", "neuron", "step", "params", "compare")
 TITLES = {"attention": "attention", "model": "model view", "head": "head view", "token": "one token",
@@ -381,10 +381,11 @@ def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dic
     else:
         source = "the loaded model's arrays"
     groups = ledger.by_group()
-    rec = reconcile(config)
+    family = config is not None and config.model_type != "bert"  # the sources count BERT; the family's own table
+    rec = family_ledgers() if family else reconcile(config)
     rows = [[v if isinstance(v, (int, str)) else str(v) for v in r] for r in rec.rows]
     title = rec.title
-    if config is not None and config != type(config)():  # not BERT-base: each source's convention, this model
+    if not family and config is not None and config != type(config)():  # not BERT-base: each source's convention
         L = config.num_layers
         rows = [[(c.replace("12 layers", f"{L} layers") if isinstance(c, str) else c) for c in r]
                 for r in rows if r[0] != "the BERT paper"]  # the paper's "110M" is about BERT-base only
