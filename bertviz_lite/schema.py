@@ -266,14 +266,15 @@ def note_text(key: str, config) -> str:
     return step_of(key, config).note.format(**sizes_for_text(config))
 
 
-def takes_keys(key: str, num_layers: int) -> list[str]:
+def takes_keys(key: str, num_layers: int, proj: bool = False) -> list[str]:
     """The trace keys a step computes from, in full ('layer.2.attn.scores' -> layer.2.attn.q, layer.2.attn.k);
-    Z_{l-1} is embed.ln for layer 0, else the previous layer's ffn.ln; Z_L the last layer's ffn.ln."""
+    Z_{l-1} is embed.ln for layer 0 (embed.proj where E -> H is projected), else the previous layer's ffn.ln;
+    Z_L the last layer's ffn.ln."""
     layer, rel = split_key(key)
     out = []
     for t in STEP_BY_KEY[rel].takes:
         if t == "Z_{l-1}":
-            out.append("embed.ln" if layer == 0 else f"layer.{layer - 1}.ffn.ln")
+            out.append(("embed.proj" if proj else "embed.ln") if layer == 0 else f"layer.{layer - 1}.ffn.ln")
         elif t == "Z_L":
             out.append(f"layer.{num_layers - 1}.ffn.ln")
         elif layer is not None and STEP_BY_KEY[t].scope == "layer":

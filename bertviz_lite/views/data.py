@@ -364,7 +364,7 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
                  rows_axis=rows_axis, cols_axis=cols_axis, row_labels=row_labels, col_labels=col_labels,
                  col_starts=ce[:-1].tolist(), columns=int(z.shape[2]),
                  row_edges=None if len(re_) - 1 == z.shape[1] else re_.tolist(), scale=scale,
-                 takes=[k for k in schema.takes_keys(key, trace.num_layers)],
+                 takes=[k for k in schema.takes_keys(key, trace.num_layers, proj="embed.proj" in trace)],
                  edited=edits.get(key, ""), arrays=dict(z=zb.astype(np.float32)))
 
 
