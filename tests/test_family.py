@@ -17,12 +17,13 @@ from bertviz_lite.errors import CheckpointError
 from bertviz_lite.params import convention_total, count_params, family_ledgers
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CASES = sorted(p.stem[len("family_"):] for p in FIXTURES.glob("family_*.npz"))
+REFERENCES = FIXTURES / "family"  # one npz per case, written by make_family.py
+CASES = sorted(p.stem for p in REFERENCES.glob("*.npz"))
 TOL = 1e-5
 
 
 def reference(name):
-    ref = np.load(FIXTURES / f"family_{name}.npz")
+    ref = np.load(REFERENCES / f"{name}.npz")
     return ref, json.loads(ref["meta"].item())
 
 
