@@ -22,6 +22,13 @@ from . import backend, tokenizer
 # layernorm steps and the tensor each one normalises (its input)
 LAYER_NORM_INPUTS = {"embed.ln": "embed.sum", "attn.ln": "attn.resid", "ffn.ln": "ffn.resid"}
 TARGETS = ("[CLS]", "[SEP]", "punct", "prev", "next", "self")
+# BERT's special tokens under the names the family writes them (RoBERTa: <s>, </s>, <pad>)
+SPECIAL_NAMES = {"[CLS]": ("[CLS]", "<s>"), "[SEP]": ("[SEP]", "</s>"), "[PAD]": ("[PAD]", "<pad>")}
+
+
+def is_special(token: str, which: str) -> bool:
+    """Whether a token is the special token `which` ('[CLS]'), under any family's name for it."""
+    return token in SPECIAL_NAMES.get(which, (which,))
 
 
 # ------------------------------------------------------------------------------------------
@@ -119,7 +126,7 @@ def _target_matrix(trace, which: str, xp, dtype):
         if which == "punct":
             flags = [is_punctuation(t) for t in tokens]
         elif which.startswith("[") and which.endswith("]"):
-            flags = [t == which for t in tokens]
+            flags = [is_special(t, which) for t in tokens]
         else:
             raise ValueError(f"unknown target {which!r}: use one of {TARGETS} or a special token like '[PAD]'")
         cells = xp.reshape(xp.asarray(flags), (1, n)) & (q >= 0)

@@ -211,3 +211,13 @@ def test_batches_edits_and_views_work_unchanged(name):
     for view, args in [("attention", {"layer": 1}), ("model", {}), ("step", {"key": "head.logits"}),
                        ("step", {"key": "embed.segment"}), ("params", {})]:
         assert view_data(tr, view, **args)["view"] == view
+
+
+def test_corpus_statistics_know_the_familys_special_tokens():
+    """head_stats on RoBERTa: <s> and </s> are its [CLS] and [SEP] (and <pad> pads the batches)."""
+    _, meta = reference("roberta_seqcls")
+    model = bv.load(FIXTURES / meta["folder"])
+    r = bv.corpus.head_stats(model, ["I love the movie!", "The cat sat on the mat.", "Paris is in France."],
+                             progress=False)
+    one = bv.analysis.attention_to(model.trace("I love the movie!"), ["[CLS]", "[SEP]"])
+    assert r["cls"].min() > 0 and r["sep"].min() > 0 and one["[CLS]"].min() > 0
