@@ -217,10 +217,12 @@ def head_from_architectures(family: str, d: dict) -> dict:
     arch, prefix = archs[0], CLASS_PREFIX[family]
     suffix = arch[len(prefix):] if arch.startswith(prefix) else None
     known = {prefix + s for s in ARCHITECTURE_HEADS}
-    if family == "electra":
-        known.discard("ElectraForNextSentencePrediction")
-    if family in ("roberta", "distilbert", "albert", "electra"):
+    if family != "bert":  # next-sentence prediction is BERT's alone
         known.discard(prefix + "ForNextSentencePrediction")
+    if family in ("roberta", "distilbert"):  # no such classes
+        known.discard(prefix + "ForPreTraining")
+    if family == "electra":
+        known.discard("ElectraForMaskedLM")  # the generator: its masked-lm head is E wide with its own names
     if arch not in known:
         raise ValueError(f"config.json's architecture {arch!r} carries a head bertviz-lite does not compute; "
                          f"it reads {', '.join(sorted(known))}")
