@@ -86,6 +86,11 @@ def activation(c: BertConfig):
     return globals()[c.activation]
 
 
+def pooler_activation(c: BertConfig):
+    """The pooler's nonlinearity: tanh (BERT), relu (DistilBERT's pre_classifier), gelu (ELECTRA's classifier)."""
+    return globals()[c.pooler_act]
+
+
 @fusable
 def matmul(x, W, xp):
     """x W: every token's vector times a weight matrix   [..., k] @ [k, m] -> [..., m]."""
@@ -224,7 +229,7 @@ def forward(weights: dict, layer_weights: list, ids, segments, mask, c: BertConf
     Z = embeddings(weights, ids, segments, c, rec, xp)
     for layer in range(c.num_layers):
         Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(f"layer.{layer}"), xp)
-    pooled = pooler(weights, Z, rec, xp, globals()[c.pooler_act]) if "pooler.W" in weights else None  # BertForMaskedLM has none
+    pooled = pooler(weights, Z, rec, xp, pooler_activation(c)) if "pooler.W" in weights else None  # MaskedLM: none
     logits = mlm_head(weights, Z, c, rec, xp) if mlm else None
     if c.head is not None:
         task_head(weights, Z, pooled, c, rec, xp)
