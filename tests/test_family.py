@@ -221,3 +221,18 @@ def test_corpus_statistics_know_the_familys_special_tokens():
                              progress=False)
     one = bv.analysis.attention_to(model.trace("I love the movie!"), ["[CLS]", "[SEP]"])
     assert r["cls"].min() > 0 and r["sep"].min() > 0 and one["[CLS]"].min() > 0
+
+
+def test_forward_lines_show_each_familys_changes():
+    """schema.forward_lines: BERT's lines, and each family's differences as lines that differ."""
+    from bertviz_lite.params import HAS_POOLER, PUBLISHED_CONFIGS
+    lines = {n: schema.forward_lines(BertConfig.from_hf_dict(d), pooler=HAS_POOLER[d["model_type"]])
+             for n, d in PUBLISHED_CONFIGS.items()}
+    bert = lines["bert-base-uncased"]
+    changed = {n: sorted(set(ls) ^ set(bert)) for n, ls in lines.items()}
+    assert changed["bert-base-uncased"] == []
+    assert r"P = W_P[2{:}2+n]" in changed["roberta-base"] and len(changed["roberta-base"]) == 2
+    assert r"S = 0" in changed["distilbert-base-uncased"]
+    assert any("W^E" in line for line in changed["albert-base-v2"])
+    assert any("shared" in line for line in changed["albert-base-v2"])
+    assert not any("W^E" in line for line in changed["electra-base-discriminator"])  # E = H: no projection
