@@ -48,12 +48,12 @@ def _check_texts(texts, pairs) -> tuple[list[str], list[str | None]]:
     return texts, list(pairs)
 
 
-def pad_encoding(enc: Encoding, n: int, pad_id: int) -> Encoding:
+def pad_encoding(enc: Encoding, n: int, pad_id: int, pad_token: str = "[PAD]") -> Encoding:
     """One input padded with [PAD] to n tokens (masked: 0), as the tokenizer's pad_to does."""
     extra = n - len(enc.ids)
     if extra < 0:
         raise ValueError(f"pad_to={n} is shorter than an input of {len(enc.ids)} tokens; padding never cuts tokens")
-    return Encoding(enc.tokens + ["[PAD]"] * extra, enc.ids + [pad_id] * extra, enc.segments + [0] * extra,
+    return Encoding(enc.tokens + [pad_token] * extra, enc.ids + [pad_id] * extra, enc.segments + [0] * extra,
                     enc.mask + [0] * extra, enc.spans + [None] * extra, enc.n_real, enc.truncated)
 
 
@@ -64,11 +64,11 @@ def encode_batch(model, texts, pairs=None, *, pad_to: int | None = None, truncat
         raise TypeError(f"pad_to must be an int, got {type(pad_to).__name__}")
     encs = [model.tokenize(t, p, truncate=truncate) for t, p in zip(texts, pairs)]
     n = max(len(e.ids) for e in encs) if pad_to is None else pad_to
-    if n > model.config.max_positions:
+    if n > model.max_tokens:
         from .errors import InputTooLongError
-        raise InputTooLongError(f"pad_to={n} is more than the model's {model.config.max_positions} positions")
-    pad_id = model.tokenizer.token_to_id("[PAD]")
-    return [pad_encoding(e, n, pad_id) for e in encs]
+        raise InputTooLongError(f"pad_to={n} is more than the model's {model.max_tokens} positions")
+    pad_id = model.config.pad_token_id  # [PAD] in bert's vocabulary, <pad> in roberta's and albert's
+    return [pad_encoding(e, n, pad_id, model.tokenizer.id_to_token(pad_id)) for e in encs]
 
 
 def check_batch_budget(config, batch: int, n: int, *, keep, itemsize: int, mlm: bool,
@@ -212,7 +212,7 @@ class BatchTrace:
 
     def shapes(self) -> Table:
         """Every recorded key with its shape, named axes (batch first), and formula."""
-        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.step_of(key).formula)
+        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.step_of(key, self.config).formula)
                 for key, v in self._values.items()]
         return Table(("key", "shape", "axes", "formula"), rows,
                      title=f"batch of {len(self)} inputs x {self.n} tokens, {len(rows)} tensors, "
@@ -234,7 +234,7 @@ class BatchTrace:
         m = self.n_real[i]  # padding is always at the end
         values = {}
         for key, x in self._values.items():
-            axes = schema.step_of(key).axes
+            axes = schema.step_of(key, self.config).axes
             cut = tuple(slice(0, m) if a in ("token", "query", "key") else slice(None) for a in axes)
             xp = backend.namespace_of(x)
             values[key] = xp.asarray(x[(i, *cut)], copy=True)

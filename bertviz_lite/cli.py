@@ -113,7 +113,8 @@ def shapes_table(tr, everything: bool = False, unicode: bool = True) -> Table:
                              "lists them)"))
                 folded = True
             continue
-        rows.append((key, tuple(tr[key].shape), plain_formula(schema.step_of(key).formula, html=False, unicode=unicode)))
+        rows.append((key, tuple(tr[key].shape),
+                     plain_formula(schema.step_of(key, tr.config).formula, html=False, unicode=unicode)))
     return Table(("key", "shape", "formula"), rows,
                  title=f"trace of {tr.n} tokens, {len(tr.keys())} tensors, {tr.nbytes / 2**20:,.1f} MiB")
 
@@ -131,6 +132,9 @@ def cmd_trace(args, out) -> None:
     print(shapes_table(tr, args.all, unicode=_shows(out, "\u2080\u1d40")).format(width), file=out)
     print(file=out)
     print(_groups(ledger).format(width), file=out)
+    if "head.logits" in tr:  # the task head's labels (config.json's id2label), e.g. "pos 0.91  neg 0.09"
+        from .analysis import head_summary
+        print(f"\nhead ({model.config.head}): {head_summary(tr)}", file=out)
     if args.html:
         export_html = _views_function("export", "export_html", "--html")
         print(f"\nwrote {export_html(tr, args.html, ledger=ledger)}", file=out)
@@ -150,6 +154,10 @@ def cmd_params(args, out) -> None:
     print(file=out)
     print(_groups(ledger).format(width), file=out)
     print(file=out)
+    if model.config.model_type != "bert":  # the sources' totals are BERT's; the family's are in family_ledgers
+        from .params import family_ledgers
+        print(family_ledgers().format(width), file=out)
+        return
     rec = reconcile(model.config)
     numbers = Table(rec.columns[:4], [r[:4] for r in rec.rows], title=rec.title)
     print(numbers.format(width), file=out)

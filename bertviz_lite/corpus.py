@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import backend
-from .analysis import _row_entropy, is_punctuation
+from .analysis import _row_entropy, is_punctuation, is_special
 from .batch import pad_encoding, trace_encodings
 from .errors import BertVizError, InputTooLongError
 from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes
@@ -95,8 +95,8 @@ def key_weights(tokens, mask, xp, dtype):
     def band(cells):  # [n, n] of bools -> [B, n, n]
         return xp.broadcast_to(xp.astype(cells, dtype), (B, n, n))
 
-    w = [keys_that([[t == "[CLS]" for t in ts] for ts in tokens]),
-         keys_that([[t == "[SEP]" for t in ts] for ts in tokens]),
+    w = [keys_that([[is_special(t, "[CLS]") for t in ts] for ts in tokens]),
+         keys_that([[is_special(t, "[SEP]") for t in ts] for ts in tokens]),
          keys_that([[is_punctuation(t) for t in ts] for ts in tokens]),
          band(i == j), band(j == i - 1), band(j == i + 1),
          band(xp.astype(xp.abs(i - j), dtype))]
@@ -148,8 +148,8 @@ def batch_sums(model, sentences: list, indices: list | None = None, too_long: st
     total = xp.zeros((L, A, len(STATS)), dtype=getattr(xp, "float64", None) or xp.float32)
     if encs:
         n = max(len(e.ids) for e in encs)
-        pad_id = model.tokenizer.token_to_id("[PAD]")
-        encs = [pad_encoding(e, n, pad_id) for e in encs]
+        pad_id = model.config.pad_token_id  # [PAD] in bert's vocabulary, <pad> in roberta's and albert's
+        encs = [pad_encoding(e, n, pad_id, model.tokenizer.id_to_token(pad_id)) for e in encs]
         limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
         fit = max(1, limit // estimate_trace_bytes(model.config, n, keep=["attn.probs"], mlm=model.has_mlm))
         for k in range(0, len(encs), fit):  # a piece that fits the budget at a time

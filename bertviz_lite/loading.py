@@ -186,7 +186,12 @@ def _read_torch_bin(path: Path) -> dict:
 def read_tokenizer(folder: Path, config: BertConfig):
     """vocab.txt (with tokenizer_config.json's do_lower_case) or tokenizer.json."""
     vocab, tok_json = folder / "vocab.txt", folder / "tokenizer.json"
-    if tok_json.is_file():
+    if tok_json.is_file() and _tokenizer_json_model(tok_json) in ("BPE", "Unigram"):
+        # roberta's byte-level bpe, albert's sentencepiece: run by the tokenizers library
+        from .library_tokenizer import LibraryTokenizer
+        tok = _read_tokenizer_file(tok_json, "a tokenizers tokenizer.json",
+                                   lambda p: LibraryTokenizer.from_tokenizer_json(p, pad_token_id=config.pad_token_id))
+    elif tok_json.is_file():
         tok = _read_tokenizer_file(tok_json, "a tokenizers tokenizer.json with a WordPiece model",
                                    WordPieceTokenizer.from_tokenizer_json)
     elif vocab.is_file():
@@ -205,6 +210,15 @@ def read_tokenizer(folder: Path, config: BertConfig):
         raise CheckpointError(f"{folder}: the vocabulary has {tok.vocab_size} tokens but config.json says "
                               f"vocab_size={config.vocab_size}")
     return tok
+
+
+def _tokenizer_json_model(path: Path) -> str | None:
+    """The model type a tokenizer.json names (WordPiece, BPE, Unigram), or None if it cannot be read."""
+    try:
+        model = _read_json_object(path).get("model")
+        return model.get("type") if isinstance(model, dict) else None
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None  # the wordpiece reader names what is wrong
 
 
 def _read_json_object(path: Path) -> dict:

@@ -16,7 +16,7 @@ from .config import BertConfig
 from .edits import compile_edits
 from .errors import BertVizError
 from .trace import NullRecorder, Recorder, Trace, check_budget, check_patterns, compile_patterns
-from .weights import param_shapes
+from .weights import head_shapes, param_shapes
 
 _DTYPES = {"float32": 4, "float16": 2}
 
@@ -54,7 +54,9 @@ class Bert:
         self.source = source
         # weights move to the backend once; the engine never changes them
         self.weights = {k: backend.from_host(v, self.xp) for k, v in weights.items()}
-        self._layers = [engine.LayerWeights(self.weights, layer) for layer in range(config.num_layers)]
+        # ALBERT (shared_layers): every layer reads layer 0's weights
+        self._layers = [engine.LayerWeights(self.weights, 0 if config.shared_layers else layer)
+                        for layer in range(config.num_layers)]
         if tokenizer is not None and tokenizer.vocab_size != config.vocab_size:
             raise BertVizError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's embedding "
                                f"table has {config.vocab_size} rows; load a matching vocab.txt")
@@ -71,6 +73,11 @@ class Bert:
     def has_nsp(self) -> bool:
         return "nsp.W" in self.weights
 
+    @property
+    def max_tokens(self) -> int:
+        """The longest input: the position table's rows from the offset on (RoBERTa: 514 - 2 = 512)."""
+        return self.config.max_positions - self.config.position_offset
+
     def __repr__(self) -> str:
         c = self.config
         heads = " +mlm" if self.has_mlm else ""
@@ -85,19 +92,21 @@ class Bert:
         """
         if weights is not None and not isinstance(weights, Mapping):
             raise TypeError(f"variant(weights=) takes a dict of weight name -> array, got {type(weights).__name__}")
-        unknown = sorted(set(weights or {}) - set(self.weights), key=str)
-        if unknown:
-            raise KeyError(f"variant() can only replace existing weights; unknown: {unknown}")
         fields = {f.name for f in dataclasses.fields(BertConfig)}
         if set(config_changes) - fields:
             raise TypeError(f"variant() got {sorted(set(config_changes) - fields)}, which are not config fields; "
                             f"it changes these: {sorted(fields)}")
+        config = self.config.replace(**config_changes)
+        heads = head_shapes(config)  # a task head added with head=, labels= brings its own weights
+        unknown = sorted(set(weights or {}) - set(self.weights) - set(heads), key=str)
+        if unknown:
+            raise KeyError(f"variant() can only replace existing weights (or add the head's {sorted(heads)}); "
+                           f"unknown: {unknown}")
         new_weights = {**{k: backend.to_host(v) for k, v in self.weights.items()},
                        **{k: backend.host_real_array(v, f"variant weight {k!r}") for k, v in (weights or {}).items()}}
-        config = self.config.replace(**config_changes)
         changes = ", ".join(f"{k}={v!r}" for k, v in config_changes.items()) or "weights changed"
         # a variant changes values, never the model's shapes (load('random', config=...) builds another size)
-        shapes = param_shapes(config, mlm=self.has_mlm, nsp=self.has_nsp, pooler=self.has_pooler)
+        shapes = param_shapes(config, mlm=self.has_mlm, nsp=self.has_nsp, pooler=self.has_pooler)  # with any head
         wrong = [f"{k} has {tuple(w.shape)}, the config needs {shapes[k]}" for k, w in new_weights.items()
                  if k in shapes and tuple(w.shape) != tuple(shapes[k])]
         wrong += [f"{k} {shape} is missing" for k, shape in shapes.items() if k not in new_weights]
@@ -123,7 +132,7 @@ class Bert:
         """The exact model input: tokens, ids, segments, mask and character spans."""
         if self.tokenizer is None:
             raise BertVizError("this model was loaded without a vocabulary; pass token ids to trace_ids()")
-        return self.tokenizer.encode(text, pair, max_length=self.config.max_positions, truncate=truncate,
+        return self.tokenizer.encode(text, pair, max_length=self.max_tokens, truncate=truncate,
                                      pad_to=pad_to)
 
     # --- forward
@@ -146,7 +155,7 @@ class Bert:
 
     def trace_keys(self) -> list[str]:
         """Every key a full trace of this model holds, in forward order."""
-        return schema.trace_keys(self.config.num_layers, mlm=self.has_mlm, pooler=self.has_pooler)
+        return schema.model_keys(self.config, mlm=self.has_mlm, pooler=self.has_pooler)
 
     def trace_batch(self, texts, pairs=None, *, pad_to: int | None = None, keep=None, dtype: str | None = None,
                     truncate: bool = False, max_bytes: int | None = None, fast: bool = True):
@@ -199,18 +208,19 @@ class Bert:
         c, n = self.config, len(ids)
         if n == 0:
             raise ValueError("no tokens: an input needs at least [CLS] and [SEP]")
-        if n > c.max_positions:
+        if n > self.max_tokens:
             from .errors import InputTooLongError
-            raise InputTooLongError(f"{n} tokens is more than this model's {c.max_positions} positions; "
+            raise InputTooLongError(f"{n} tokens is more than this model's {self.max_tokens} positions; "
                                     f"shorten the input or pass truncate=True")
         if len(segments) != n or len(mask) != n:
             raise ValueError(f"ids, segments and mask must have the same length, got {n}, {len(segments)}, {len(mask)}")
         bad = [i for i in ids if not 0 <= i < c.vocab_size]
         if bad:
             raise ValueError(f"token id(s) {bad[:5]} outside the vocabulary 0..{c.vocab_size - 1}")
-        bad = [s for s in segments if not 0 <= s < c.type_vocab_size]
+        n_seg = c.type_vocab_size or 2  # DistilBERT has no segment table (S = 0); its tokenizer still marks B
+        bad = [s for s in segments if not 0 <= s < n_seg]
         if bad:
-            raise ValueError(f"segment id(s) {sorted(set(bad))} outside 0..{c.type_vocab_size - 1}")
+            raise ValueError(f"segment id(s) {sorted(set(bad))} outside 0..{n_seg - 1}")
         if any(m not in (0, 1) for m in mask):
             raise ValueError("mask values must be 1 (real token) or 0 ([PAD])")
         if not mask[0]:
