@@ -22,6 +22,13 @@ from . import backend, schema, tokenizer
 # layernorm steps and the tensor each one normalises (its input)
 LAYER_NORM_INPUTS = {"embed.ln": "embed.sum", "attn.ln": "attn.resid", "ffn.ln": "ffn.resid"}
 TARGETS = ("[CLS]", "[SEP]", "punct", "prev", "next", "self")
+# BERT's special tokens under the names the family writes them (RoBERTa: <s>, </s>, <pad>)
+SPECIAL_NAMES = {"[CLS]": ("[CLS]", "<s>"), "[SEP]": ("[SEP]", "</s>"), "[PAD]": ("[PAD]", "<pad>")}
+
+
+def is_special(token: str, which: str) -> bool:
+    """Whether a token is the special token `which` ('[CLS]'), under any family's name for it."""
+    return token in SPECIAL_NAMES.get(which, (which,))
 
 
 # ------------------------------------------------------------------------------------------
@@ -118,7 +125,7 @@ def target_cells(which: str, tokens, xp, dtype):
     if which == "punct":
         flags = [[is_punctuation(t) for t in ts] for ts in tokens]
     elif which.startswith("[") and which.endswith("]"):
-        flags = [[t == which for t in ts] for ts in tokens]
+        flags = [[is_special(t, which) for t in ts] for ts in tokens]
     else:
         raise ValueError(f"unknown target {which!r}: use one of {TARGETS} or a special token like '[PAD]'")
     return xp.broadcast_to(xp.reshape(xp.asarray(flags, dtype=dtype), (B, 1, n)), (B, n, n))
@@ -348,3 +355,50 @@ def weighted_value_norms(trace, layer: int, head: int, *, W_O=None):
         v = v @ W_O[head * d_k:(head + 1) * d_k, :]  # [n, H]
     norms = xp.sqrt(xp.sum(v * v, axis=-1))  # [n]  ||v_j||
     return backend.to_host(probs * norms[None, :])  # alpha_ij ||v_j|| = ||alpha_ij v_j||
+
+
+# ------------------------------------------------------------------------------------------
+# what a task head says (head.logits with the labels of config.json's id2label)
+# ------------------------------------------------------------------------------------------
+
+
+def head_probabilities(trace):
+    """The task head's logits as probabilities on the host: softmax over the labels (sequence and token
+    classification, next sentence, question answering's start / end over the real tokens), or the
+    sigmoid of ELECTRA's per-token score. Shape as head.logits, real tokens only."""
+    from .engine import softmax
+    if "head.logits" not in trace:
+        raise KeyError("this trace has no head.logits: the model has no task head (config.json's architectures "
+                       "names a BertModel or a masked-lm model)")
+    head = trace.config.head
+    y = _wide(trace.real(trace["head.logits"], trace.axes("head.logits")))
+    xp = backend.namespace_of(y)
+    if head == "replaced_token":
+        p = 1.0 / (1.0 + xp.exp(-y))  # [n] sigmoid: probability that the token was replaced
+    elif head == "question_answering":
+        p = xp.permute_dims(softmax(xp.permute_dims(y, (1, 0)), xp), (1, 0))  # [n, 2], each column over tokens
+    else:
+        p = softmax(y, xp)  # [labels] or [n, labels]
+    return backend.to_host(p)
+
+
+def head_summary(trace, top: int = 3) -> str:
+    """One line per head kind, as the command line prints it: 'pos 0.91  neg 0.09'; for token heads,
+    each token with its most likely label; for question answering, the best span."""
+    p = head_probabilities(trace)
+    hx = backend.namespace_of(p)
+    labels, head = trace.labels, trace.config.head
+    tokens = [trace.tokens[i] for i in trace.real_positions]
+    if head in ("sequence_classification", "next_sentence"):
+        order = [int(i) for i in hx.argsort(-p)][:top]
+        return "  ".join(f"{labels[i]} {float(p[i]):.2f}" for i in order)
+    if head == "token_classification":
+        best = [int(i) for i in hx.argmax(p, axis=-1)]
+        return "  ".join(f"{t}:{labels[b]} {float(p[i, b]):.2f}" for i, (t, b) in enumerate(zip(tokens, best)))
+    if head == "question_answering":
+        n = len(tokens)
+        score, s, e = max((float(p[s, 0] * p[e, 1]), s, e) for s in range(n) for e in range(s, min(n, s + 30)))
+        return f"answer {' '.join(tokens[s:e + 1])!r} (tokens {s}..{e}) p(start) x p(end) = {score:.2f}"
+    if head == "replaced_token":
+        return "  ".join(f"{t} {float(q):.2f}" for t, q in zip(tokens, p)) + "   (p replaced)"
+    raise ValueError(f"unknown head {head!r}")

@@ -59,8 +59,8 @@ def check_options(model, *, keep=None, dtype=None, max_bytes=None, pad_to=None, 
         pad_to = as_int(pad_to, "pad_to")  # numpy integers too
         if pad_to < 1:
             raise ValueError(f"pad_to must be a positive number of tokens, got {pad_to}")
-        if pad_to > model.config.max_positions:
-            raise InputTooLongError(f"pad_to={pad_to} is more than the model's {model.config.max_positions} positions")
+        if pad_to > model.max_tokens:
+            raise InputTooLongError(f"pad_to={pad_to} is more than the model's {model.max_tokens} positions")
     keep = compile_patterns(keep)  # once: a generator would be used up by the budget check
     check_patterns(keep, model.trace_keys(), "keep=")
     return Options(keep, dtype or "float32", max_bytes, pad_to, bool(fast))
@@ -92,12 +92,12 @@ def check_texts(texts, pairs) -> tuple[list[str], list[str | None]]:
 # ------------------------------------------------------------------------------------------
 
 
-def pad_encoding(enc: Encoding, n: int, pad_id: int) -> Encoding:
+def pad_encoding(enc: Encoding, n: int, pad_id: int, pad_token: str = "[PAD]") -> Encoding:
     """One input padded with [PAD] to n tokens (masked: 0), as the tokenizer's pad_to does."""
     extra = n - len(enc.ids)
     if extra < 0:
         raise ValueError(f"pad_to={n} is shorter than an input of {len(enc.ids)} tokens; padding never cuts tokens")
-    return Encoding(enc.tokens + ["[PAD]"] * extra, enc.ids + [pad_id] * extra, enc.segments + [0] * extra,
+    return Encoding(enc.tokens + [pad_token] * extra, enc.ids + [pad_id] * extra, enc.segments + [0] * extra,
                     enc.mask + [0] * extra, enc.spans + [None] * extra, enc.n_real, enc.truncated)
 
 
@@ -114,10 +114,10 @@ def encode_batch(model, texts, pairs=None, *, pad_to: int | None = None, truncat
         except InputTooLongError as e:
             raise InputTooLongError(f"{names[i] if names else f'texts[{i}]'}: {e}") from None
     n = max(len(e.ids) for e in encs) if pad_to is None else pad_to
-    if n > model.config.max_positions:
-        raise InputTooLongError(f"pad_to={n} is more than the model's {model.config.max_positions} positions")
-    pad_id = model.tokenizer.token_to_id("[PAD]")
-    return [pad_encoding(e, n, pad_id) for e in encs]
+    if n > model.max_tokens:
+        raise InputTooLongError(f"pad_to={n} is more than the model's {model.max_tokens} positions")
+    pad_id = model.config.pad_token_id  # [PAD] in bert's vocabulary, <pad> in roberta's and albert's
+    return [pad_encoding(e, n, pad_id, model.tokenizer.id_to_token(pad_id)) for e in encs]
 
 
 # ------------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def run(model, encs: Sequence[Encoding], texts, opts: Options, *, edits=None, pa
     if len({len(e.ids) for e in encs}) != 1:
         raise ValueError("every encoding of a batch must have the same length; pad them with pad_encoding()")
     for e in encs:
-        check_ids(c, e.ids, e.segments, e.mask)
+        check_ids(model, e.ids, e.segments, e.mask)
     B, n = len(encs), len(encs[0].ids)
     keys = model.trace_keys()
     masks = [list(e.mask) for e in encs]
@@ -170,22 +170,23 @@ def run(model, encs: Sequence[Encoding], texts, opts: Options, *, edits=None, pa
                       backend_name=model.backend, keep=opts.keep, edits=rec.edited)
 
 
-def check_ids(c, ids, segments, mask) -> None:
-    """One input's ids, segments and mask against the config (before anything runs)."""
-    n = len(ids)
+def check_ids(model, ids, segments, mask) -> None:
+    """One input's ids, segments and mask against the model (before anything runs)."""
+    c, n = model.config, len(ids)
     if n == 0:
         raise ValueError("no tokens: an input needs at least [CLS] and [SEP]")
-    if n > c.max_positions:
-        raise InputTooLongError(f"{n} tokens is more than this model's {c.max_positions} positions; "
+    if n > model.max_tokens:
+        raise InputTooLongError(f"{n} tokens is more than this model's {model.max_tokens} positions; "
                                 f"shorten the input or pass truncate=True")
     if len(segments) != n or len(mask) != n:
         raise ValueError(f"ids, segments and mask must have the same length, got {n}, {len(segments)}, {len(mask)}")
     bad = [i for i in ids if not 0 <= i < c.vocab_size]
     if bad:
         raise ValueError(f"token id(s) {bad[:5]} outside the vocabulary 0..{c.vocab_size - 1}")
-    bad = [s for s in segments if not 0 <= s < c.type_vocab_size]
+    n_seg = c.type_vocab_size or 2  # DistilBERT has no segment table (S = 0); its tokenizer still marks B
+    bad = [s for s in segments if not 0 <= s < n_seg]
     if bad:
-        raise ValueError(f"segment id(s) {sorted(set(bad))} outside 0..{c.type_vocab_size - 1}")
+        raise ValueError(f"segment id(s) {sorted(set(bad))} outside 0..{n_seg - 1}")
     if any(m not in (0, 1) for m in mask):
         raise ValueError("mask values must be 1 (real token) or 0 ([PAD])")
     if not mask[0]:
@@ -281,7 +282,7 @@ class BatchTrace:
 
     def shapes(self) -> Table:
         """Every recorded key with its shape, named axes (batch first), and formula."""
-        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.step_of(key).formula)
+        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.step_of(key, self.config).formula)
                 for key, v in self._values.items()]
         return Table(("key", "shape", "axes", "formula"), rows,
                      title=f"batch of {len(self)} inputs x {self.n} tokens, {len(rows)} tensors, "
@@ -312,7 +313,7 @@ class BatchTrace:
             if keep_padding and len(self) == 1:  # a batch of one: its only example, no copy
                 values[key] = x[0, ...]
                 continue
-            axes = schema.step_of(key).axes
+            axes = schema.step_of(key, self.config).axes
             cut = tuple(slice(0, m) if a in ("token", "query", "key") else slice(None) for a in axes)
             values[key] = xp.asarray(x[(i, *cut)], copy=True)
         return Trace(values, config=self.config, tokens=self.tokens[i][:m], ids=self.ids[i][:m],

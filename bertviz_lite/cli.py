@@ -12,6 +12,7 @@ line to stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import codecs
 import shutil
 import sys
 import textwrap
@@ -69,6 +70,15 @@ def _views_function(module: str, name: str, option: str):
                            "pip install 'bertviz-lite[views]'") from e
 
 
+def _shows(out, chars: str) -> bool:
+    """Whether the output's encoding can write these characters (not on LANG=C or a latin-1 pipe)."""
+    try:
+        chars.encode(getattr(out, "encoding", None) or "utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _groups(ledger) -> Table:
     rows = list(ledger.by_group().items()) + [("total", ledger.total)]
     return Table(("group", "parameters"), rows, title="parameters by group")
@@ -87,9 +97,9 @@ def tokens_text(tr, width: int) -> str:
                                        break_on_hyphens=False)
 
 
-def shapes_table(tr, everything: bool = False) -> Table:
-    """Every recorded key with its shape and formula (Unicode); the middle layers folded into one line
-    unless `everything`."""
+def shapes_table(tr, everything: bool = False, unicode: bool = True) -> Table:
+    """Every recorded key with its shape and formula (Unicode sub/superscripts, or _x / ^x where the
+    terminal cannot show them); the middle layers folded into one line unless `everything`."""
     from . import schema
     from .views.data import plain_formula
     L = tr.num_layers
@@ -103,22 +113,28 @@ def shapes_table(tr, everything: bool = False) -> Table:
                              "lists them)"))
                 folded = True
             continue
-        rows.append((key, tuple(tr[key].shape), plain_formula(schema.step_of(key).formula, html=False, unicode=True)))
+        rows.append((key, tuple(tr[key].shape),
+                     plain_formula(schema.step_of(key, tr.config).formula, html=False, unicode=unicode)))
     return Table(("key", "shape", "formula"), rows,
                  title=f"trace of {tr.n} tokens, {len(tr.keys())} tensors, {tr.nbytes / 2**20:,.1f} MiB")
 
 
 def cmd_trace(args, out) -> None:
     from .params import count_params
+    if args.html:  # a target that is not a page's to replace is refused before any work
+        _views_function("export", "check_target", "--html")(args.html)
     model = _load(args)
     tr = model.trace(args.text, pair=args.pair, pad_to=args.pad_to)
     ledger = count_params(model)
     width = _width(args)
     print(tokens_text(tr, width), file=out)
     print(file=out)
-    print(shapes_table(tr, args.all).format(width), file=out)
+    print(shapes_table(tr, args.all, unicode=_shows(out, "\u2080\u1d40")).format(width), file=out)
     print(file=out)
     print(_groups(ledger).format(width), file=out)
+    if "head.logits" in tr:  # the task head's labels (config.json's id2label), e.g. "pos 0.91  neg 0.09"
+        from .analysis import head_summary
+        print(f"\nhead ({model.config.head}): {head_summary(tr)}", file=out)
     if args.html:
         export_html = _views_function("export", "export_html", "--html")
         print(f"\nwrote {export_html(tr, args.html, ledger=ledger)}", file=out)
@@ -138,6 +154,10 @@ def cmd_params(args, out) -> None:
     print(file=out)
     print(_groups(ledger).format(width), file=out)
     print(file=out)
+    if model.config.model_type != "bert":  # the sources' totals are BERT's; the family's are in family_ledgers
+        from .params import family_ledgers
+        print(family_ledgers().format(width), file=out)
+        return
     rec = reconcile(model.config)
     numbers = Table(rec.columns[:4], [r[:4] for r in rec.rows], title=rec.title)
     print(numbers.format(width), file=out)
@@ -149,6 +169,9 @@ def cmd_params(args, out) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, or 2 on a usage or input error)."""
     args = _parser().parse_args(argv)
+    if getattr(sys.stdout, "encoding", None) and codecs.lookup(sys.stdout.encoding).name != "utf-8" and \
+            hasattr(sys.stdout, "reconfigure"):  # LANG=C, a latin-1 pipe: '?' for what it cannot show, no crash
+        sys.stdout.reconfigure(errors="replace")
     try:
         {"trace": cmd_trace, "params": cmd_params}[args.command](args, sys.stdout)
     except BrokenPipeError:  # `bertviz-lite trace ... | head`: the reader has what it wanted

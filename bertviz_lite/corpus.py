@@ -19,8 +19,9 @@ per statistic) and dropped before the next one, so memory does not grow with the
 Dask client the same function `batch_sums` runs on the workers and the partial sums are added there
 (a tree of `add` tasks); only the final [layer, head] arrays come back.
 
-Sentences over the model's 512 positions are skipped and counted (`r.n_skipped`, `r.skipped`
-holds their indices); `too_long="error"` raises instead.
+Sentences over the model's 512 positions, and blank or whitespace-only lines (a text file's empty
+lines), are skipped and counted (`r.n_skipped`, `r.skipped` holds their indices); `too_long="error"`
+raises for an over-long one instead.
 
 Engine rule: no numpy here; the statistics run in the model's array namespace and only the small
 [layer, head] sums come back to the host.
@@ -150,6 +151,9 @@ def batch_sums(model, sentences: list, indices: list | None = None, too_long: st
     indices = list(range(len(sentences))) if indices is None else list(indices)
     encs, texts, skipped = [], [], []
     for k, s in zip(indices, sentences):
+        if not s.strip():  # a blank line is no sentence: skipped, so it does not shift the means
+            skipped.append(k)
+            continue
         try:
             encs.append(model.tokenize(s))
             texts.append((s,))
@@ -162,11 +166,11 @@ def batch_sums(model, sentences: list, indices: list | None = None, too_long: st
     total = xp.zeros((L, n_h, len(STATS)), dtype=getattr(xp, "float64", None) or xp.float32)
     order = sorted(range(len(encs)), key=lambda k: len(encs[k].ids))  # shortest first: little padding
     encs, texts = [encs[k] for k in order], [texts[k] for k in order]
-    pad_id = model.tokenizer.token_to_id("[PAD]") if encs else 0
+    pad_id = model.config.pad_token_id  # [PAD] in bert's vocabulary, <pad> in roberta's and albert's
     for start, stop in pieces(model, encs, max_bytes):  # one piece of traces alive at a time
         n = len(encs[stop - 1].ids)
-        btr = trace_encodings(model, [pad_encoding(e, n, pad_id) for e in encs[start:stop]], texts[start:stop],
-                              keep=["attn.probs"], max_bytes=max_bytes)
+        piece = [pad_encoding(e, n, pad_id, model.tokenizer.id_to_token(pad_id)) for e in encs[start:stop]]
+        btr = trace_encodings(model, piece, texts[start:stop], keep=["attn.probs"], max_bytes=max_bytes)
         per_layer = [xp.sum(sentence_stats(btr.get("attn.probs", layer=layer), btr.tokens, btr.mask, xp), axis=0)
                      for layer in range(L)]  # L x [n_h, 8], summed over the piece's sentences
         total = total + xp.stack(per_layer, axis=0)  # [L, n_h, 8]
@@ -204,8 +208,8 @@ class HeadStats:
     @classmethod
     def from_sums(cls, total: Partial, model_name: str = "") -> "HeadStats":
         if total.n_sentences == 0:
-            raise BertVizError(f"every sentence ({len(total.skipped)}) was longer than the model's positions; "
-                               "nothing to average (shorten them)")
+            raise BertVizError(f"every sentence ({len(total.skipped)}) was blank or longer than the model's "
+                               "positions; nothing to average (give non-empty sentences that fit)")
         return cls({k: v / total.n_sentences for k, v in total.sums.items()}, total.n_sentences,
                    tuple(sorted(total.skipped)), model_name)
 
@@ -240,7 +244,7 @@ class HeadStats:
 
     def __repr__(self) -> str:
         L, A = self.means[STATS[0]].shape
-        skipped = f", {self.n_skipped} skipped (too long)" if self.skipped else ""
+        skipped = f", {self.n_skipped} skipped (blank or too long)" if self.skipped else ""
         return (f"<HeadStats {self.model_name}: {len(self.names)} statistics x {L} layers x {A} heads over "
                 f"{self.n_sentences:,} sentences{skipped}>")
 
@@ -284,6 +288,7 @@ def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bo
     too_long: 'skip' (count them in r.skipped) or 'error' for sentences over the model's positions.
     max_bytes: the memory budget of one piece (2 GiB by default): any batch_size is traced in pieces
     that fit it, counting the attention maps, the forward pass's working memory and the statistics.
+    Blank and whitespace-only lines are always skipped and counted in r.skipped.
     Deterministic: the same corpus and batch size give the same result, here or on a cluster.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -312,7 +317,7 @@ def _connect(client):
         raise BertVizError("client= needs Dask: pip install 'bertviz-lite[cluster]' (dask and distributed)") from e
     if isinstance(client, str):
         try:
-            return Client(client, timeout=CONNECT_TIMEOUT, set_as_default=False), True
+            return _bounded_client(Client)(client, timeout=CONNECT_TIMEOUT, set_as_default=False), True
         except (OSError, TimeoutError, ValueError) as e:
             raise BertVizError(f"could not reach a Dask scheduler at {client!r} ({e}); start one (`dask scheduler`) "
                                "or pass a running dask.distributed.Client") from None
@@ -323,6 +328,23 @@ def _connect(client):
         raise BertVizError(f"the Dask client is {client.status}, not running: connect a new Client to the "
                            "scheduler (or pass client=None to run here)")
     return client, False
+
+
+def _bounded_client(Client):
+    """A Client class whose whole start (TCP connection, handshake, registration) ends within
+    CONNECT_TIMEOUT. Client(timeout=) bounds the TCP connection only: distributed then waits for
+    the scheduler's handshake with no limit, forever on an address that accepts and never answers."""
+
+    class BoundedClient(Client):
+        def start(self, **kwargs):
+            try:  # Client.start hands its keywords to distributed.utils.sync, which bounds the start
+                return super().start(callback_timeout=CONNECT_TIMEOUT, **kwargs)
+            except TimeoutError:
+                self.close()
+                raise TimeoutError(f"it accepted the connection but gave no Dask handshake within "
+                                   f"{CONNECT_TIMEOUT}") from None
+
+    return BoundedClient
 
 
 def _check_cluster(client, no_workers_since: float | None) -> float | None:

@@ -185,7 +185,7 @@ def replace(key: str, value) -> Edits:
     def check(k, shape, config):
         if tuple(host.shape) != tuple(shape):
             raise EditError(f"replace({key!r}): the value has shape {tuple(host.shape)}, but {k} has shape "
-                            f"{tuple(shape)} ({' x '.join(schema.step_of(k).axes)}) for this input")
+                            f"{tuple(shape)} ({' x '.join(schema.step_of(k, config).axes)}) for this input")
 
     return Edits({key: Edit(put, f"replaced by a given {'x'.join(map(str, host.shape))} array",
                             needs_context=True, check=check)})

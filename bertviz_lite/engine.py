@@ -74,12 +74,22 @@ def relu(x, xp):
     return xp.maximum(x, xp.zeros_like(x))
 
 
+def tanh(x, xp):
+    """tanh: bert's pooler nonlinearity."""
+    return xp.tanh(x)
+
+
 ACTIVATIONS = ("gelu", "gelu_tanh", "gelu_sigmoid", "relu")  # config.activation names one of these functions
 
 
 def activation(c: BertConfig):
     """The activation function the config names, looked up when the forward runs (an edited line counts)."""
     return globals()[c.activation]
+
+
+def pooler_activation(c: BertConfig):
+    """The pooler's nonlinearity: tanh (BERT), relu (DistilBERT's pre_classifier), gelu (ELECTRA's classifier)."""
+    return globals()[c.pooler_act]
 
 
 @fusable
@@ -122,14 +132,20 @@ def _lookup(table, ids, xp):
 
 
 def embeddings(W: dict, ids, segments, c: BertConfig, rec: Recorder, xp):
-    """Z_0 = LayerNorm(T + P + S)   [..., n] ids -> [..., n, H] (leading axes: a batch)."""
-    n, H = ids.shape[-1], W["embed.W_T"].shape[-1]
-    T = rec("embed.token", _lookup(W["embed.W_T"], ids, xp))  # [..., n, H]
-    # [..., n, H], a copy: traces never share weights
-    P = rec("embed.position", xp.asarray(xp.broadcast_to(W["embed.W_P"][:n, :], (*ids.shape, H)), copy=True))
-    S = rec("embed.segment", _lookup(W["embed.W_S"], segments, xp))  # [..., n, H]
-    X = rec("embed.sum", T + P + S)  # [n, H]
-    return rec("embed.ln", layer_norm(X, W["embed.ln.gamma"], W["embed.ln.beta"], c.layer_norm_eps, xp))
+    """Z_0 = LayerNorm(T + P + S)   [..., n] ids -> [..., n, E] (-> [..., n, H]) (leading axes: a batch)."""
+    n, E, o = ids.shape[-1], W["embed.W_T"].shape[-1], c.position_offset  # o: 0, RoBERTa padding_idx + 1
+    T = rec("embed.token", _lookup(W["embed.W_T"], ids, xp))  # [..., n, E]
+    # [..., n, E], a copy: traces never share weights
+    P = rec("embed.position", xp.asarray(xp.broadcast_to(W["embed.W_P"][o:o + n, :], (*ids.shape, E)), copy=True))
+    if c.type_vocab_size:
+        S = rec("embed.segment", _lookup(W["embed.W_S"], segments, xp))  # [..., n, E]
+    else:
+        S = rec("embed.segment", xp.zeros_like(T))  # DistilBERT has no segment table: S = 0
+    X = rec("embed.sum", T + P + S)  # [n, E]
+    Z = rec("embed.ln", layer_norm(X, W["embed.ln.gamma"], W["embed.ln.beta"], c.layer_norm_eps, xp))
+    if c.embed_size != c.hidden_size:  # ALBERT, ELECTRA: E -> H
+        Z = rec("embed.proj", matmul(Z, W["embed.W_E"], xp) + W["embed.b_E"])  # [n, H]
+    return Z
 
 
 def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
@@ -169,18 +185,33 @@ def encoder_layer(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
     return feed_forward(W, Z_bar, c, rec, xp)
 
 
-def pooler(W: dict, Z_L, rec: Recorder, xp):
-    """p = tanh(W Z_L[0] + b): the [CLS] vector through one dense layer   [..., n, H] -> [..., H]."""
-    return rec("pooler.out", xp.tanh(Z_L[..., 0, :] @ W["pooler.W"] + W["pooler.b"]))
+def pooler(W: dict, Z_L, rec: Recorder, xp, act=tanh):
+    """p = tanh(W Z_L[0] + b): the [CLS] vector through one dense layer   [..., n, H] -> [..., H].
+    (DistilBERT's classifier uses relu here, ELECTRA's gelu: config.pooler_act.)"""
+    return rec("pooler.out", act(Z_L[..., 0, :] @ W["pooler.W"] + W["pooler.b"], xp))
 
 
 def mlm_head(W: dict, Z_L, c: BertConfig, rec: Recorder, xp):
     """Masked-lm logits: transform, then the tied output layer W_T^T (or an untied W_out)   [n, H] -> [n, V]."""
     act = activation(c)
-    h = act(Z_L @ W["mlm.W_t"] + W["mlm.b_t"], xp)  # [n, H]
+    h = act(Z_L @ W["mlm.W_t"] + W["mlm.b_t"], xp)  # [n, E] (E = H but in ALBERT)
     h = layer_norm(h, W["mlm.ln.gamma"], W["mlm.ln.beta"], c.layer_norm_eps, xp)
-    W_out = W["mlm.W_out"] if "mlm.W_out" in W else xp.permute_dims(W["embed.W_T"], (1, 0))  # [H, V]
+    W_out = W["mlm.W_out"] if "mlm.W_out" in W else xp.permute_dims(W["embed.W_T"], (1, 0))  # [E, V]
     return rec("mlm.logits", h @ W_out + W["mlm.bias"])  # [n, V]
+
+
+def task_head(W: dict, Z_L, p, c: BertConfig, rec: Recorder, xp):
+    """The task head's logits, one formula line per head (schema's head.logits rows)."""
+    if c.head == "sequence_classification":
+        return rec("head.logits", p @ W["head.W"] + W["head.b"])  # [..., H] -> [..., labels]
+    if c.head == "next_sentence":
+        return rec("head.logits", p @ W["nsp.W"] + W["nsp.b"])  # [..., H] -> [..., 2]
+    if c.head in ("token_classification", "question_answering"):
+        return rec("head.logits", Z_L @ W["head.W"] + W["head.b"])  # [..., n, H] -> [..., n, labels]
+    if c.head == "replaced_token":  # [..., n, H] -> [..., n, H] -> [..., n]
+        h = activation(c)(Z_L @ W["head.W_d"] + W["head.b_d"], xp)
+        return rec("head.logits", (h @ W["head.W"] + W["head.b"])[..., 0])
+    raise ValueError(f"unknown head {c.head!r}")
 
 
 class LayerWeights(dict):
@@ -199,6 +230,8 @@ def forward(weights: dict, layer_weights: list, ids, segments, mask, c: BertConf
     Z = embeddings(weights, ids, segments, c, rec, xp)
     for layer in range(c.num_layers):
         Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(schema.layer_prefix(layer)), xp)
-    pooled = pooler(weights, Z, rec, xp) if "pooler.W" in weights else None  # BertForMaskedLM has none
+    pooled = pooler(weights, Z, rec, xp, pooler_activation(c)) if "pooler.W" in weights else None  # MaskedLM: none
     logits = mlm_head(weights, Z, c, rec, xp) if mlm else None
+    if c.head is not None:
+        task_head(weights, Z, pooled, c, rec, xp)
     return Z, pooled, logits

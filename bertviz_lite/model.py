@@ -6,12 +6,15 @@ with a recorder and returns a `Trace`. The model holds no widget code.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import backend, engine, schema
 from .config import BertConfig
 from .errors import BertVizError
 from .trace import Trace
+from .weights import head_shapes, param_shapes
 
 @dataclass(frozen=True)
 class MaskPrediction:
@@ -36,7 +39,9 @@ class Bert:
         self.source = source
         # weights move to the backend once; the engine never changes them
         self.weights = {k: backend.from_host(v, self.xp) for k, v in weights.items()}
-        self.layer_weights = [engine.LayerWeights(self.weights, layer) for layer in range(config.num_layers)]
+        # ALBERT (shared_layers): every layer reads layer 0's weights
+        self.layer_weights = [engine.LayerWeights(self.weights, 0 if config.shared_layers else layer)
+                              for layer in range(config.num_layers)]
         if tokenizer is not None and tokenizer.vocab_size != config.vocab_size:
             raise BertVizError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's embedding "
                                f"table has {config.vocab_size} rows; load a matching vocab.txt")
@@ -53,6 +58,11 @@ class Bert:
     def has_nsp(self) -> bool:
         return "nsp.W" in self.weights
 
+    @property
+    def max_tokens(self) -> int:
+        """The longest input: the position table's rows from the offset on (RoBERTa: 514 - 2 = 512)."""
+        return self.config.max_positions - self.config.position_offset
+
     def __repr__(self) -> str:
         c = self.config
         heads = " +mlm" if self.has_mlm else ""
@@ -65,16 +75,31 @@ class Bert:
         For what-if experiments: `model.variant(hidden_act="relu")`,
         `model.variant(attention_scale=1 / 768 ** 0.5)`, `model.variant(weights={"layer.0.attn.W_O": I})`.
         """
-        unknown = sorted(set(weights or {}) - set(self.weights))
+        if weights is not None and not isinstance(weights, Mapping):
+            raise TypeError(f"variant(weights=) takes a dict of weight name -> array, got {type(weights).__name__}")
+        fields = {f.name for f in dataclasses.fields(BertConfig)}
+        if set(config_changes) - fields:
+            raise TypeError(f"variant() got {sorted(set(config_changes) - fields)}, which are not config fields; "
+                            f"it changes these: {sorted(fields)}")
+        config = self.config.replace(**config_changes)
+        heads = head_shapes(config)  # a task head added with head=, labels= brings its own weights
+        unknown = sorted(set(weights or {}) - set(self.weights) - set(heads), key=str)
         if unknown:
-            raise KeyError(f"variant() can only replace existing weights; unknown: {unknown}")
+            raise KeyError(f"variant() can only replace existing weights (or add the head's {sorted(heads)}); "
+                           f"unknown: {unknown}")
         new_weights = {**{k: backend.to_host(v) for k, v in self.weights.items()},
-                       **{k: backend.host_float32(backend.to_host(v)) for k, v in (weights or {}).items()}}
-        for k, v in (weights or {}).items():
-            if tuple(new_weights[k].shape) != tuple(self.weights[k].shape):
-                raise ValueError(f"{k} must keep its shape {tuple(self.weights[k].shape)}, got {tuple(v.shape)}")
+                       **{k: backend.host_real_array(v, f"variant weight {k!r}") for k, v in (weights or {}).items()}}
         changes = ", ".join(f"{k}={v!r}" for k, v in config_changes.items()) or "weights changed"
-        return Bert(self.config.replace(**config_changes), new_weights, self.tokenizer,
+        # a variant changes values, never the model's shapes (load('random', config=...) builds another size)
+        shapes = param_shapes(config, mlm=self.has_mlm, nsp=self.has_nsp, pooler=self.has_pooler)  # with any head
+        wrong = [f"{k} has {tuple(w.shape)}, the config needs {shapes[k]}" for k, w in new_weights.items()
+                 if k in shapes and tuple(w.shape) != tuple(shapes[k])]
+        wrong += [f"{k} {shape} is missing" for k, shape in shapes.items() if k not in new_weights]
+        if wrong:
+            raise ValueError(f"variant({changes}): every weight must keep a shape the config fits: "
+                             f"{'; '.join(wrong[:5])}{f' (and {len(wrong) - 5} more)' if len(wrong) > 5 else ''}. "
+                             "A variant changes values, not sizes; for another size use load('random', config=...)")
+        return Bert(config, new_weights, self.tokenizer,
                     name=name or f"{self.name} [{changes}]", backend_name=self.backend, source=self.source)
 
     # --- pickling (to send a model to Dask workers): weights travel as host arrays, the array
@@ -92,7 +117,7 @@ class Bert:
         """The exact model input: tokens, ids, segments, mask and character spans."""
         if self.tokenizer is None:
             raise BertVizError("this model was loaded without a vocabulary; pass token ids to trace_ids()")
-        return self.tokenizer.encode(text, pair, max_length=self.config.max_positions, truncate=truncate,
+        return self.tokenizer.encode(text, pair, max_length=self.max_tokens, truncate=truncate,
                                      pad_to=pad_to)
 
     # --- forward: one sentence is a batch of one (bertviz_lite.batch.run is the one path)
@@ -120,7 +145,7 @@ class Bert:
 
     def trace_keys(self) -> list[str]:
         """Every key a full trace of this model holds, in forward order."""
-        return schema.trace_keys(self.config.num_layers, mlm=self.has_mlm, pooler=self.has_pooler)
+        return schema.model_keys(self.config, mlm=self.has_mlm, pooler=self.has_pooler)
 
     def trace_batch(self, texts, pairs=None, *, pad_to: int | None = None, keep=None, dtype: str | None = None,
                     truncate: bool = False, max_bytes: int | None = None, fast: bool = True, edits=None,

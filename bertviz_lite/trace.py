@@ -82,7 +82,7 @@ def estimate_trace_bytes(config, n: int, *, keep=None, itemsize: int = 4, mlm: b
     """Bytes a trace of n tokens will hold, from the declared axes (before running anything)."""
     keep = _compile_keep(keep)
     total = 0
-    for key in schema.trace_keys(config.num_layers, mlm=mlm, pooler=pooler):
+    for key in schema.model_keys(config, mlm=mlm, pooler=pooler):
         if wants(key, keep):
             size = 1
             for s in schema.shape_of(key, config, n):
@@ -215,6 +215,11 @@ class Trace:
         return self.config.num_layers
 
     @property
+    def labels(self) -> tuple[str, ...]:
+        """The task head's label names, in the order of head.logits' last axis (config.json's id2label)."""
+        return self.config.labels
+
+    @property
     def num_heads(self) -> int:
         return self.config.num_heads
 
@@ -237,7 +242,7 @@ class Trace:
         return len(self._values)
 
     def _missing(self, key: str) -> KeyError:
-        all_keys = schema.trace_keys(self.config.num_layers, mlm=True)
+        all_keys = schema.trace_keys(self.config.num_layers, mlm=True, head=self.config.head)
         if key in all_keys:
             if key == "mlm.logits":
                 return KeyError("'mlm.logits' is recorded only for models with a masked-lm head "
@@ -297,7 +302,7 @@ class Trace:
         layer, step = schema.split_key(key)
         if step not in schema.STEP_BY_KEY:
             raise self._missing(key)
-        return schema.STEP_BY_KEY[step].axes
+        return schema.step_of(key, self.config).axes
 
     def stack(self, name: str):
         """A per-layer step for every layer: axes ('layer',) + the step's axes."""
@@ -320,7 +325,7 @@ class Trace:
         rows = []
         edited = dict(self.edits)
         for key, v in self._values.items():
-            step = schema.step_of(key)
+            step = schema.step_of(key, self.config)
             row = (key, tuple(v.shape), " x ".join(step.axes), step.formula)
             rows.append(row + (edited.get(key, ""),) if edited else row)
         columns = ("key", "shape", "axes", "formula") + (("edited",) if edited else ())

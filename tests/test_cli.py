@@ -63,3 +63,17 @@ def test_python_dash_m(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "bertviz_lite.cli", "trace", "x", "--model", "no such model!"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("bertviz-lite: error:") and "Traceback" not in bad.stderr
+
+
+def test_trace_prints_the_task_head_with_its_labels(capsys):
+    """A fine-tuned-style checkpoint: the head's labels from config.json's id2label and their probabilities."""
+    from pathlib import Path
+
+    from bertviz_lite.analysis import head_probabilities
+    folder = Path(__file__).parent / "fixtures" / "checkpoints" / "family" / "bert_seqcls"
+    assert main(["trace", "I love the movie!", "--model", str(folder)]) == 0
+    out = capsys.readouterr().out
+    p = head_probabilities(bv.load(folder).trace("I love the movie!"))
+    first, second = sorted(zip(p.tolist(), ("neg", "pos")), reverse=True)
+    assert f"head (sequence_classification): {first[1]} {first[0]:.2f}  {second[1]} {second[0]:.2f}" in out
+    assert "head.logits" in out

@@ -50,7 +50,7 @@ def test_trace_records_exactly_the_golden_keys_in_order(base_trace):
 
 def test_every_shape_matches_its_declared_axes(base_trace):
     c = base_trace.config
-    sizes = {"token": 6, "query": 6, "key": 6, "head": 12, "hidden": 768, "head_dim": 64, "ffn": 3072}
+    sizes = {"token": 6, "query": 6, "key": 6, "head": 12, "hidden": 768, "embed": 768, "head_dim": 64, "ffn": 3072}
     assert base_trace.tokens == ("[CLS]", "i", "love", "machine", "learning", "[SEP]")
     for key in base_trace.keys():
         axes = base_trace.axes(key)
