@@ -50,7 +50,7 @@ from bertviz_lite.batch import pad_encoding, trace_encodings  # noqa: E402
 
 OUT = ROOT / "bertviz_lite" / "data" / loading.MINILM_HEAD_FILE
 SEED = 0
-SENTENCES = 60_000  # sentences tokenized and split (train + held-out), from the shuffled corpus
+SENTENCES = 20_000  # sentences tokenized and split (train + held-out), from the shuffled corpus
 HELDOUT = 0.05  # share of them set aside for the held-out numbers
 MAX_TOKENS = 48  # longer definitions (about 1%) are left out: they cost the most per masked piece
 EPOCHS = 3
@@ -150,6 +150,22 @@ def unigram_ranks(train_targets, targets, V: int):
     return rank_of[targets], -logp[targets]
 
 
+def report(info: dict) -> str:
+    """The held-out numbers and example predictions of a run's JSON as markdown tables (for the READMEs)."""
+    held = info["heldout"]
+    groups = ("all", "content", "function", "other", "[MASK]", "content [MASK]", "function [MASK]")
+    lines = ["| held-out, top-1 / top-5 | " + " | ".join(f"{g} ({held['unigram'][g]['rows']:,})" for g in groups) + " |",
+             "|---" * (len(groups) + 1) + "|"]
+    for who in ("fitted head", "unigram", "untrained head"):
+        lines.append(f"| {who} | " + " | ".join(f"{100 * held[who][g]['top1']:.1f}% / {100 * held[who][g]['top5']:.1f}%"
+                                               for g in groups) + " |")
+    lines.append("| held-out loss (nats) | " + " | ".join(
+        " / ".join(f"{held[w][g]['loss']:.2f}" for w in ("fitted head", "unigram", "untrained head")) for g in groups) + " |")
+    lines += ["", "| sentence | the fitted head's top 5 |", "|---|---|"]
+    lines += [f"| {s} | " + ", ".join(f"{t} ({p:.2f})" for t, p in top) + " |" for s, top in info["examples"].items()]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sentences", type=int, default=SENTENCES)
@@ -159,7 +175,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT, help="the .safetensors file to write (a .json goes beside it)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bertviz-lite-mlm")
     ap.add_argument("--check", action="store_true", help="fit again and compare with the committed file")
+    ap.add_argument("--report", action="store_true", help="print the JSON's numbers as markdown tables, fit nothing")
     args = ap.parse_args(argv)
+    if args.report:
+        print(report(json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))))
+        return 0
     t_start = time.perf_counter()
     model = bv.load("minilm", mlm=False, backend="numpy")
     c, tok = model.config, model.tokenizer
