@@ -107,8 +107,10 @@ def save_mlm_head(path, head: dict, *, encoder: str, layer: int) -> None:
     missing = sorted(set(W.MLM_LEARNED) - set(head))
     if missing:
         raise ValueError(f"a head needs {list(W.MLM_LEARNED)}; missing {missing}")
-    save_file({k: backend.host_float32(head[k]) for k in W.MLM_LEARNED}, str(path),
-              metadata={"format": HEAD_FORMAT, "encoder": encoder, "layer": str(layer)})
+    # one metadata entry, its JSON with sorted keys: safetensors writes several entries in hash order, and
+    # the file must come out the same bytes every time (scripts/train_mlm_head.py --check)
+    about = json.dumps({"format": HEAD_FORMAT, "encoder": encoder, "layer": str(layer)}, sort_keys=True)
+    save_file({k: backend.host_float32(head[k]) for k in W.MLM_LEARNED}, str(path), metadata={"bertviz_lite": about})
 
 
 def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
@@ -122,8 +124,10 @@ def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
     from safetensors import SafetensorError, safe_open
     try:
         with safe_open(str(path), framework="np") as f:
-            meta = f.metadata() or {}
+            meta = json.loads((f.metadata() or {}).get("bertviz_lite", "{}"))
             state = {k: f.get_tensor(k) for k in f.keys()}
+        if not isinstance(meta, dict):
+            raise ValueError("its bertviz_lite metadata is not a JSON object")
     except (SafetensorError, OSError, ValueError, TypeError) as e:
         raise CheckpointError(f"the masked-LM head file {path} could not be read ({e}); it may be truncated or "
                               "corrupted: regenerate it with scripts/train_mlm_head.py") from e

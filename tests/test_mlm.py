@@ -219,8 +219,17 @@ def test_fill_mask_bad_input(minilm):
 
 def _write_head(path, tensors, **meta):
     from safetensors.numpy import save_file
-    save_file(tensors, str(path), metadata={"format": loading.HEAD_FORMAT, "encoder": loading.MINILM_REPO,
-                                             "layer": "5", **meta})
+    about = {"format": loading.HEAD_FORMAT, "encoder": loading.MINILM_REPO, "layer": "5", **meta}
+    save_file(tensors, str(path), metadata={"bertviz_lite": json.dumps(about)})
+
+
+def test_head_file_is_the_same_bytes_every_time(tmp_path):
+    head = {k: np.random.default_rng(0).normal(size=s).astype(np.float32)
+            for k, s in (("mlm.W_t", (4, 4)), ("mlm.b_t", (4,)), ("mlm.ln.gamma", (4,)), ("mlm.ln.beta", (4,)),
+                         ("mlm.bias", (9,)))}
+    for name in ("a", "b"):
+        loading.save_mlm_head(tmp_path / name, head, encoder=loading.MINILM_REPO, layer=5)
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
 
 
 @pytest.fixture(scope="module")
