@@ -14,7 +14,7 @@ import bertviz_lite as bv
 from bertviz_lite import engine, loading, mlm
 from bertviz_lite.errors import BertVizError, CheckpointError
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "mlm_head_grad.npz"
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "mlm" / "mlm_head_grad.npz"
 xp = np
 EPS = 1e-12
 
