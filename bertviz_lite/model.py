@@ -7,6 +7,7 @@ with a recorder and returns a `Trace`. The model holds no widget code.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -51,6 +52,12 @@ class Bert:
         return "mlm.bias" in self.weights
 
     @property
+    def mlm_fitted_here(self) -> bool:
+        """True for minilm's head, fitted on the frozen encoder by scripts/train_mlm_head.py (not pre-trained)."""
+        from .loading import MINILM_REPO
+        return self.has_mlm and self.source == MINILM_REPO
+
+    @property
     def has_pooler(self) -> bool:
         return "pooler.W" in self.weights
 
@@ -65,7 +72,9 @@ class Bert:
 
     def __repr__(self) -> str:
         c = self.config
-        heads = " +mlm" if self.has_mlm else ""
+        heads = ""
+        if self.has_mlm:  # where the head comes from: the checkpoint's own, or the one fitted here on minilm
+            heads = " +mlm head (fitted by bertviz-lite)" if self.mlm_fitted_here else " +mlm"
         return (f"<Bert {self.name}: L={c.num_layers} H={c.hidden_size} n_h={c.num_heads} d_ffnn={c.ffn_size} "
                 f"V={c.vocab_size}{heads} on {self.backend}>")
 
@@ -186,14 +195,18 @@ class Bert:
         Returns one list per [MASK], best first.
         """
         if not self.has_mlm:
-            raise BertVizError(f"{self.name} has no masked-lm head: load a BertForPreTraining or BertForMaskedLM "
-                               "checkpoint (e.g. google-bert/bert-base-uncased) or load('random', mlm=True)")
-        if not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+            raise BertVizError(f"{self.name} has no masked-lm head (loaded with mlm=False, or a checkpoint without "
+                               "one): use load('minilm') (its head is fitted by bertviz-lite), a BertForPreTraining or "
+                               "BertForMaskedLM checkpoint (e.g. google-bert/bert-base-uncased), or load('random', mlm=True)")
+        V = self.config.vocab_size
+        if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or not 1 <= top_k <= V:
+            raise ValueError(f"top_k must be a whole number from 1 to the vocabulary size {V:,}, got {top_k!r}")
         enc = self.tokenize(text, pair)
-        positions = [i for i, t in enumerate(enc.tokens) if t == "[MASK]"]
+        mask = "<mask>" if "<mask>" in enc.tokens else "[MASK]"  # roberta's spelling, or bert's
+        positions = [i for i, t in enumerate(enc.tokens) if t == mask]
         if not positions:
-            raise ValueError(f"no [MASK] token in {text!r}; write [MASK] where a word should be predicted")
+            raise ValueError(f"no [MASK] token in {text!r}; write [MASK] (RoBERTa: <mask>) where a word should be "
+                             "predicted")
         tr = self.trace_ids(enc.ids, enc.segments, enc.mask, tokens=enc.tokens, keep=["mlm.logits"])
         logits = backend.to_host(tr["mlm.logits"])
         hx = backend.namespace_of(logits)

@@ -151,6 +151,11 @@ class Recorder:
             self.store[key] = stored
         return value
 
+    def needs(self, name: str) -> bool:
+        """Whether a value under this name would be recorded or edited (else a last step need not run)."""
+        key = self.prefix + name
+        return key in self.edits or wants(key, self.keep)
+
     def scope(self, prefix: str) -> "Recorder":
         return Recorder(self.xp, keep=self.keep, dtype=self.dtype, store=self.store,
                         prefix=self.prefix + prefix, edits=self.edits, edited=self.edited)
@@ -161,6 +166,9 @@ class NullRecorder(Recorder):
 
     def __call__(self, name, value):
         return value
+
+    def needs(self, name):
+        return False
 
     def scope(self, prefix):
         return self

@@ -67,6 +67,9 @@ def mlm_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+MLM_LEARNED = ("mlm.W_t", "mlm.b_t", "mlm.ln.gamma", "mlm.ln.beta", "mlm.bias")  # a tied head's own tensors
+
+
 def nsp_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
     return {"nsp.W": (c.hidden_size, 2), "nsp.b": (2,)}
 

@@ -380,7 +380,7 @@ def try_it(draw: Callable[..., Any], **controls) -> None:
 
     for name, w in controls.items():  # labelled by the argument they set, as interact labels them
         w.description = w.description or name
-    display(widgets.HBox(list(controls.values())))
+    display(widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap")))
     handles = [display(data, metadata=md, raw=True, display_id=True) for data, md in _captured(draw, values())]
 
     def redraw(change) -> None:

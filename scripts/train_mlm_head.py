@@ -1,0 +1,259 @@
+"""Fit BERT's masked-LM head on the frozen all-MiniLM-L6-v2 and write the file `load("minilm")` ships.
+
+    .venv/bin/python scripts/train_mlm_head.py            # fit, write bertviz_lite/data/minilm_mlm_head.*
+    .venv/bin/python scripts/train_mlm_head.py --check    # fit again, exit 1 unless the bytes are the same
+    .venv/bin/python scripts/train_mlm_head.py --sentences 2000 --out /tmp/h  # a small run elsewhere
+
+What it does (every choice and its reason is in data/README.md, "The masked-LM head"):
+1. the corpus: WordNet 3.0's definitions and example sentences (data/, scripts/make_corpus.py),
+   tokenized; sentences of more than MAX_TOKENS pieces are left out; a seeded permutation puts
+   HELDOUT of them aside, never trained on;
+2. BERT's masking (bertviz_lite.mlm.choose_masks: 15% of the pieces, 80% [MASK] / 10% random /
+   10% kept), one draw per sentence, seeded;
+3. the frozen encoder's last layer Z_L at the chosen positions, batched through
+   `trace_encodings` (model.trace_batch's path for ready inputs) with keep= only that layer;
+   cached as .npy in a temporary folder (not in git), keyed by everything that determines it;
+4. the head (bertviz_lite.mlm: dense H x H, GELU, LayerNorm, decoder tied to W_T, output bias)
+   trained with minibatch Adam and BERT's linear warm-up/decay on the cross-entropy of the
+   chosen rows, gradients written by hand; the output bias starts at the log-frequency of the
+   training targets (the unigram model), every other tensor at BERT's initialisation;
+5. held-out top-1/top-5 of the fitted head against the unigram baseline and the untrained head,
+   by word class (content, function, other) and by what the encoder saw ([MASK], random, kept);
+6. the head as safetensors (float32, the five learned tensors: W_T is MiniLM's own) and a JSON
+   beside it with the settings, the loss curve, the held-out numbers and example predictions.
+
+NumPy with OpenBLAS on 2 threads; the same machine, library versions and thread count give the
+same bytes (--check). Takes about 7 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from make_corpus import OUT as EXAMPLES, read_glosses  # noqa: E402
+
+import bertviz_lite as bv  # noqa: E402
+from bertviz_lite import loading, mlm  # noqa: E402
+from bertviz_lite.batch import pad_encoding, trace_encodings  # noqa: E402
+
+OUT = ROOT / "bertviz_lite" / "data" / loading.MINILM_HEAD_FILE
+SEED = 0
+SENTENCES = 20_000  # sentences tokenized and split (train + held-out), from the shuffled corpus
+HELDOUT = 0.05  # share of them set aside for the held-out numbers
+MAX_TOKENS = 48  # longer definitions (about 1%) are left out: they cost the most per masked piece
+EPOCHS = 3
+BATCH = 256  # masked rows per Adam step
+PEAK_LR = 2e-3
+FORWARD_BATCH = 256  # sentences per encoder forward
+EXAMPLES_TO_SHOW = ("The capital of France is [MASK].", "The cat sat on the [MASK].",
+                    "Paris is the [MASK] of France.", "She drank a cup of hot [MASK].",
+                    "He played the [MASK] in the orchestra.", "I love machine [MASK].")
+
+
+def corpus() -> list[str]:
+    """WordNet's definitions, then its example sentences (data/)."""
+    return read_glosses() + EXAMPLES.read_text(encoding="utf-8").splitlines()
+
+
+def encode(model, sentences, limit: int, rng):
+    """A seeded sample of `limit` sentences, tokenized; those over MAX_TOKENS pieces are dropped."""
+    order = rng.permutation(len(sentences))
+    encs = []
+    for i in order:
+        e = model.tokenize(sentences[int(i)])
+        if len(e.ids) <= MAX_TOKENS:
+            encs.append(e)
+        if len(encs) == limit:
+            break
+    return encs
+
+
+def features(model, encs, rng, layer: int, progress: bool = True):
+    """Mask each encoding once (BERT's recipe) and run the frozen encoder: (Z rows [N, H], targets [N],
+    kinds [N] (0 [MASK], 1 random, 2 kept), sentence index [N])."""
+    tok = model.tokenizer
+    special = {tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")}
+    masked = [mlm.choose_masks(e.ids, rng, vocab_size=model.config.vocab_size, mask_id=tok.token_to_id("[MASK]"),
+                               special_ids=special) for e in encs]
+    key = f"layer.{layer}.ffn.ln"
+    lengths = np.array([len(e.ids) for e in encs])
+    order = np.argsort(lengths, kind="stable")  # similar lengths together: little padding
+    rows, targets, kinds, which = [], [], [], []
+    kind_code = {"mask": 0, "random": 1, "keep": 2}
+    t0 = time.perf_counter()
+    for b in range(0, len(order), FORWARD_BATCH):
+        idx = [int(i) for i in order[b:b + FORWARD_BATCH]]
+        n = int(lengths[idx].max())
+        batch = [pad_encoding(replace(encs[i], ids=masked[i].ids), n, tok.token_to_id("[PAD]")) for i in idx]
+        Z = np.asarray(trace_encodings(model, batch, [("",)] * len(batch), keep=[key])[key])  # [B, n, H]
+        for j, i in enumerate(idx):
+            rows.append(Z[j, masked[i].positions])
+            targets += masked[i].targets
+            kinds += [kind_code[k] for k in masked[i].kinds]
+            which += [i] * len(masked[i].positions)
+        if progress and (b // FORWARD_BATCH) % 40 == 0:
+            print(f"  encoder: {b + len(idx):,} / {len(order):,} sentences, {time.perf_counter() - t0:.0f} s",
+                  flush=True)
+    return (np.concatenate(rows).astype(np.float32), np.array(targets, dtype=np.int64),
+            np.array(kinds, dtype=np.int8), np.array(which, dtype=np.int64))
+
+
+def cached_features(model, encs, seed: int, layer: int, cache: Path, progress: bool = True):
+    """features(), stored once in `cache` under a key of everything that determines them."""
+    h = hashlib.sha256(json.dumps([seed, layer, [e.ids for e in encs]]).encode()).hexdigest()[:16]
+    folder = cache / f"features-{h}"
+    names = ("Z", "targets", "kinds", "which")
+    if all((folder / f"{n}.npy").exists() for n in names):
+        return tuple(np.load(folder / f"{n}.npy") for n in names)
+    out = features(model, encs, np.random.default_rng([seed, 1]), layer, progress)
+    folder.mkdir(parents=True, exist_ok=True)
+    for n, a in zip(names, out):
+        np.save(folder / f"{n}.npy", a)
+    return out
+
+
+def evaluate(params, Z, targets, W_T, eps, k=5):
+    ranks, losses = mlm.top_k_hits(params, Z, targets, W_T, eps=eps, xp=np, k=k)
+    return ranks, losses
+
+
+def summarise(ranks, losses, groups: dict) -> dict:
+    """top-1, top-5 and mean loss over all rows and over each group of rows (a boolean mask)."""
+    out = {}
+    for name, sel in {"all": np.ones(len(ranks), bool), **groups}.items():
+        n = int(sel.sum())
+        out[name] = {"rows": n, "top1": float(np.mean(ranks[sel] < 1)) if n else None,
+                     "top5": float(np.mean(ranks[sel] < 5)) if n else None,
+                     "loss": float(np.mean(losses[sel])) if n else None}
+    return out
+
+
+def unigram_ranks(train_targets, targets, V: int):
+    """The rank each target gets from the unigram model (training-target frequency, ties by id)."""
+    counts = np.bincount(train_targets, minlength=V)
+    order = np.lexsort((np.arange(V), -counts))  # most frequent first
+    rank_of = np.empty(V, dtype=np.int64)
+    rank_of[order] = np.arange(V)
+    logp = np.log((counts + 1) / (counts.sum() + V))  # add-one smoothing, for the loss
+    return rank_of[targets], -logp[targets]
+
+
+def report(info: dict) -> str:
+    """The held-out numbers and example predictions of a run's JSON as markdown tables (for the READMEs)."""
+    held = info["heldout"]
+    groups = ("all", "content", "function", "other", "[MASK]", "content [MASK]", "function [MASK]")
+    lines = ["| held-out, top-1 / top-5 | " + " | ".join(f"{g} ({held['unigram'][g]['rows']:,})" for g in groups) + " |",
+             "|---" * (len(groups) + 1) + "|"]
+    for who in ("fitted head", "unigram", "untrained head"):
+        lines.append(f"| {who} | " + " | ".join(f"{100 * held[who][g]['top1']:.1f}% / {100 * held[who][g]['top5']:.1f}%"
+                                               for g in groups) + " |")
+    lines.append("| held-out loss (nats) | " + " | ".join(
+        " / ".join(f"{held[w][g]['loss']:.2f}" for w in ("fitted head", "unigram", "untrained head")) for g in groups) + " |")
+    lines += ["", "| sentence | the fitted head's top 5 |", "|---|---|"]
+    lines += [f"| {s} | " + ", ".join(f"{t} ({p:.2f})" for t, p in top) + " |" for s, top in info["examples"].items()]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sentences", type=int, default=SENTENCES)
+    ap.add_argument("--epochs", type=int, default=EPOCHS)
+    ap.add_argument("--layer", type=int, default=None, help="encoder layer that feeds the head (default: the last)")
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--out", type=Path, default=OUT, help="the .safetensors file to write (a .json goes beside it)")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bertviz-lite-mlm")
+    ap.add_argument("--check", action="store_true", help="fit again and compare with the committed file")
+    ap.add_argument("--report", action="store_true", help="print the JSON's numbers as markdown tables, fit nothing")
+    args = ap.parse_args(argv)
+    if args.report:
+        print(report(json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))))
+        return 0
+    t_start = time.perf_counter()
+    model = bv.load("minilm", mlm=False, backend="numpy")
+    c, tok = model.config, model.tokenizer
+    layer = c.num_layers - 1 if args.layer is None else args.layer
+    rng = np.random.default_rng(args.seed)
+    sentences = corpus()
+    encs = encode(model, sentences, args.sentences, rng)
+    n_held = int(round(HELDOUT * len(encs)))
+    print(f"corpus: {len(sentences):,} sentences; {len(encs):,} sampled ({n_held:,} held out); "
+          f"tokenized in {time.perf_counter() - t_start:.0f} s", flush=True)
+    t_feat = time.perf_counter()
+    Z, targets, kinds, which = cached_features(model, encs, args.seed, layer, args.cache)
+    feat_s = time.perf_counter() - t_feat
+    held = which < n_held
+    train = ~held
+    print(f"features: {len(Z):,} masked rows ({int(train.sum()):,} train, {int(held.sum()):,} held out) "
+          f"in {feat_s:.0f} s", flush=True)
+
+    W_T = np.asarray(model.weights["embed.W_T"])  # [V, H] the tied decoder, frozen
+    eps = c.layer_norm_eps
+    init_rng = np.random.default_rng([args.seed, 2])
+    untrained = mlm.init_head(c.hidden_size, c.vocab_size, init_rng, np)  # BERT's initialisation
+    counts = np.bincount(targets[train], minlength=c.vocab_size)
+    start = {**untrained, "mlm.bias": np.log((counts + 1) / (counts.sum() + c.vocab_size)).astype(np.float32)}
+    t_fit = time.perf_counter()
+    params, log = mlm.fit(start, Z[train], targets[train], W_T, eps=eps, xp=np, rng=np.random.default_rng([args.seed, 3]),
+                          epochs=args.epochs, batch=BATCH, peak_lr=PEAK_LR, log_every=50,
+                          on_log=lambda e: print(f"  step {e[0]:>6,}  rows {e[1]:>9,}  loss {e[2]:.3f}", flush=True)
+                          if e[0] % 500 == 0 else None)
+    fit_s = time.perf_counter() - t_fit
+
+    # held-out numbers
+    words = np.array([mlm.word_class(tok.id_to_token(int(t))) for t in targets[held]])
+    kh = kinds[held]
+    groups = {"content": words == "content", "function": words == "function", "other": words == "other",
+              "content [MASK]": (words == "content") & (kh == 0), "function [MASK]": (words == "function") & (kh == 0),
+              "[MASK]": kh == 0, "random": kh == 1, "kept": kh == 2}
+    results = {}
+    for name, p in (("fitted head", params), ("untrained head", untrained)):
+        results[name] = summarise(*evaluate(p, Z[held], targets[held], W_T, eps), groups)
+    results["unigram"] = summarise(*unigram_ranks(targets[train], targets[held], c.vocab_size), groups)
+    total_s = time.perf_counter() - t_start
+
+    fitted = {k: np.ascontiguousarray(np.asarray(v, dtype=np.float32)) for k, v in params.items()}
+    head_model = bv.Bert(c, {**{k: np.asarray(v) for k, v in model.weights.items()}, **fitted}, tok, name=model.name,
+                         backend_name="numpy", source=model.source)
+    shown = {s: [(p.token, round(p.probability, 4)) for p in head_model.fill_mask(s, top_k=5)[0]]
+             for s in EXAMPLES_TO_SHOW}
+    meta = {
+        "encoder": loading.MINILM_REPO, "layer": layer, "seed": args.seed, "sentences": len(encs),
+        "heldout_sentences": n_held, "max_tokens": MAX_TOKENS, "epochs": args.epochs, "batch": BATCH,
+        "peak_lr": PEAK_LR, "masked_rows": {"train": int(train.sum()), "heldout": int(held.sum())},
+        "seconds": {"features": round(feat_s, 1), "fit": round(fit_s, 1), "total": round(total_s, 1)},
+        "threads": os.environ.get("OMP_NUM_THREADS", "default"), "numpy": np.__version__,
+        "loss_curve": [[s, r, round(l, 4)] for s, r, l in log], "heldout": results, "examples": shown,
+    }
+    if args.check:
+        with tempfile.TemporaryDirectory() as d:
+            fresh = Path(d) / args.out.name
+            loading.save_mlm_head(fresh, fitted, encoder=loading.MINILM_REPO, layer=layer)
+            same = fresh.read_bytes() == args.out.read_bytes()
+        print(f"{args.out}: {'the same bytes' if same else 'DIFFERENT bytes'} after fitting again "
+              f"({total_s:.0f} s)")
+        return 0 if same else 1
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    loading.save_mlm_head(args.out, fitted, encoder=loading.MINILM_REPO, layer=layer)
+    args.out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps({k: results[k]["all"] | {"content": results[k]["content"]["top5"],
+                                              "function": results[k]["function"]["top5"]} for k in results}, indent=1))
+    for s, top in shown.items():
+        print(f"{s:<45} {', '.join(t for t, _ in top)}")
+    print(f"wrote {args.out} ({args.out.stat().st_size:,} bytes) and its .json; {total_s:.0f} s in all")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""The masked-LM head: BERT's masking, every backward function against central finite differences
+(float64), the whole head's gradient against torch autograd (tests/fixtures/make_mlm_reference.py),
+the head MiniLM ships, fill_mask, and the errors for bad input and bad head files."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.special
+
+import bertviz_lite as bv
+from bertviz_lite import engine, loading, mlm
+from bertviz_lite.errors import BertVizError, CheckpointError
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "mlm" / "mlm_head_grad.npz"
+xp = np
+EPS = 1e-12
+
+
+def numeric_grad(f, x, h=1e-6):
+    """Central finite differences of the scalar f() in every entry of x (changed in place, restored)."""
+    g = np.zeros_like(x)
+    it = np.nditer(x, flags=["multi_index"])
+    for _ in it:
+        i = it.multi_index
+        old = x[i]
+        x[i] = old + h
+        up = f()
+        x[i] = old - h
+        down = f()
+        x[i] = old
+        g[i] = (up - down) / (2 * h)
+    return g
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(3)
+
+
+# ------------------------------------------------------------------------------------------
+# each backward function against finite differences, float64
+# ------------------------------------------------------------------------------------------
+
+
+def test_matmul_backward(rng):
+    x, W, r = rng.normal(size=(4, 5)), rng.normal(size=(5, 3)), rng.normal(size=(4, 3))
+    loss = lambda: float(np.sum(r * (x @ W)))  # noqa: E731  a random linear read-out of y
+    dx, dW = mlm.matmul_backward(r, x, W)
+    np.testing.assert_allclose(dx, numeric_grad(loss, x), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(dW, numeric_grad(loss, W), rtol=1e-7, atol=1e-8)
+
+
+def test_bias_backward(rng):
+    x, b, r = rng.normal(size=(4, 3)), rng.normal(size=3), rng.normal(size=(4, 3))
+    loss = lambda: float(np.sum(r * (x + b)))  # noqa: E731
+    dx, db = mlm.bias_backward(r, xp)
+    np.testing.assert_allclose(dx, numeric_grad(loss, x), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(db, numeric_grad(loss, b), rtol=1e-7, atol=1e-8)
+
+
+def test_gelu_backward(rng):
+    x, r = rng.normal(0, 2, size=(5, 6)), rng.normal(size=(5, 6))
+    exact = lambda: float(np.sum(r * x * 0.5 * (1 + scipy.special.erf(x / np.sqrt(2)))))  # noqa: E731  scipy's erf
+    # the engine's erf is a rational form with |error| <= 1.5e-7: its slope differs from Phi by as little
+    np.testing.assert_allclose(mlm.gelu_backward(r, x, xp), numeric_grad(exact, x), rtol=1e-6, atol=1e-6)
+    tanh = lambda: float(np.sum(r * engine.gelu_tanh(x, xp)))  # noqa: E731  another function: caught
+    assert not np.allclose(mlm.gelu_backward(r, x, xp), numeric_grad(tanh, x), rtol=1e-6, atol=1e-6)
+
+
+def test_layer_norm_backward(rng):
+    x, g, b, r = rng.normal(1, 2, size=(4, 6)), 1 + rng.normal(0, 0.3, 6), rng.normal(0, 0.3, 6), rng.normal(size=(4, 6))
+    loss = lambda: float(np.sum(r * engine.layer_norm.formula(x, g, b, 1e-5, xp)))  # noqa: E731
+    dx, dg, db = mlm.layer_norm_backward(r, x, g, 1e-5, xp)
+    np.testing.assert_allclose(dx, numeric_grad(loss, x), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dg, numeric_grad(loss, g), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(db, numeric_grad(loss, b), rtol=1e-6, atol=1e-8)
+
+
+def test_softmax_cross_entropy_backward(rng):
+    y, t = rng.normal(0, 3, size=(5, 9)), rng.integers(0, 9, 5)
+    loss = lambda: float(mlm.cross_entropy(y, t, xp))  # noqa: E731
+    np.testing.assert_allclose(mlm.cross_entropy_backward(y, t, xp), numeric_grad(loss, y), rtol=1e-6, atol=1e-9)
+    loss_once, dy_once = mlm.softmax_cross_entropy(y, t, xp)  # the training step's one-pass form: the same
+    assert float(loss_once) == float(mlm.cross_entropy(y, t, xp))
+    np.testing.assert_array_equal(dy_once, mlm.cross_entropy_backward(y, t, xp))
+    # and the loss itself: -log of scipy's softmax at the targets, averaged
+    assert float(mlm.cross_entropy(y, t, xp)) == pytest.approx(
+        -np.mean(np.log(scipy.special.softmax(y, axis=-1)[np.arange(5), t])), rel=1e-12)
+    big = y * 1e3  # no overflow: the row max is subtracted first
+    assert np.isfinite(mlm.cross_entropy(big, t, xp)) and np.isfinite(mlm.cross_entropy_backward(big, t, xp)).all()
+
+
+# ------------------------------------------------------------------------------------------
+# the whole head: against torch autograd (a committed fixture) and finite differences
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ref():
+    with np.load(FIXTURE) as f:
+        return {k: f[k] for k in f.files}
+
+
+def test_whole_head_matches_torch_autograd(ref):
+    params = {k: ref[k] for k in bv.weights.MLM_LEARNED}
+    meta = json.loads(ref["meta"].item())
+    y, _ = mlm.head_forward(params, ref["Z"], ref["W_T"], meta["eps"], xp)
+    np.testing.assert_allclose(y, ref["logits"], rtol=1e-6, atol=1e-6)  # hugging face's BertLMPredictionHead
+    loss, grads = mlm.loss_and_grads(params, ref["Z"], ref["targets"], ref["W_T"], meta["eps"], xp)
+    assert float(loss) == pytest.approx(float(ref["loss"]), rel=1e-6)
+    assert set(grads) == set(bv.weights.MLM_LEARNED)
+    for k in grads:
+        np.testing.assert_allclose(grads[k], ref[f"grad.{k}"], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_whole_head_matches_finite_differences(ref):
+    params = {k: ref[k].copy() for k in bv.weights.MLM_LEARNED}
+    Z, W_T, t = ref["Z"], ref["W_T"], ref["targets"]
+    _, grads = mlm.loss_and_grads(params, Z, t, W_T, EPS, xp)
+    for k in ("mlm.b_t", "mlm.ln.gamma", "mlm.bias"):  # W_t is covered by torch; these are quick
+        num = numeric_grad(lambda: float(mlm.loss_and_grads(params, Z, t, W_T, EPS, xp)[0]), params[k])
+        np.testing.assert_allclose(grads[k], num, rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_a_step_against_the_gradient_lowers_the_loss(ref):
+    params = {k: ref[k] for k in bv.weights.MLM_LEARNED}
+    loss, grads = mlm.loss_and_grads(params, ref["Z"], ref["targets"], ref["W_T"], EPS, xp)
+    stepped = {k: params[k] - 0.05 * grads[k] for k in params}
+    assert float(mlm.loss_and_grads(stepped, ref["Z"], ref["targets"], ref["W_T"], EPS, xp)[0]) < float(loss)
+    fitted, log = mlm.fit(params, ref["Z"], ref["targets"], ref["W_T"], eps=EPS, xp=xp, rng=np.random.default_rng(0),
+                          epochs=30, batch=4, peak_lr=3e-2, log_every=5)
+    assert log[-1][2] < 0.5 * log[0][2]  # it can learn 7 rows by heart
+    assert float(mlm.cross_entropy(mlm.head_forward(fitted, ref["Z"], ref["W_T"], EPS, xp)[0], ref["targets"], xp)) < \
+        0.5 * float(loss)
+
+
+# ------------------------------------------------------------------------------------------
+# BERT's masking
+# ------------------------------------------------------------------------------------------
+
+
+def test_masking_follows_bert():
+    rng = np.random.default_rng(0)
+    special = {101, 102}
+    ids = [101] + list(range(2000, 2040)) + [102]  # 40 word pieces
+    kinds = []
+    for _ in range(500):
+        m = mlm.choose_masks(ids, rng, vocab_size=30522, mask_id=103, special_ids=special)
+        assert len(m.positions) == 6  # round(0.15 * 40)
+        assert 0 not in m.positions and len(ids) - 1 not in m.positions  # never [CLS] or [SEP]
+        assert m.targets == [ids[p] for p in m.positions]
+        for p, kind in zip(m.positions, m.kinds):
+            assert (m.ids[p] == 103) == (kind == "mask")
+            assert kind != "keep" or m.ids[p] == ids[p]
+        assert all(m.ids[i] == ids[i] for i in range(len(ids)) if i not in m.positions)
+        kinds += m.kinds
+    share = {k: kinds.count(k) / len(kinds) for k in ("mask", "random", "keep")}
+    assert abs(share["mask"] - 0.8) < 0.03 and abs(share["random"] - 0.1) < 0.02 and abs(share["keep"] - 0.1) < 0.02
+    short = mlm.choose_masks([101, 7, 102], rng, vocab_size=10, mask_id=3, special_ids=special)
+    assert short.positions == [1]  # at least one piece
+    with pytest.raises(ValueError, match="no word piece"):
+        mlm.choose_masks([101, 102], rng, vocab_size=10, mask_id=3, special_ids=special)
+
+
+def test_word_classes():
+    assert [mlm.word_class(p) for p in ("paris", "the", "##ing", ",", "1990", "of")] == \
+        ["content", "function", "other", "other", "other", "function"]
+
+
+# ------------------------------------------------------------------------------------------
+# the head minilm ships
+# ------------------------------------------------------------------------------------------
+
+
+def test_minilm_has_the_fitted_head(minilm):
+    assert minilm.has_mlm and "+mlm" in repr(minilm)
+    path = loading.packaged_head_path()
+    assert path.stat().st_size < 3 * 2**20  # the five learned tensors, not the tied 30,522 x 384 decoder
+    tr = minilm.trace("The capital of France is [MASK].")
+    assert tr.keys()[-1] == "mlm.logits" and tr["mlm.logits"].shape == (tr.n, 30522)
+    for k in ("mlm.b_t", "mlm.ln.beta", "mlm.bias"):  # trained: no bias is left at BERT's zero init
+        assert np.abs(np.asarray(minilm.weights[k])).max() > 0.01, k
+    bare = bv.load("minilm", mlm=False)
+    assert not bare.has_mlm and "mlm.logits" not in bare.trace("a [MASK] b").keys()
+    assert bv.count_params(minilm).total - bv.count_params(bare).total == 384 * 384 + 384 + 2 * 384 + 30522
+    np.testing.assert_array_equal(tr["layer.5.ffn.ln"], bare.trace("The capital of France is [MASK].")["layer.5.ffn.ln"])
+
+
+def test_shipped_numbers_beside_the_head():
+    info = json.loads(loading.packaged_head_path().with_suffix(".json").read_text())
+    held = info["heldout"]
+    assert held["fitted head"]["content"]["top5"] > held["unigram"]["content"]["top5"]
+    assert held["fitted head"]["all"]["top5"] > held["untrained head"]["all"]["top5"]
+    assert info["loss_curve"][-1][2] < info["loss_curve"][0][2]
+
+
+def test_fill_mask_gives_words_and_probabilities(minilm):
+    preds = minilm.fill_mask("The cat sat on the [MASK].", top_k=5)
+    assert len(preds) == 1 and len(preds[0]) == 5
+    probs = [p.probability for p in preds[0]]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
+    assert all(p.position == 6 for p in preds[0])
+    two = minilm.fill_mask("The [MASK] sat on the [MASK].", top_k=3)
+    assert [len(p) for p in two] == [3, 3]
+
+
+def test_fill_mask_bad_input(minilm):
+    with pytest.raises(ValueError, match=r"no \[MASK\]"):
+        minilm.fill_mask("The cat sat on the mat.")
+    for bad in (0, -1, 30523, 2.5, True, "5"):
+        with pytest.raises(ValueError, match="top_k"):
+            minilm.fill_mask("The cat sat on the [MASK].", top_k=bad)
+    with pytest.raises(BertVizError, match="no masked-lm head.*mlm=False"):
+        bv.load("minilm", mlm=False).fill_mask("The cat sat on the [MASK].")
+
+
+def _write_head(path, tensors, **meta):
+    from safetensors.numpy import save_file
+    about = {"format": loading.HEAD_FORMAT, "encoder": loading.MINILM_REPO, "layer": "5", **meta}
+    save_file(tensors, str(path), metadata={"bertviz_lite": json.dumps(about)})
+
+
+def test_head_file_is_the_same_bytes_every_time(tmp_path):
+    head = {k: np.random.default_rng(0).normal(size=s).astype(np.float32)
+            for k, s in (("mlm.W_t", (4, 4)), ("mlm.b_t", (4,)), ("mlm.ln.gamma", (4,)), ("mlm.ln.beta", (4,)),
+                         ("mlm.bias", (9,)))}
+    for name in ("a", "b"):
+        loading.save_mlm_head(tmp_path / name, head, encoder=loading.MINILM_REPO, layer=5)
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def minilm_parts():
+    return loading.read_folder(loading.find_minilm())
+
+
+def test_bad_head_files_name_the_file(tmp_path, minilm_parts):
+    config, weights, _ = minilm_parts
+    good = loading.read_mlm_head(loading.packaged_head_path(), config, weights)
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(loading.packaged_head_path().read_bytes()[:5000])
+    with pytest.raises(CheckpointError, match="truncated.safetensors could not be read"):
+        loading.read_mlm_head(truncated, config, weights)
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"\x00" * 64)
+    with pytest.raises(CheckpointError, match="garbage.safetensors"):
+        loading.read_mlm_head(garbage, config, weights)
+    cases = {
+        "shape": ({**good, "mlm.W_t": good["mlm.W_t"][:, :100].copy()}, {}, r"mlm.W_t has shape \(384, 100\)"),
+        "missing": ({k: v for k, v in good.items() if k != "mlm.bias"}, {}, "missing tensor mlm.bias"),
+        "extra": ({**good, "mlm.W_out": np.zeros((2, 2), np.float32)}, {}, "unexpected tensor mlm.W_out"),
+        "nan": ({**good, "mlm.b_t": np.full(384, np.nan, np.float32)}, {}, "NaN"),
+        "encoder": (good, {"encoder": "google-bert/bert-base-uncased"}, "fitted for encoder"),
+        "layer": (good, {"layer": "3"}, "fitted on layer '3'"),
+    }
+    for name, (tensors, meta, message) in cases.items():
+        path = tmp_path / f"{name}.safetensors"
+        _write_head(path, tensors, **meta)
+        with pytest.raises(CheckpointError, match=message) as e:
+            loading.read_mlm_head(path, config, weights)
+        assert str(path) in str(e.value)
+    with pytest.raises(CheckpointError, match="missing"):
+        loading.read_mlm_head(tmp_path / "nowhere.safetensors", config, weights)
+
+
+def test_mlm_flag_on_other_sources(tmp_path):
+    with pytest.raises(TypeError, match="mlm must be"):
+        bv.load("minilm", mlm="yes")
+    assert not bv.load("random", config={"num_layers": 1, "hidden_size": 32, "num_heads": 2, "ffn_size": 64}).has_mlm
+
+
+def test_head_is_skipped_when_logits_are_not_recorded(minilm):
+    tr = minilm.trace("The cat sat on the [MASK].", keep=["attn.probs"])
+    assert "mlm.logits" not in tr.keys()
+    btr = minilm.trace_batch(["a [MASK] b", "the cat"], keep=["mlm.logits"])
+    assert btr["mlm.logits"].shape[-1] == 30522
