@@ -71,7 +71,7 @@ class Bert:
     def __repr__(self) -> str:
         c = self.config
         heads = " +mlm" if self.has_mlm else ""
-        return (f"<Bert {self.name}: L={c.num_layers} H={c.hidden_size} A={c.num_heads} F={c.ffn_size} "
+        return (f"<Bert {self.name}: L={c.num_layers} H={c.hidden_size} n_h={c.num_heads} F={c.ffn_size} "
                 f"V={c.vocab_size}{heads} on {self.backend}>")
 
     def variant(self, *, name: str | None = None, weights: dict | None = None, **config_changes) -> "Bert":

@@ -34,7 +34,7 @@ STRICT_ENV = "BERTVIZ_COURSE_STRICT"
 STUB = "replace the ... with your answer"
 
 __all__ = ["check", "checker", "exercise", "close", "equals", "one_of", "within", "calls", "wrong_answers", "picture",
-           "try_it", "formula", "forward_pass"]
+           "try_it", "formula", "forward_pass", "symbol_table"]
 MAX_MESSAGE = 400  # characters of a verdict: a 10 MB answer is never echoed into the cell
 
 
@@ -427,6 +427,14 @@ def _view_png(vd: dict, buf, *, head: int, query: int, dpi):
     to_png(vd, buf, head=head, query=query, dpi=dpi)
 
 
+def _plain(text: str) -> str:
+    """A plotly title as matplotlib text: <br> starts a line, other HTML tags go, $ stays a dollar sign."""
+    import re
+
+    text = re.sub(r"<br\s*/?>", "\n", str(text), flags=re.I)
+    return re.sub(r"<[^>]+>", "", text).replace("$", r"\$")
+
+
 def _plotly_png(fig, buf, *, dpi):
     """A one-panel plotly figure redrawn with matplotlib's object API (no pyplot) from its own data."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -471,15 +479,29 @@ def _plotly_png(fig, buf, *, dpi):
     if any(t.name for t in fig.data if t.type != "heatmap") and len(fig.data) > 1:
         ax.legend(fontsize=8)
     title = layout.title.text if layout.title and layout.title.text else ""
-    ax.set_title(title.replace("<b>", "").replace("</b>", ""), fontsize=10)
+    ax.set_title(_plain(title), fontsize=10)
     if layout.xaxis.title and layout.xaxis.title.text:
-        ax.set_xlabel(layout.xaxis.title.text)
+        ax.set_xlabel(_plain(layout.xaxis.title.text))
     if layout.yaxis.title and layout.yaxis.title.text:
-        ax.set_ylabel(layout.yaxis.title.text)
+        ax.set_ylabel(_plain(layout.yaxis.title.text))
     if layout.yaxis.autorange == "reversed" and not any(t.type == "heatmap" for t in fig.data):
         ax.invert_yaxis()
     FigureCanvasAgg(mfig)
     mfig.savefig(buf, format="png", dpi=dpi or 100, facecolor="white")
+
+
+def symbol_table() -> str:
+    """The course's "One symbol per thing" table as markdown, from `bertviz_lite.schema.SYMBOLS` (each
+    lesson carries it as a markdown cell, so GitHub shows it; tests/test_lessons.py keeps them in step)."""
+    from bertviz_lite.schema import SYMBOLS
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = [f"| `{s.symbol}` | {cell(s.meaning)} | {cell(', '.join(s.also))} |" for s in SYMBOLS]
+    return ("**One symbol per thing.** Every lesson writes the same symbol for the same thing (the package's table "
+            "`bertviz_lite.schema.SYMBOLS`); $A$ is only ever an attention map, the number of heads is $n_h$.\n\n"
+            "| symbol | what it is | other names in the sources and code |\n|---|---|---|\n" + "\n".join(rows))
 
 
 def forward_pass(config, n: int, *, highlight=(), long: int | None = None):

@@ -190,6 +190,11 @@ def test_formula_rejects_typed_numbers():
     assert not ok and "text (a str)" in detail
 
 
+def test_plotly_titles_lose_their_html():
+    assert course._plain("<b>layer 0</b>, head 2<br><sup>block means</sup>") == "layer 0, head 2\nblock means"
+    assert course._plain("costs $5") == r"costs \$5"
+
+
 def test_close_names_known_mistakes():
     ok, detail = course.close(np.full(3, 0.5), np.ones(3), mistakes={"you halved it": np.full(3, 0.5)})
     assert not ok and detail == "you halved it"
@@ -346,6 +351,23 @@ def test_no_A_for_the_number_of_heads(lesson):
     if lesson.stem in KNOWN_EXCEPTIONS and found:
         pytest.skip(f"{lesson.stem}: {found} (rewritten on another branch; KNOWN_EXCEPTIONS)")
     assert not found, f"{lesson.name} writes A for the number of heads: {found}; write n_h"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
+def test_symbol_table_as_markdown(lesson):
+    """issue 18 section 5: every lesson carries the "One symbol per thing" table as markdown (GitHub shows it);
+    a lesson that carries the package's whole table carries today's (course.symbol_table(), from schema.SYMBOLS)."""
+    nb = nbformat.read(lesson, as_version=4)
+    tables = [c.source for c in nb.cells if c.cell_type == "markdown" and "**One symbol per thing.**" in c.source]
+    if not tables and lesson.stem in KNOWN_EXCEPTIONS:
+        pytest.skip(f"{lesson.stem}: rewritten on another branch (KNOWN_EXCEPTIONS)")
+    assert tables, f"{lesson.name}: no markdown cell with the **One symbol per thing.** table"
+    assert any("n_h" in t for t in tables), f"{lesson.name}: its symbol table does not name n_h, the number of heads"
+    full = course.symbol_table()
+    header = full.split("\n\n", 1)[1].split("\n", 1)[0]
+    for t in tables:
+        if header in t:
+            assert full in t, f"{lesson.name}: its symbol table differs from course.symbol_table() (schema.SYMBOLS)"
 
 
 # interact/interactive draw into an Output widget, and so does any `with out:` block run while the cell runs
