@@ -4,7 +4,7 @@ import re
 import numpy as np
 
 from bertviz_lite import analysis
-from course import close, exercise
+from course import close, equals, exercise
 
 
 @exercise("14.1", hint=("mean pooling averages the last layer's rows of the real tokens only: [PAD] rows get weight 0",
@@ -46,3 +46,12 @@ def _(answer, *, model):
         return False, f"they share {sorted(shared)}"
     s = analysis.pair_similarity(model, a, b)
     return (s > 0.5), f"cos = {s:.3f}" + ("" if s > 0.5 else ", not above 0.5 yet")
+
+
+@exercise("14.4", hint=("predict first: the mean of the token vectors; in a role swap the tokens are the same words, "
+                        "each moved a little by its new context",),
+          prediction=True, wrong=lambda answer, actual: [not actual, "True", 1])
+def _(answer, *, actual):
+    if not isinstance(answer, (bool, np.bool_)):
+        return False, f"answer True or False (a bool); got {type(answer).__name__}"
+    return equals(bool(answer), actual)
