@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import importlib
 import os
+import reprlib
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -32,15 +34,21 @@ STRICT_ENV = "BERTVIZ_COURSE_STRICT"
 STUB = "replace the ... with your answer"
 
 __all__ = ["check", "checker", "exercise", "close", "equals", "one_of", "within", "calls", "wrong_answers", "picture",
-           "try_it"]
+           "try_it", "formula", "forward_pass", "symbol_table"]
+MAX_MESSAGE = 400  # characters of a verdict: a 10 MB answer is never echoed into the cell
 
 
 @dataclass
 class Exercise:
     id: str
     fn: Callable[..., Any]
-    hint: str
+    hints: tuple[str, ...]  # graded: the idea first, then a partial step; never the solution line
     wrong: Callable[..., list] | None = None  # (answer, **context) -> answers the checker must reject
+    prediction: bool = False  # a "predict first" exercise: its answer must not be printed above the stub
+
+    @property
+    def hint(self) -> str:
+        return self.hints[0]
 
 
 @dataclass
@@ -53,7 +61,8 @@ class Call:
 
 
 _EXERCISES: dict[str, Exercise] = {}
-_CALLS: list[Call] = []
+_CALLS: dict[str, Call] = {}  # the last call of each exercise: what the replay needs, bounded by the exercises
+_TRIES: dict[str, int] = {}  # wrong answers so far, per exercise: which hint comes next
 
 
 # ------------------------------------------------------------------------------------------
@@ -61,14 +70,22 @@ _CALLS: list[Call] = []
 # ------------------------------------------------------------------------------------------
 
 
-def exercise(id: str, *, hint: str, wrong: Callable[..., list] | None = None):
+def exercise(id: str, *, hint: str | tuple[str, ...] | list[str], wrong: Callable[..., list] | None = None,
+             prediction: bool = False):
     """Register the checker of exercise `id` ("03.1"). `hint` is shown when an answer is not yet
-    right. `wrong(answer, **context)`, if given, returns answers the checker must reject (the test
-    of the course replays every check with them; by default it perturbs the right answer)."""
+    right: one string, or graded hints (a tuple), the first after the first wrong try (the idea:
+    which formula line, what the shapes must be), the next after the next (a partial step). A hint
+    never holds the solution's code line (tests/test_lessons.py checks it against notebooks/solutions/).
+    `wrong(answer, **context)`, if given, returns answers the checker must reject (the test
+    of the course replays every check with them; by default it perturbs the right answer).
+    `prediction=True` marks a "predict first" exercise: no number printed above its stub may pass it."""
     _split(id)
+    hints = (hint,) if isinstance(hint, str) else tuple(hint)
+    if not hints or not all(isinstance(h, str) and h.strip() for h in hints):
+        raise ValueError(f"exercise {id}: hint is a non-empty string or a tuple of them, got {hint!r}")
 
     def register(fn):
-        _EXERCISES[id] = Exercise(id, fn, hint, wrong)
+        _EXERCISES[id] = Exercise(id, fn, hints, wrong, prediction)
         return fn
 
     return register
@@ -104,12 +121,14 @@ def checker(id: str) -> Callable[..., tuple[bool, str]]:
     def run(answer, **context) -> tuple[bool, str]:
         if answer is Ellipsis:
             return False, STUB
-        try:
-            result = ex.fn(answer, **context)
+        try:  # a checker's arithmetic on a wrong answer (inf - inf, 0 / 0) warns nothing into the cell
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                result = ex.fn(answer, **context)
         except Exception as e:  # a malformed answer: tell the student what broke, do not crash the lesson
-            return False, f"checking your answer raised {type(e).__name__}: {e}"
+            return False, _cut(f"checking your answer raised {type(e).__name__}: {e}")
         ok, detail = result if isinstance(result, tuple) else (bool(result), "")
-        return bool(ok), str(detail)
+        return bool(ok), _cut(str(detail))
 
     return run
 
@@ -119,13 +138,19 @@ def check(id: str, answer, **context) -> bool:
     Under BERTVIZ_COURSE_STRICT=1 a failed check raises AssertionError."""
     ex = _lookup(id)
     ok, detail = checker(id)(answer, **context)
-    _CALLS.append(Call(id, answer, dict(context), ok))
+    _CALLS.pop(id, None)
+    _CALLS[id] = Call(id, answer, dict(context), ok)
     if ok:
         print(f"✅ correct ({id})" + (f": {detail}" if detail else ""))
         return True
     message = f"❌ not yet ({id}): {detail}" if detail else f"❌ not yet ({id})"
     if detail != STUB:
-        message += f"\n   hint: {ex.hint}"
+        tries = _TRIES[id] = _TRIES.get(id, 0) + 1
+        k = min(tries, len(ex.hints))
+        label = "hint" if len(ex.hints) == 1 else f"hint {k} of {len(ex.hints)}"
+        message += f"\n   {label}: {ex.hints[k - 1]}"
+        if k < len(ex.hints):
+            message += "\n   (another wrong try shows the next hint)"
     print(message)
     if os.environ.get(STRICT_ENV, "") not in ("", "0"):
         raise AssertionError(message)
@@ -133,8 +158,52 @@ def check(id: str, answer, **context) -> bool:
 
 
 def calls() -> list[Call]:
-    """Every `check` call made in this process, in order."""
-    return list(_CALLS)
+    """The last `check` call of each exercise checked in this process, in order of those calls."""
+    return list(_CALLS.values())
+
+
+def _cut(text: str, limit: int = MAX_MESSAGE) -> str:
+    return text if len(text) <= limit else text[:limit - 25] + f" ... ({len(text):,} characters)"
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlist = _REPR.maxtuple = 8
+
+
+def _short(x) -> str:
+    """A repr that fits on a line, whatever the size of the answer."""
+    if isinstance(x, np.ndarray):
+        return f"an array of shape {x.shape} ({x.dtype})"
+    return _REPR.repr(x)
+
+
+_KINDS = ((bool, "True or False (a bool)"), (str, "text (a str)"), (int, "a whole number (an int)"),
+          (float, "a number (a float)"), (tuple, "a tuple"), (list, "a list"), (np.ndarray, "an array"))
+
+
+def _kind(x) -> str:
+    if isinstance(x, np.bool_):
+        return "True or False (a bool)"
+    if isinstance(x, np.integer):
+        return "a whole number (an int)"
+    if isinstance(x, np.floating):
+        return "a number (a float)"
+    for t, name in _KINDS:
+        if isinstance(x, t):
+            return name
+    return f"a {type(x).__name__}"
+
+
+def type_slip(answer, expected) -> str:
+    """'' when the answer has the kind of value expected, else a sentence that names both kinds
+    ('6' for 6, 'cls' for an index, 1 for True). Ints pass where floats are expected."""
+    a, e = _kind(answer), _kind(expected)
+    if a == e or (e == "a number (a float)" and a == "a whole number (an int)") or \
+            ({a, e} <= {"a tuple", "a list"}):
+        return ""
+    hint = " (drop the quotes)" if isinstance(answer, str) and e != "text (a str)" else ""
+    return f"your answer is {a}, {_short(answer)}; expected {e}{hint}"
 
 
 # ------------------------------------------------------------------------------------------
@@ -143,17 +212,38 @@ def calls() -> list[Call]:
 
 
 def _as_array(answer, what: str = "your answer"):
-    if hasattr(answer, "__array__") or isinstance(answer, (list, tuple, int, float, np.number, bool)):
+    if isinstance(answer, str):
+        return None, f"{what} is text (a str), {_short(answer)}; expected a number or an array of numbers (drop the quotes)"
+    if hasattr(answer, "__array__") or isinstance(answer, (list, tuple, int, float, complex, np.number, bool)):
         arr = np.asarray(answer)
         if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
             return None, f"{what} is not an array of numbers (dtype {arr.dtype})"
+        if np.iscomplexobj(arr):  # the right real part with any imaginary part is not the answer
+            return None, f"{what} is complex (dtype {arr.dtype}); expected real numbers"
         return arr, ""
     return None, f"{what} is a {type(answer).__name__}, expected an array of numbers"
 
 
-def close(answer, expected, atol: float = 1e-5, rtol: float = 1e-4) -> tuple[bool, str]:
+def close(answer, expected, atol: float = 1e-5, rtol: float = 1e-4, *,
+          mistakes: dict[str, Any] | None = None) -> tuple[bool, str]:
     """Numbers or arrays equal to `expected` within atol + rtol * |expected|; the detail names
-    what is off (type, shape, the largest difference and where)."""
+    what is off (type, shape, the largest difference and where). `mistakes` maps a sentence that
+    names a common mistake ("you divided by sqrt(H): the scores use sqrt(d_k)") to the value that
+    mistake gives; an answer close to one of them gets that sentence."""
+    ok, detail = _close(answer, expected, atol, rtol)
+    if not ok and mistakes:
+        for sentence, value in mistakes.items():
+            if value is not None and _close(answer, value, atol, rtol)[0]:
+                return False, sentence
+    return ok, detail
+
+
+def _close(answer, expected, atol: float, rtol: float) -> tuple[bool, str]:
+    with np.errstate(all="ignore"):  # inf - inf in a wrong answer is a verdict, not a RuntimeWarning
+        return _compare(answer, expected, atol, rtol)
+
+
+def _compare(answer, expected, atol: float, rtol: float) -> tuple[bool, str]:
     exp = np.asarray(expected, dtype=np.float64)
     arr, why = _as_array(answer)
     if arr is None:
@@ -180,7 +270,15 @@ def close(answer, expected, atol: float = 1e-5, rtol: float = 1e-4) -> tuple[boo
 
 
 def equals(answer, expected) -> tuple[bool, str]:
-    """Exactly equal (numbers, strings, lists, tuples, arrays)."""
+    """Exactly equal (numbers, strings, lists, tuples, arrays); a numpy bool or int counts as the
+    Python one, a slip of type ('6' for 6) is named."""
+    answer = answer.item() if isinstance(answer, (np.bool_, np.integer, np.floating)) else answer
+    expected = expected.item() if isinstance(expected, (np.bool_, np.integer, np.floating)) else expected
+    if isinstance(answer, (complex, np.complexfloating)) or (isinstance(answer, np.ndarray) and np.iscomplexobj(answer)):
+        return False, f"your answer is complex, {_short(answer)}; expected {_kind(expected)}"
+    slip = type_slip(answer, expected)
+    if slip:
+        return False, slip
     if isinstance(expected, np.ndarray) or isinstance(answer, np.ndarray):
         a, e = np.asarray(answer), np.asarray(expected)
         if a.shape != e.shape:
@@ -195,22 +293,56 @@ def equals(answer, expected) -> tuple[bool, str]:
         same = type(answer) is type(expected) and answer == expected
     else:
         same = answer == expected
-    return (True, "exactly right") if same else (False, f"{answer!r} is not it")
+    return (True, "exactly right") if same else (False, f"{_short(answer)} is not it")
 
 
 def one_of(answer, options) -> tuple[bool, str]:
     """The answer is one of `options` (e.g. several heads tie)."""
-    return (True, "one of the right answers") if answer in list(options) else (False, f"{answer!r} is not it")
+    options = list(options)
+    answer = answer.item() if isinstance(answer, (np.bool_, np.integer, np.floating)) else answer
+    if options and all(type_slip(answer, o) for o in options):
+        return False, type_slip(answer, options[0])
+    try:
+        hit = answer in options
+    except (TypeError, ValueError):  # an array answer: `in` is ambiguous
+        hit = False
+    return (True, "one of the right answers") if hit else (False, f"{_short(answer)} is not it")
 
 
 def within(answer, lo: float, hi: float, what: str = "your answer") -> tuple[bool, str]:
     """A number between lo and hi (inclusive): for predictions and open-ended answers."""
     arr, why = _as_array(answer, what)
+    if arr is not None and arr.dtype == bool:
+        return False, f"{what} is True or False; expected a number"
     if arr is None or arr.ndim != 0:
         return False, why or f"{what} should be one number"
     v = float(arr)
     return (True, f"{v:.4g} is within [{lo:g}, {hi:g}]") if lo <= v <= hi else \
         (False, f"{v:.4g} is outside [{lo:g}, {hi:g}]")
+
+
+def formula(answer, cases: list[tuple[dict, Any]], signature: str) -> tuple[bool, str]:
+    """A "write the formula, not the number" exercise: the answer is a function (`signature`, like
+    "my_count(c)"), checked on several models' sizes (`cases`: keyword arguments and the value the
+    engine counts for them). A typed number cannot pass: it is right for one model only."""
+    if not callable(answer):
+        what = "a number" if isinstance(answer, (int, float, np.number)) else _kind(answer)
+        return False, (f"your answer is {what}; write the formula as a function, def {signature}: return ..., "
+                       "so it can be checked on other models' sizes")
+    for kwargs, expected in cases:
+        args = ", ".join(f"{k}={v}" for k, v in kwargs.items() if not hasattr(v, "__dataclass_fields__")) or \
+            ", ".join(f"{k}: {v.hidden_size}-wide, {v.num_layers} layers" for k, v in kwargs.items())
+        got = answer(**kwargs)
+        if got is Ellipsis:
+            return False, STUB
+        slip = type_slip(got, int(expected)) if not isinstance(got, (float, np.floating)) else ""
+        if slip:
+            return False, f"for {args}: {slip}"
+        if got != expected:
+            typed = all(answer(**k) == got for k, _ in cases)  # the same for every model: a number, not a formula
+            return False, (f"for {args} your formula gives {_short(got)}, the model has {int(expected):,}"
+                           + (" (a typed number is right for one model only)" if typed else ""))
+    return True, f"right for all {len(cases)} models"
 
 
 # ------------------------------------------------------------------------------------------
@@ -295,6 +427,14 @@ def _view_png(vd: dict, buf, *, head: int, query: int, dpi):
     to_png(vd, buf, head=head, query=query, dpi=dpi)
 
 
+def _plain(text: str) -> str:
+    """A plotly title as matplotlib text: <br> starts a line, other HTML tags go, $ stays a dollar sign."""
+    import re
+
+    text = re.sub(r"<br\s*/?>", "\n", str(text), flags=re.I)
+    return re.sub(r"<[^>]+>", "", text).replace("$", r"\$")
+
+
 def _plotly_png(fig, buf, *, dpi):
     """A one-panel plotly figure redrawn with matplotlib's object API (no pyplot) from its own data."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -339,15 +479,89 @@ def _plotly_png(fig, buf, *, dpi):
     if any(t.name for t in fig.data if t.type != "heatmap") and len(fig.data) > 1:
         ax.legend(fontsize=8)
     title = layout.title.text if layout.title and layout.title.text else ""
-    ax.set_title(title.replace("<b>", "").replace("</b>", ""), fontsize=10)
+    ax.set_title(_plain(title), fontsize=10)
     if layout.xaxis.title and layout.xaxis.title.text:
-        ax.set_xlabel(layout.xaxis.title.text)
+        ax.set_xlabel(_plain(layout.xaxis.title.text))
     if layout.yaxis.title and layout.yaxis.title.text:
-        ax.set_ylabel(layout.yaxis.title.text)
+        ax.set_ylabel(_plain(layout.yaxis.title.text))
     if layout.yaxis.autorange == "reversed" and not any(t.type == "heatmap" for t in fig.data):
         ax.invert_yaxis()
     FigureCanvasAgg(mfig)
     mfig.savefig(buf, format="png", dpi=dpi or 100, facecolor="white")
+
+
+def symbol_table() -> str:
+    """The course's "One symbol per thing" table as markdown, from `bertviz_lite.schema.SYMBOLS` (each
+    lesson carries it as a markdown cell, so GitHub shows it; tests/test_lessons.py keeps them in step)."""
+    from bertviz_lite.schema import SYMBOLS
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = [f"| `{s.symbol}` | {cell(s.meaning)} | {cell(', '.join(s.also))} |" for s in SYMBOLS]
+    return ("**One symbol per thing.** Every lesson writes the same symbol for the same thing (the package's table "
+            "`bertviz_lite.schema.SYMBOLS`); $A$ is only ever an attention map, the number of heads is $n_h$.\n\n"
+            "| symbol | what it is | other names in the sources and code |\n|---|---|---|\n" + "\n".join(rows))
+
+
+def forward_pass(config, n: int, *, highlight=(), long: int | None = None):
+    """The data-flow figure of the whole forward pass, drawn from `bertviz_lite.schema.STEPS` (a
+    matplotlib Figure; show it with `picture(...)`): every trace key top to bottom, its formula, its
+    shape at the lesson's n and at `long` tokens (the card's 512: config.max_positions), and the
+    weights it reads. The layer steps sit in one box repeated L times. `highlight` names the keys a
+    lesson computes ("attn.scores", "embed.sum"): they are filled, the rest is grey."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import FancyBboxPatch
+
+    from bertviz_lite import schema
+
+    long = long or config.max_positions
+    steps = [st for st in schema.STEPS if not st.optional]
+    unknown = set(highlight) - {st.key for st in steps}
+    if unknown:
+        raise ValueError(f"forward_pass: no step {sorted(unknown)}; the steps are {[st.key for st in steps]}")
+    rows = len(steps)
+    fig = Figure(figsize=(12.5, 0.34 * rows + 1.1))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, 12.5)
+    ax.set_ylim(rows + 1.6, -0.3)
+    ax.axis("off")
+    cols = (0.35, 2.35, 6.55, 8.25, 9.95)
+    for x, head in zip(cols, ("trace key", "formula", f"shape, n = {n}", f"shape, n = {long}", "weights it reads")):
+        ax.text(x, 0.2, head, fontsize=10, fontweight="bold", va="center")
+    layer_rows = [i for i, st in enumerate(steps) if st.scope == "layer"]
+    top, bottom = layer_rows[0] + 1, layer_rows[-1] + 1
+    ax.add_patch(FancyBboxPatch((0.12, top - 0.45), 12.25, bottom - top + 0.9, boxstyle="round,pad=0.02",
+                                facecolor="#f4f6fb", edgecolor="#7a86a8", linewidth=1.2))
+    ax.text(0.2, (top + bottom) / 2, f"x L = {config.num_layers} layers", rotation=90, fontsize=9, va="center",
+            ha="center", color="#4a5578")
+
+    def shape(key, m):
+        return " x ".join(str(d) for d in schema.shape_of(key, config, m))
+
+    for i, st in enumerate(steps, start=1):
+        on = not highlight or st.key in highlight
+        colour = "black" if on else "#9a9a9a"
+        if highlight and st.key in highlight:
+            ax.add_patch(FancyBboxPatch((0.3, i - 0.36), 12.0, 0.72, boxstyle="round,pad=0.01",
+                                        facecolor="#ffe9a8", edgecolor="#d39b00", linewidth=1.0))
+        key = ("layer.{l}." if st.scope == "layer" else "") + st.key
+        ax.text(cols[0], i, key, fontsize=9, family="monospace", va="center", color=colour)
+        try:  # the step's formula through mathtext; a formula it cannot parse is written as text
+            from matplotlib.mathtext import MathTextParser
+            MathTextParser("path").parse(f"${st.formula}$")
+            formula = f"${st.formula}$"
+        except Exception:
+            formula = st.formula
+        ax.text(cols[1], i, formula, fontsize=10, va="center", color=colour)
+        ax.text(cols[2], i, shape(st.key, n), fontsize=9, va="center", color=colour)
+        ax.text(cols[3], i, shape(st.key, long), fontsize=9, va="center", color=colour)
+        ax.text(cols[4], i, ", ".join(w.split(".")[-1] for w in st.reads) or "-", fontsize=9, va="center",
+                family="monospace", color=colour)
+    ax.text(0.35, rows + 1.15, f"{config.num_layers} layers, H = {config.hidden_size}, n_h = {config.num_heads} heads "
+            f"of d_k = {config.head_size}, d_ffnn = {config.ffn_size}, N_V = {config.vocab_size:,}; "
+            "drawn from bertviz_lite.schema.STEPS", fontsize=9, color="#444444", va="center")
+    return fig
 
 
 # ------------------------------------------------------------------------------------------

@@ -105,6 +105,103 @@ def test_check_prints_verdict_and_strict_raises(monkeypatch, capsys):
         course.exercise("3.1", hint="")
 
 
+def test_graded_hints_come_one_by_one(monkeypatch, capsys):
+    @course.exercise("98.2", hint=("the idea", "a partial step"))
+    def _(answer):
+        return course.equals(answer, 6)
+
+    monkeypatch.delenv(course.STRICT_ENV, raising=False)
+    course.check("98.2", 5)
+    out = capsys.readouterr().out
+    assert "hint 1 of 2: the idea" in out and "partial" not in out
+    course.check("98.2", 4)
+    assert "hint 2 of 2: a partial step" in capsys.readouterr().out
+    course.check("98.2", 3)
+    assert "hint 2 of 2: a partial step" in capsys.readouterr().out  # the last hint stays
+    with pytest.raises(ValueError, match="hint"):
+        course.exercise("98.3", hint=())
+
+
+def test_type_slips_are_named():
+    ok, detail = course.equals("6", 6)
+    assert not ok and "text (a str)" in detail and "whole number" in detail and "drop the quotes" in detail
+    ok, detail = course.equals("cls", 0)
+    assert not ok and "'cls'" in detail and "int" in detail
+    ok, detail = course.close("0.5", 0.5)
+    assert not ok and "text (a str)" in detail
+    ok, detail = course.equals(1, True)
+    assert not ok and "bool" in detail
+    assert course.equals(np.int64(6), 6)[0] and course.equals(6.0, 6.0)[0]
+
+
+def test_complex_answers_and_numpy_bools():
+    """issue 22: a complex answer with the right real part must not pass; np.True_ is a bool."""
+    assert not course.close(2.0 + 1j, 2.0)[0]
+    assert not course.close(np.ones(3) + 0j, np.ones(3))[0]  # even a zero imaginary part: not a real array
+    assert not course.equals(6 + 0j, 6)[0] and not course.equals(np.complex128(6), 6)[0]
+    assert not course.within(0.5 + 1j, 0, 1)[0] and not course.within(True, 0, 1)[0]
+    assert course.equals(np.True_, True)[0] and course.equals(np.bool_(False), False)[0]
+    assert not course.equals(np.True_, False)[0]
+    assert course.one_of(np.int64(2), [1, 2])[0] and not course.one_of("2", [1, 2])[0]
+
+
+def test_big_answers_are_not_echoed_nor_kept(monkeypatch, capsys):
+    """issue 22: a 10 MB answer is never echoed into the cell; only the last call of an exercise is kept."""
+    @course.exercise("98.4", hint="a short word")
+    def _(answer):
+        return course.equals(answer, "yes")
+
+    monkeypatch.delenv(course.STRICT_ENV, raising=False)
+    big = "x" * 10_000_000
+    course.check("98.4", big)
+    out = capsys.readouterr().out
+    assert len(out) < 2000, len(out)
+    course.check("98.4", [big] * 3)
+    assert len(capsys.readouterr().out) < 2000
+    ok, detail = course.close(np.zeros(2_000_000), np.ones(3))
+    assert not ok and len(detail) < 200
+    for k in range(50):
+        course.check("98.4", f"no {k}")
+    kept = [c for c in course.calls() if c.id == "98.4"]
+    assert len(kept) == 1 and kept[0].answer == "no 49"
+
+
+def test_checkers_leak_no_runtime_warning(recwarn):
+    @course.exercise("98.5", hint="the mean")
+    def _(answer):
+        return course.close(answer, np.array([1.0, np.inf]))
+
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any RuntimeWarning out of a checker fails here
+        for wrong in ([np.inf, np.inf], [-np.inf, np.nan], [np.nan, np.nan], [1e308, np.inf], [-1e308, 1e308]):
+            assert not course.checker("98.5")(np.array(wrong))[0]
+            assert not course.close(np.array(wrong), np.array([1.0, np.inf]))[0]  # called directly too
+
+
+def test_formula_rejects_typed_numbers():
+    cases = [({"h": 2}, 4), ({"h": 3}, 9)]
+    assert course.formula(lambda h: h * h, cases, "f(h)")[0]
+    ok, detail = course.formula(4, cases, "f(h)")
+    assert not ok and "def f(h)" in detail
+    ok, detail = course.formula(lambda h: 4, cases, "f(h)")
+    assert not ok and "typed number" in detail
+    ok, detail = course.formula(lambda h: str(h * h), cases, "f(h)")
+    assert not ok and "text (a str)" in detail
+
+
+def test_plotly_titles_lose_their_html():
+    assert course._plain("<b>layer 0</b>, head 2<br><sup>block means</sup>") == "layer 0, head 2\nblock means"
+    assert course._plain("costs $5") == r"costs \$5"
+
+
+def test_close_names_known_mistakes():
+    ok, detail = course.close(np.full(3, 0.5), np.ones(3), mistakes={"you halved it": np.full(3, 0.5)})
+    assert not ok and detail == "you halved it"
+    ok, detail = course.close(np.full(3, 0.7), np.ones(3), mistakes={"you halved it": np.full(3, 0.5)})
+    assert not ok and "differ" in detail
+
+
 # ------------------------------------------------------------------------------------------
 # the committed lessons
 # ------------------------------------------------------------------------------------------
@@ -142,6 +239,135 @@ def test_exercises_have_stubs_and_solutions(lesson):
         assert not cell.outputs
         course.checker(i)  # registered in notebooks/exercises/exNN.py
         assert f'check("{i}"' in "\n".join(c.source for c in nb.cells), f"{lesson.name}: nothing checks {i}"
+
+
+# Lessons whose exercise modules another branch rewrites (branch `mlm` rewrites lesson 09 around a trained MLM
+# head): the hint and prediction rules of issue 18 are not yet applied to them. Remove after that merge.
+KNOWN_EXCEPTIONS = {"09_pooler_mlm"}
+
+
+def solution_lines(lesson: Path) -> list[str]:
+    """The code of each solution line (comments dropped) and, for an assignment, its right-hand side:
+    what a hint must not hold. Whitespace is dropped, so spacing cannot hide a copy."""
+    out = []
+    for block in solutions(lesson).values():
+        for line in block.splitlines():
+            code = re.sub(r"\s+#.*$|^\s*#.*$", "", line).strip().rstrip("\\").strip()
+            m = re.match(r"^[\w\[\]'\", .]+?\s*(?:[-+*/]?=)(?!=)\s*(.+)$", code)
+            for piece in (code, m.group(1) if m else ""):
+                piece = re.sub(r"\s+", "", piece)
+                if len(piece) >= 10 and not re.fullmatch(r"[\w.]+", piece):  # `n = 6`, `c = base.config`: no solution
+                    out.append(piece)
+    return out
+
+
+def lesson_exercises(lesson: Path) -> list:
+    nb = nbformat.read(lesson, as_version=4)
+    return [course._lookup(i) for i in sorted(exercise_cells(nb))]
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
+def test_hints_do_not_give_the_solution_line(lesson):
+    """issue 18 section 2: a hint names the idea, then a partial step; the full line lives only in solutions/."""
+    if lesson.stem in KNOWN_EXCEPTIONS:
+        pytest.skip(f"{lesson.stem}: rewritten on another branch (KNOWN_EXCEPTIONS)")
+    lines = solution_lines(lesson)
+    found = [(ex.id, line) for ex in lesson_exercises(lesson) for hint in ex.hints for line in lines
+             if line in re.sub(r"\s+", "", hint)]
+    assert not found, f"{lesson.name}: hints that hold a solution's code line: {found}"
+    single = [ex.id for ex in lesson_exercises(lesson) if len(ex.hints) < 2 and not ex.prediction]
+    assert not single, f"{lesson.name}: exercises with one hint (give the idea, then a partial step): {single}"
+
+
+def test_solution_lines_are_found_in_hints():
+    """The rule above can fail: a hint copied from a solution is caught, with other spacing too."""
+    lesson = NOTEBOOKS / "03_one_head.ipynb"
+    line = next(l for l in solutions(lesson)["03.2"].splitlines() if "@" in l)
+    rhs = line.split("=", 1)[1]
+    assert re.sub(r"\s+", "", rhs.replace(" ", "  ")) in solution_lines(lesson)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
+def test_predictions_are_marked(lesson):
+    """A stub that asks for a prediction is registered with prediction=True, so the solutions run checks
+    that no number printed above it passes (test_lesson_runs_with_solutions)."""
+    if lesson.stem in KNOWN_EXCEPTIONS:
+        pytest.skip(f"{lesson.stem}: rewritten on another branch (KNOWN_EXCEPTIONS)")
+    nb = nbformat.read(lesson, as_version=4)
+    asks = {i for i, cell in exercise_cells(nb).items() if re.search(r"predict", cell.source, re.I)}
+    marked = {ex.id for ex in lesson_exercises(lesson) if ex.prediction}
+    assert asks == marked, f"{lesson.name}: stubs that ask to predict {sorted(asks)}, marked {sorted(marked)}"
+
+
+def test_readme_prints_no_solution():
+    text = re.sub(r"\s+", "", (NOTEBOOKS / "README.md").read_text())
+    found = [(lesson.stem, line) for lesson in LESSONS if lesson.stem not in KNOWN_EXCEPTIONS
+             for line in solution_lines(lesson) if line in text]
+    assert not found, f"notebooks/README.md prints solution lines: {found}"
+
+
+TUPLE = re.compile(r"\((\d+(?:, ?\d+)+)\)")  # a shape, (4, 6, 12, 18, 18)
+NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])", re.I)
+
+
+def numbers_above(nb, cell_id: str) -> list:
+    """Every number and tuple of whole numbers (a shape) a student sees above the stub of `cell_id`:
+    in markdown and in stored outputs."""
+    seen = []
+    for cell in nb.cells:
+        if f"exercise-{cell_id}" in cell.metadata.get("tags", []):
+            break
+        texts = [cell.source] if cell.cell_type == "markdown" else []
+        for o in cell.get("outputs", []):
+            texts.append(o.get("text", ""))
+            data = o.get("data", {})
+            texts.append(data.get("text/plain", "") if "text/html" not in data else data["text/html"])
+            texts.append(data.get("text/markdown", ""))
+        for text in texts:
+            text = "".join(text) if isinstance(text, list) else text
+            # bare one- and two-digit whole numbers are labels (layer 5, head 11, exercise 3), left out
+            seen += [float(m.replace(",", "")) for m in NUMBER.findall(text)
+                     if re.search(r"[.,eE]", m) or len(m.lstrip("-")) >= 3]
+            seen += [tuple(int(x) for x in m.split(",")) for m in TUPLE.findall(text)]
+    numbers = sorted({x for x in seen if isinstance(x, float)})
+    return numbers + sorted({x for x in seen if isinstance(x, tuple)})
+
+
+# A is the attention map (STYLE.md habit 16); the number of heads is n_h (schema.SYMBOLS)
+HEADS_AS_A = re.compile(r"\bL, ?A\b|\bA ?= ?[\w.]*num_heads\b|\bA=\d+|\bA, n, n\]|\(B, L, A\b|0 ?\.\. ?A\b|"
+                        r"\bmax=A\b|\bA - 1\b|\bheads? 0\.\.A")
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
+def test_no_A_for_the_number_of_heads(lesson):
+    """issue 18 section 5: no code, repr or output of a lesson writes A for the number of heads."""
+    nb = nbformat.read(lesson, as_version=4)
+    texts = [c.source for c in nb.cells if c.cell_type == "code"]
+    texts += ["".join(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+              for c in nb.cells for o in c.get("outputs", [])]
+    sol = SOLUTIONS / f"{lesson.stem}.py"
+    texts += [sol.read_text()] if sol.exists() else []
+    found = sorted({m.group(0) for t in texts for m in HEADS_AS_A.finditer(t)})
+    if lesson.stem in KNOWN_EXCEPTIONS and found:
+        pytest.skip(f"{lesson.stem}: {found} (rewritten on another branch; KNOWN_EXCEPTIONS)")
+    assert not found, f"{lesson.name} writes A for the number of heads: {found}; write n_h"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
+def test_symbol_table_as_markdown(lesson):
+    """issue 18 section 5: every lesson carries the "One symbol per thing" table as markdown (GitHub shows it);
+    a lesson that carries the package's whole table carries today's (course.symbol_table(), from schema.SYMBOLS)."""
+    nb = nbformat.read(lesson, as_version=4)
+    tables = [c.source for c in nb.cells if c.cell_type == "markdown" and "**One symbol per thing.**" in c.source]
+    if not tables and lesson.stem in KNOWN_EXCEPTIONS:
+        pytest.skip(f"{lesson.stem}: rewritten on another branch (KNOWN_EXCEPTIONS)")
+    assert tables, f"{lesson.name}: no markdown cell with the **One symbol per thing.** table"
+    assert any("n_h" in t for t in tables), f"{lesson.name}: its symbol table does not name n_h, the number of heads"
+    full = course.symbol_table()
+    header = full.split("\n\n", 1)[1].split("\n", 1)[0]
+    for t in tables:
+        if header in t:
+            assert full in t, f"{lesson.name}: its symbol table differs from course.symbol_table() (schema.SYMBOLS)"
 
 
 # interact/interactive draw into an Output widget, and so does any `with out:` block run while the cell runs
@@ -184,14 +410,17 @@ def test_notebooks_folder_small():
 REPLAY = """
 import json
 import course
-_accepted = []
+_accepted, _spoiled = [], []
 for _c in course.calls():
     for _w in course.wrong_answers(_c):
         if course.checker(_c.id)(_w, **_c.context)[0]:
             _accepted.append([_c.id, repr(_w)[:120]])
+    if course._lookup(_c.id).prediction:  # a number printed above a prediction's stub must not pass it
+        _spoiled += [[_c.id, _x] for _x in _ABOVE.get(_c.id, [])
+                     if course.checker(_c.id)(tuple(_x) if isinstance(_x, list) else _x, **_c.context)[0]]
 print("REPLAY " + json.dumps({"passed": sorted({c.id for c in course.calls() if c.ok}),
                               "failed": sorted({c.id for c in course.calls() if not c.ok}),
-                              "accepted_wrong": _accepted}))
+                              "accepted_wrong": _accepted, "spoiled": _spoiled}))
 """
 
 
@@ -204,9 +433,10 @@ def test_lesson_runs_with_solutions(lesson, monkeypatch):
     cells, sols = exercise_cells(nb), solutions(lesson)
     if not cells:
         pytest.fail(f"{lesson.name} has no exercises yet")
+    above = {i: numbers_above(nb, i) for i in cells}  # what the committed lesson shows above each stub
     for i, cell in cells.items():
         cell.source = sols[i]
-    nb.cells.append(nbformat.v4.new_code_cell(REPLAY))
+    nb.cells.append(nbformat.v4.new_code_cell(f"_ABOVE = {json.dumps(above)}\n" + REPLAY))
     monkeypatch.setenv(course.STRICT_ENV, "1")  # the kernel inherits it: a failed check raises
     monkeypatch.setenv("PYTHONHASHSEED", "0")
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
@@ -233,3 +463,6 @@ def test_lesson_runs_with_solutions(lesson, monkeypatch):
     assert not report["failed"], report
     assert sorted(cells) == [i for i in report["passed"] if i in cells], report
     assert not report["accepted_wrong"], f"checkers accepted wrong answers: {report['accepted_wrong']}"
+    spoiled = [x for x in report["spoiled"] if lesson.stem not in KNOWN_EXCEPTIONS]
+    assert not spoiled, (f"{lesson.name}: numbers shown above a prediction's stub (in markdown or a stored output) "
+                         f"pass its checker, so the prediction is spoiled: {spoiled}")

@@ -4,16 +4,25 @@ import numpy as np
 from course import close, equals, exercise
 
 
-@exercise("04.1", hint="Zh.transpose(1, 0, 2) is [n, head, d_k]; .reshape(n, head * d_k) puts the heads side by side")
+@exercise("04.1", hint=("concatenation puts the heads' outputs side by side: token i's row is head 0's 64 numbers, "
+                        "then head 1's, and so on: [n, heads * d_k]",
+                        "Zh is [head, n, d_k]: bring the token axis first (transpose), then reshape"))
 def _(answer, *, tr, layer):
-    return close(answer, tr.get("attn.concat", layer=layer), atol=1e-6)
+    Zh = np.asarray(tr.get("attn.context", layer=layer), dtype=np.float64)
+    heads, n, d = Zh.shape
+    return close(answer, tr.get("attn.concat", layer=layer), atol=1e-6, mistakes={
+        "you reshaped without moving the token axis first: each row then mixes tokens of one head":
+            Zh.reshape(n, heads * d)})
 
 
 def _wrong_parts(answer, **_):
     return [lambda h: 2 * answer(h), lambda h: answer(0), None]
 
 
-@exercise("04.2", hint="W_O = W[f'layer.{LAYER}.attn.W_O']; return Zh[h] @ W_O[h * d:(h + 1) * d]",
+@exercise("04.2", hint=("concat W^O splits by head: head h's d_k columns of the concatenation meet W^O's rows "
+                        "h * d_k to (h + 1) * d_k",
+                        "inside the function: take the layer's W_O from W, slice its rows for head h, and "
+                        "multiply head h's output Zh[h] by that slice"),
           wrong=_wrong_parts)
 def _(answer, *, tr, layer, weights):
     if not callable(answer):
@@ -24,9 +33,10 @@ def _(answer, *, tr, layer, weights):
     return close(total, tr.get("attn.out", layer=layer), atol=1e-4)
 
 
-@exercise("04.3", hint="look at how far the real model's per-head outputs are mixed by W^O (the Try-it "
-                       "shares): every later weight was trained on that mix")
+@exercise("04.3", hint=("predict first: every later weight was trained on W^O's mix of the heads; "
+                        "would they still work on the heads' raw outputs?",),
+          prediction=True)
 def _(answer, *, actual):
-    if not isinstance(answer, bool):
-        return False, "answer True or False"
-    return equals(answer, actual)
+    if not isinstance(answer, (bool, np.bool_)):
+        return False, f"answer True or False (a bool); got {type(answer).__name__}"
+    return equals(bool(answer), actual)

@@ -1,22 +1,38 @@
-"""Exercises of lesson 08 (parameters)."""
+"""Exercises of lesson 08 (parameters): the formula exercises take a function, checked on several models."""
 import bertviz_lite as bv
-from course import equals, exercise
+from bertviz_lite.params import ledger_for_config
+from course import equals, exercise, formula
 
 
-@exercise("08.1", hint="BertModel = (V + P + 2) H + 2H  +  L (4(H^2 + H) + 2HF + F + H + 4H)  +  H^2 + H, "
-                       "with MiniLM's V_m, H_m, L_m, F_m, P_m")
-def _(answer, *, model):
-    ledger = bv.count_params(model)  # BertModel: minilm's fitted masked-lm head (lesson 09) is not part of it
-    return equals(answer, ledger.total - ledger.by_group().get("mlm head", 0))
+def _configs(config):
+    small = bv.BertConfig(vocab_size=1000, hidden_size=64, num_layers=2, num_heads=4, ffn_size=256,
+                          max_positions=128, type_vocab_size=2)
+    large = bv.BertConfig(hidden_size=1024, num_layers=24, num_heads=16, ffn_size=4096)
+    return [config, bv.BertConfig(), large, small]
 
 
-@exercise("08.2", hint="each layer has one W^O (H x H) and one b^O (H): L (H^2 + H)")
-def _(answer, *, ledger):
-    expected = sum(count for _, name, _, count in ledger.rows if name.endswith(("attn.W_O", "attn.b_O")))
-    return equals(answer, expected)
+@exercise("08.1", hint=("BertModel = embeddings + L encoder layers + the pooler; write each as a formula of the sizes",
+                        "embeddings (V + P + 2) H + 2H; a layer 4(H^2 + H) for Q, K, V, O, then the FFN's two "
+                        "matrices with their biases, then two LayerNorms (2H each); the pooler H^2 + H"))
+def _(answer, *, config):
+    cases = [(dict(V=c.vocab_size, H=c.hidden_size, L=c.num_layers, F=c.ffn_size, P=c.max_positions),
+              ledger_for_config(c).total) for c in _configs(config)]
+    return formula(answer, cases, "my_total(V, H, L, F, P)")
 
 
-@exercise("08.3", hint="run the cell, then look at the first two digits of BERT-large's total: 335,141,888 -> ?")
+@exercise("08.2", hint=("each layer has one W^O (H x H) and one bias b^O (H)",
+                        "count one layer's W^O and b^O, then multiply by the number of layers"))
+def _(answer, *, config):
+    def wo(c):
+        return sum(n for _, name, _, n in ledger_for_config(c).rows if name.endswith(("attn.W_O", "attn.b_O")))
+
+    cases = [(dict(L=c.num_layers, H=c.hidden_size), wo(c)) for c in _configs(config)]
+    return formula(answer, cases, "my_wo(L, H)")
+
+
+@exercise("08.3", hint=("predict first: BERT-large has twice BERT-base's layers, each a third wider; its attention "
+                        "and feed-forward matrices grow with H squared",),
+          prediction=True, wrong=lambda answer, config: [answer + 5, answer + 1, answer - 1, str(answer), 110])
 def _(answer, *, config):
     total = bv.reconcile(config).rows[0][1]
-    return equals(answer, int(float(f"{total:.2g}") / 1e6))
+    return equals(answer, round(total / 1e6))

@@ -60,8 +60,10 @@ def _wrong_dy(answer, **context):
     return [a * len(a), -a, np.exp(a)]
 
 
-@exercise("17.1", hint="softmax of each row minus a one-hot row for its target, all divided by the number of rows N "
-                       "(the loss is a mean over the rows)", wrong=_wrong_dy)
+@exercise("17.1", hint=("the loss is the mean over the N chosen rows of -log softmax(y_i)[t_i]; differentiate one row "
+                        "first: the answer has y's shape (N, V)",
+                        "for one row the gradient is its softmax with 1 taken off at the target's column; then "
+                        "remember the mean over the rows"), wrong=_wrong_dy)
 def _(answer, *, y, targets):
     y = np.asarray(y, dtype=np.float64)
     entries = _entries(y.shape, targets, np.random.default_rng(17))
@@ -86,8 +88,10 @@ def _wrong_dbias(answer, **context):
     return [a / len(context["targets"]), -a, a[:-1]]
 
 
-@exercise("17.2", hint="the bias is added to every row, so its gradient is d loss / d y summed over the rows: "
-                       "one number per vocabulary piece, shape (V,)", wrong=_wrong_dbias)
+@exercise("17.2", hint=("the output bias is added to every row of y: which rows does one bias entry touch? "
+                        "the answer is one number per vocabulary piece, shape (V,)",
+                        "each row's d loss / d y passes straight to the bias; combine the rows' contributions"),
+          wrong=_wrong_dbias)
 def _(answer, *, params, Z, targets, W_T, eps):
     p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
     Z, W_T = np.asarray(Z, dtype=np.float64), np.asarray(W_T, dtype=np.float64)
@@ -104,6 +108,7 @@ def _(answer, *, params, Z, targets, W_T, eps):
         ("the sign is flipped", lambda q: -q)])
 
 
-@exercise("17.3", hint="BERT chooses round(15% of the word pieces), [CLS] and [SEP] not counted, and at least one")
+@exercise("17.3", hint="BERT chooses 15% of the word pieces, rounded, [CLS] and [SEP] not counted, and at least one",
+          prediction=True)
 def _(answer, *, pieces):
     return equals(answer, max(1, int(round(0.15 * pieces))))

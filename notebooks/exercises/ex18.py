@@ -9,8 +9,10 @@ def _totals(c):
             "neither": convention_total(c.replace(embedding_size=None, shared_layers=False))}
 
 
-@exercise("18.1", hint="with E = H the embedding tables are (vocab + positions + segments) x H, plus the LayerNorm's "
-                       "2H, and no projection; then all L layers, then the pooler",
+@exercise("18.1", hint=("count ALBERT as if it had neither of its savings: embeddings of width H (no projection) and "
+                        "L layers that each store their own weights; lesson 08's pieces, with ALBERT's sizes",
+                        "the embedding tables are (vocab + positions + segments) x H plus the LayerNorm's 2H; one layer "
+                        "is Q, K, V, O, the FFN and two LayerNorms; then the pooler"),
           wrong=lambda answer, config: [t for k, t in _totals(config).items() if k != "neither"])
 def _(answer, *, config):
     t = _totals(config)
@@ -22,8 +24,8 @@ def _(answer, *, config):
     return equals(answer, t["neither"])
 
 
-@exercise("18.2", hint="position i reads row o + i, with o = padding_idx + 1 (the tiny model's pad_token_id is "
-                       "model.config.pad_token_id)",
+@exercise("18.2", hint=("RoBERTa's position ids do not start at 0: they start after the padding row",
+                        "position i reads row o + i, with o = padding_idx + 1; the padding id is in the model's config"),
           wrong=lambda answer, model, n: [list(range(n)), list(range(1, n + 1))])
 def _(answer, *, model, n):
     o = model.config.position_offset
@@ -32,7 +34,8 @@ def _(answer, *, model, n):
     return equals([int(i) for i in answer] if isinstance(answer, (list, tuple)) else answer, list(range(o, o + n)))
 
 
-@exercise("18.3", hint="the sequence-classification line reads the pooled vector p (pooler.out, shape [H]): "
-                       "y = p W + b, shape [2]")
+@exercise("18.3", hint=("the sequence-classification line reads the pooled vector p (pooler.out, shape [H]), not the "
+                        "token rows; the answer has one score per label, shape [2]",
+                        "y = p W + b: a vector times the head's matrix, then its bias"))
 def _(answer, *, expected):
     return close(answer, expected, atol=1e-5)

@@ -12,5 +12,5 @@ my_Z0 = x_hat * W["embed.ln.gamma"] + W["embed.ln.beta"]
 my_prediction = True  # attention mixes the sentences: the first one's vectors move too
 
 # %% 02.4
-c = base.config
-my_count = (c.vocab_size + c.max_positions + c.type_vocab_size) * c.hidden_size + 2 * c.hidden_size
+def my_count(c):
+    return (c.vocab_size + c.max_positions + c.type_vocab_size) * c.hidden_size + 2 * c.hidden_size

@@ -1,9 +1,10 @@
 # %% 08.1
-my_minilm = (V_m + P_m + 2) * H_m + 2 * H_m + L_m * (4 * (H_m**2 + H_m) + 2 * H_m * F_m + F_m + H_m + 4 * H_m) \
-    + H_m**2 + H_m
+def my_total(V, H, L, F, P):
+    return (V + P + 2) * H + 2 * H + L * (4 * (H**2 + H) + 2 * H * F + F + H + 4 * H) + H**2 + H
 
 # %% 08.2
-my_wo = L * (H * H + H)
+def my_wo(L, H):
+    return L * (H * H + H)
 
 # %% 08.3
-my_prediction = 340
+my_prediction = 335  # 335,141,888: "340M" is two significant figures

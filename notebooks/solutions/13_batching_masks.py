@@ -6,4 +6,4 @@ hide = np.where(np.triu(np.ones((n, n), dtype=bool), k=1), -np.inf, 0.0)
 my_causal = scipy.special.softmax(E0 + hide, axis=-1)
 
 # %% 13.3
-my_prediction = (B, L, A, n, n)
+my_prediction = (B, L, n_h, n, n)

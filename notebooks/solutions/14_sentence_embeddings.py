@@ -6,3 +6,6 @@ my_sims = np.array([emb[a] @ emb[b] / (np.linalg.norm(emb[a]) * np.linalg.norm(e
 
 # %% 14.3
 my_pair = ("The doctor examined the patient carefully.", "A physician checked a sick man thoroughly.")
+
+# %% 14.4
+my_prediction = True  # the same words, each moved a little: the means stay close

@@ -7,4 +7,5 @@ my_next = np.diagonal(P, offset=1).sum() / P.shape[0]
 
 # %% 16.2
 order = np.argsort(r["entropy"], axis=None, kind="stable")[:3]
-my_focused = [(int(k) // A, int(k) % A) for k in order]
+heads = r["entropy"].shape[1]  # per layer
+my_focused = [(int(k) // heads, int(k) % heads) for k in order]
