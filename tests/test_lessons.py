@@ -241,9 +241,8 @@ def test_exercises_have_stubs_and_solutions(lesson):
         assert f'check("{i}"' in "\n".join(c.source for c in nb.cells), f"{lesson.name}: nothing checks {i}"
 
 
-# Lessons whose exercise modules another branch rewrites (branch `mlm` rewrites lesson 09 around a trained MLM
-# head): the hint and prediction rules of issue 18 are not yet applied to them. Remove after that merge.
-KNOWN_EXCEPTIONS = {"09_pooler_mlm"}
+# Lessons the hint, prediction and symbol rules of issue 18 do not yet apply to (none: keep it that way).
+KNOWN_EXCEPTIONS: set[str] = set()
 
 
 def solution_lines(lesson: Path) -> list[str]:

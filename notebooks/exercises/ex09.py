@@ -43,15 +43,18 @@ def _named(answer, expected, mistakes, atol, rtol=1e-4):
     return ok, detail
 
 
-@exercise("09.1", hint="p = np.tanh(Z_L[0] @ W + b): the [CLS] row only, then tanh",
+@exercise("09.1", hint=("the pooler reads one row of Z_L only, the [CLS] row, and gives a vector of shape [H]",
+                        "that row times the pooler's matrix, plus its bias, then tanh: the formula card drops the bias"),
           wrong=lambda answer, tr, model: [_pooler_without_bias(tr, model), np.tanh(_f64(answer))])
 def _(answer, *, tr, model):
     return _named(answer, tr["pooler.out"], [("you left out the bias b, as the formula card does",
                                               _pooler_without_bias(tr, model))], atol=1e-5)
 
 
-@exercise("09.2", hint="x = Z_L[m] @ w['mlm.W_t'] + w['mlm.b_t']; GELU (erf); LayerNorm over the H features; "
-                       "then x @ w['embed.W_T'].T + w['mlm.bias'] (the token table, transposed)",
+@exercise("09.2", hint=("four steps on row m of Z_L: a dense H x H layer (mlm.W_t, mlm.b_t), GELU with erf, LayerNorm "
+                        "over the H features, then one score per vocabulary piece: the answer has shape [V]",
+                        "the last step reuses the token table W_T (tied): which way round must it be to map H to V? "
+                        "and every piece has its own output bias"),
           wrong=lambda answer, tr, m, model: [_mlm_row(tr, model, m, bias=False),
                                                _mlm_row(tr, model, m, gelu="tanh"), _f64(answer)[::-1]])
 def _(answer, *, tr, m, model):
@@ -61,6 +64,6 @@ def _(answer, *, tr, m, model):
     return _named(answer, tr["mlm.logits"][m], mistakes, atol=2e-4, rtol=1e-5)
 
 
-@exercise("09.3", hint="run the cell: one [MASK] holds one word piece; count the pieces")
+@exercise("09.3", hint="run the cell: one [MASK] holds one word piece; count the pieces", prediction=True)
 def _(answer, *, model, word):
     return equals(answer, len(model.tokenize(word).tokens) - 2)

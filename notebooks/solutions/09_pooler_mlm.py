@@ -8,4 +8,4 @@ x = (x - x.mean()) / np.sqrt(x.var() + c.layer_norm_eps) * w["mlm.ln.gamma"] + w
 my_y = x @ w["embed.W_T"].T + w["mlm.bias"]  # tied: the token table, transposed   [V]
 
 # %% 09.3
-my_prediction = 1  # "transformers" is one piece, though "transformer" is two
+my_prediction = 1  # your prediction: "transformers" is one piece, though "transformer" is two
