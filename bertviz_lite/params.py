@@ -212,7 +212,7 @@ def reconcile(config: BertConfig | None = None) -> Table:
                      "how it counted: the paper gives no exact count"))
     return Table(("source", "total", "vs BertModel", "rounded", "includes", "leaves out"), rows,
                  title=f"BERT parameter totals reconciled (L={c.num_layers}, H={c.hidden_size}, "
-                       f"A={c.num_heads}, F={c.ffn_size})")
+                       f"A={c.num_heads}, F={c.ffn_size})", notes=("includes", "leaves out"))
 
 
 def component_counts(c: BertConfig | None = None) -> dict[str, int]:

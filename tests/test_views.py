@@ -66,8 +66,11 @@ def test_one_colour_rule_per_kind_of_tensor(padded):
     st = data.view_data(padded, "step", key="layer.0.attn.probs")
     assert st["scale"]["name"] == "Blues" and st["scale"]["clim"] == probs["scale"]["clim"]
     assert st["col_labels"] == st["row_labels"] == probs["labels"]
+    # the scores map: the same per-head scale in the attention tab and the step-through
+    st_scores = data.view_data(padded, "step", key="layer.0.attn.scores")
+    assert st_scores["scale"]["clim"] == scores["scale"]["clim"]
     ffn = data.view_data(padded, "step", key="layer.0.ffn.up")
-    lo, hi = ffn["scale"]["clim"]
+    [[lo, hi]] = ffn["scale"]["clim"]  # one slice: not a per-head tensor
     assert ffn["scale"]["name"] == "RdBu_r" and lo == -hi and hi > 0
     # the plotly figures take the colours from the view data
     fig = attention_heatmap(padded, 0, 3)

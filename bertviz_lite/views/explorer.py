@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import io
-import warnings
 from pathlib import Path
 
 from ..params import ParamLedger, count_params
@@ -228,12 +227,24 @@ def _widget_class():
 
 
 def widgets_available() -> bool:
-    try:
-        import anywidget  # noqa: F401
-        import ipywidgets  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return not missing_modules(("anywidget", "ipywidgets"))
+
+
+def missing_modules(names) -> list[str]:
+    """Which of these modules cannot be imported (without importing them)."""
+    import importlib.util
+    return [n for n in names if importlib.util.find_spec(n) is None]
+
+
+def require_views_extra(static: bool) -> None:
+    """One clear error when the [views] extra is not installed: the widget needs anywidget and
+    ipywidgets, static=True needs plotly."""
+    missing = missing_modules(("plotly",) if static else ("anywidget", "ipywidgets"))
+    if missing:
+        from ..errors import BertVizError
+        raise BertVizError(f"bv.explore{'(static=True)' if static else ''} needs the [views] extra "
+                           f"({', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed): "
+                           "pip install 'bertviz-lite[views]'")
 
 
 def explore(trace, model=None, *, compare=None, tab: str = "attention", layer: int = 0, head: int = 0,
@@ -254,10 +265,7 @@ def explore(trace, model=None, *, compare=None, tab: str = "attention", layer: i
     ledger: ParamLedger | None = count_params(model) if model is not None else None
     if static is not True and static is not False:
         raise TypeError(f"static must be True or False, got {static!r}")
-    if not static and not widgets_available():
-        warnings.warn("bv.explore: ipywidgets and anywidget are needed for the interactive explorer "
-                      "(pip install 'bertviz-lite[views]'); returning the static figure instead", stacklevel=2)
-        static = True
+    require_views_extra(static)
     if static:
         from .figures import figure
         check_tab(tab, compare is not None)

@@ -140,7 +140,7 @@ def _neuron(vd, head=0, query=0, **_):
     mfig = Figure(figsize=(12, max(3.5, 0.3 * n + 1.8)), dpi=110, layout="constrained")
     grid = mfig.add_gridspec(2, 4, height_ratios=[1, max(2, n)], width_ratios=[3, 3, 1.4, 1.4])
     cm, lim = cmap(vd["scale"]["name"]), vd["scale"]["clim"][1]
-    plim = float(np.abs(num["prod"]).max()) or 1.0
+    plim = vd["scale_prod"]["clim"][head][1]
     axq = mfig.add_subplot(grid[0, 0])
     axq.imshow(num["q"][None], cmap=cm, vmin=-lim, vmax=lim, aspect="auto")
     axq.set_yticks([0], [f"q: {labels[query]}"], fontsize=9)
@@ -168,7 +168,7 @@ def _neuron(vd, head=0, query=0, **_):
 
 def _step(vd, head=0, **_):
     z = vd["arrays"]["z"][head if vd["per_head"] else 0]
-    clim = vd["scale"]["clim"][head] if vd["scale"]["kind"] == "weights" else vd["scale"]["clim"]
+    clim = vd["scale"]["clim"][head]
     heat_in = min(6.0, 1.2 + 0.22 * z.shape[0])
     table_in = 0.5 + 0.24 * max(len(vd["stats"]), len(vd["weights"]) + 1)
     mfig = Figure(figsize=(10, 1.2 + heat_in + table_in), dpi=110, layout="constrained")
@@ -221,11 +221,10 @@ def _compare(vd, head=0, **_):
     labels = _words(vd["labels"])
     mfig = Figure(figsize=(15, 10), dpi=100, layout="constrained")
     grid = mfig.add_gridspec(2, 3)
-    top = max(vd["scale"]["clim"][head][1], 1e-9)
     for col, (name, title) in enumerate((("a", "A"), ("b", "B"), ("diff", "B \u2212 A"))):
         ax = mfig.add_subplot(grid[0, col])
         sc = vd["scale_diff"] if name == "diff" else vd["scale"]
-        clim = sc["clim"][head] if name == "diff" else [0, top]
+        clim = sc["clim"][head]
         _heat(mfig, ax, vd["arrays"][name][head], sc["name"], clim, sc["unit"])
         ax.set_aspect("equal")
         _ticks(ax, labels, "x")

@@ -404,7 +404,7 @@ function render({ model, el: host }) {
         for (let j = 0; j < N; j++) {
           if (hov && hov.side === "k" && hov.i !== j) continue;
           const w = m[i * side + j];
-          if (!(w >= 0.02)) continue;
+          if (!(w >= vd.min_weight)) continue;
           ctx.globalAlpha = Math.min(1, 0.1 + 0.9 * w); ctx.lineWidth = 0.5 + 3 * w;
           ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
         }
@@ -516,7 +516,7 @@ function render({ model, el: host }) {
     const prod = new Float32Array(N * d), scores = new Float64Array(N);
     for (let j = 0; j < N; j++) { let s = 0; for (let c = 0; c < d; c++) { const p = qv[c] * kall[j * d + c]; prod[j * d + c] = p; s += p; } scores[j] = s * vd.scale_factor; }
     const mx = Math.max(...scores), ex = Array.from(scores, (s) => Math.exp(s - mx)), tot = ex.reduce((a, b) => a + b, 0), w = ex.map((e) => e / tot);
-    let pmax = 0; for (const p of prod) pmax = Math.max(pmax, Math.abs(p)); pmax = pmax || 1;
+    const pmax = vd.scale_prod.clim[head][1]; // one q*k scale per head, decided by the view model
     const lim = vd.scale.clim[1], lut = lutOf(vd.scale), dpr = window.devicePixelRatio || 1;
     const cw = Math.max(3, Math.min(12, Math.floor(Math.min(320, (width() - 420) / 2) / d))), rh = N > 128 ? 8 : 16, lab = 120;
     const x0 = lab, x1 = x0 + d * cw + 24, x2 = x1 + d * cw + 16, top = 48, W = x2 + 290, H = top + N * rh + 10;
@@ -597,7 +597,7 @@ function render({ model, el: host }) {
       ? el("a", { href: "#", text: k, onclick: (ev) => { ev.preventDefault(); setSel({ key: k }); } }) : k])] : ["reads only weights and the input ids"]));
     st.edit.textContent = vd.edited ? `\u270e edited: ${vd.edited}` : ""; st.edit.style.display = vd.edited ? "block" : "none";
     const z = vd.arrays.z, [S, R, C] = z.shape, slot = vd.per_head ? head : 0;
-    const clim = vd.scale.kind === "weights" ? vd.scale.clim[slot] : vd.scale.clim;
+    const clim = vd.scale.clim[slot];
     const cl = vd.col_labels, starts = vd.col_starts;
     st.map.draw({ values: z.slice(slot), R, C, rowLabels: vd.row_labels, colLabels: cl || null, lut: lutOf(vd.scale), clim, width: width(), square: !!cl,
       maxCell: cl ? 26 : 8, unit: vd.scale.unit, colSplits: cl ? splitsOf(range(n), info.segments) : [], rowSplits: vd.rows_axis === "token" || vd.rows_axis === "query" ? splitsOf(range(R), vd.row_edges ? vd.row_edges.slice(0, -1).map((e) => info.segments[e]) : info.segments) : [],
@@ -654,7 +654,7 @@ function render({ model, el: host }) {
     ["a", "b", "diff"].forEach((name, i) => {
       const diff = name === "diff", sc = diff ? vd.scale_diff : vd.scale;
       cv.maps[i].draw({ values: vd.arrays[name].slice(head), R: N, C: N, rowLabels: (name === "b" ? vd.labels_b : vd.labels), colLabels: (name === "b" ? vd.labels_b : vd.labels),
-        lut: lutOf(sc), clim: diff ? sc.clim[head] : [0, Math.max(vd.scale.clim[head][1], 1e-9)], width: wEach, maxCell: 18, unit: sc.unit,
+        lut: lutOf(sc), clim: sc.clim[head], width: wEach, maxCell: 18, unit: sc.unit,
         title: `${names[name]}: layer ${layer}, head ${head}` + (diff && !vd.arrays.diff.slice(head).some((v) => v !== 0)
           ? " \u2014 identical (the edit acts after this map, or not in this layer: see the steps below)" : ""),
         xTitle: "key \u2192", yTitle: "query",
