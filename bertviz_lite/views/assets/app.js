@@ -199,6 +199,29 @@ function Heatmap(opts = {}) {
 }
 
 // ---------------------------------------------------------------- the app
+// A saved notebook keeps a picture: the kernel shows the explorer as two outputs, the widget and
+// then a PNG of it (Explorer._ipython_display_). JupyterLab 4 and Notebook 7 draw a widget output
+// only while its model lives (reopened without a kernel they print "model not found"), so the PNG
+// is what a reader sees then. While the widget is live, the PNG is hidden here, in the page only:
+// the saved file keeps it.
+function hideSavedPicture(host, tries = 0) {
+  if (!host.isConnected) { // the widget is drawn before it is placed in the page
+    if (tries < 100) setTimeout(() => hideSavedPicture(host, tries + 1), 100);
+    return;
+  }
+  const mine = host.closest(".jp-OutputArea-child");
+  if (!mine || !mine.parentElement) return; // the exported page, VS Code: nothing to hide
+  const hide = () => {
+    const next = mine.nextElementSibling;
+    if (next && next.querySelector(".jp-RenderedImage")) { next.style.display = "none"; return true; }
+    return false;
+  };
+  if (hide()) return;
+  const watch = new MutationObserver(() => { if (hide()) watch.disconnect(); }); // the PNG output may come later
+  watch.observe(mine.parentElement, { childList: true, subtree: true });
+  setTimeout(() => watch.disconnect(), 30000);
+}
+
 function render({ model, el: host }) {
   const info = model.get("info");
   const n = info.n;
@@ -222,6 +245,7 @@ function render({ model, el: host }) {
   root.append(header, nav, error, ...Object.values(sections));
   if (info.page_note) root.appendChild(el("div", { class: "bvl-x-note bvl-page-note", text: info.page_note }));
   host.appendChild(root);
+  hideSavedPicture(host);
   const width = () => Math.max(320, (root.clientWidth || 900) - 150);
 
   function showError(text) { error.textContent = text; error.style.display = text ? "block" : "none"; }
