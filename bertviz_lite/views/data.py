@@ -517,6 +517,19 @@ def stepper_steps(trace) -> list[str]:
 BUILDERS = {"attention": attention, "model": model, "head": head, "token": token, "neuron": neuron, "step": step}
 
 
+def request(view: str, *, layer: int = 0, head: int = 0, query: int = 0, kind: str = "probs",
+            key: str | None = None) -> dict:
+    """The view-data arguments of a selection (view, layer, head, query, kind, key): the one mapping
+    the explorer, the exported page's first view, the PNG path and the CLI use. key defaults to the
+    selected layer's attention map; head picks the head view's first head."""
+    if view not in VIEWS:
+        raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
+    return dict(attention=dict(layer=layer, kind=kind), model=dict(kind=kind), head=dict(layer=layer, heads=[head]),
+                token=dict(query=query), neuron=dict(layer=layer),
+                step=dict(key=key if key is not None else f"layer.{layer}.attn.probs"), params={},
+                compare=dict(layer=layer, kind=kind))[view]
+
+
 def view_data(trace, view: str, *, trace_b=None, ledger=None, **args) -> dict:
     """The view data of any view by name (the front-end's requests go through here)."""
     if view not in VIEWS:

@@ -177,9 +177,8 @@ def _widget_class():
         def view_data(self, tab: str | None = None) -> dict:
             """The view data of a tab at the current selection."""
             tab = check_tab(tab or self.tab, self.trace_b is not None)
-            args = dict(attention=dict(layer=self.layer, kind=self.kind), head=dict(layer=self.layer),
-                        token=dict(query=self.query), model=dict(kind=self.kind), neuron=dict(layer=self.layer),
-                        step=dict(key=self.key), params={}, compare=dict(layer=self.layer))[tab]
+            args = data.request(tab, layer=self.layer, head=self.head, query=self.query, kind=self.kind,
+                                key=self.key)
             return data.view_data(self.trace, tab, trace_b=self.trace_b, ledger=self.ledger, **args)
 
         def figure(self, tab: str | None = None):
@@ -290,10 +289,8 @@ def explore(trace, model=None, *, compare=None, tab: str = "attention", layer: i
         data.check_kind(trace, kind)
         data.pair_positions(trace, pair_filter)
         layer, head, query = trace.check_layer(layer), trace.check_head(head), check_query(trace, query)
-        args = dict(attention=dict(layer=layer, kind=kind), head=dict(layer=layer, heads=[head]),
-                    token=dict(query=query), model=dict(kind=kind), neuron=dict(layer=layer),
-                    step=dict(key=data.check_key(trace, key if key is not None else data.stepper_steps(trace)[0])),
-                    params={}, compare=dict(layer=layer))[tab]
+        args = data.request(tab, layer=layer, head=head, query=query, kind=kind,
+                            key=data.check_key(trace, key if key is not None else data.stepper_steps(trace)[0]))
         vd = data.view_data(trace, tab, trace_b=compare, ledger=ledger, **args)
         return figure(vd, head=head, query=query, pair_filter=pair_filter, trace=trace)
     return _widget_class()(trace, model=model, ledger=ledger, compare=compare, tab=tab, layer=layer, head=head,

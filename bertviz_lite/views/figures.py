@@ -110,19 +110,21 @@ def draw_model(vd: dict) -> go.Figure:
     return fig
 
 
-def head_view(trace, layer=0, *, heads=None, pair_filter: str = "all", tokens=None,
+def head_view(trace, layer_or_tokens=0, /, *, layer: int | None = None, heads=None, pair_filter: str = "all",
               sentence_b_start: int | None = None) -> go.Figure:
     """bertviz's head view: queries on the left, keys on the right, a line per weight >= min_weight
     (the view data's, 0.02) whose opacity and width grow with the weight; one colour per head
     (legend toggles). Starts with head 0 unless heads= names others.
 
-    head_view(tr, layer) draws a trace; head_view(attention, tokens, layer=...) draws attention
-    computed elsewhere (Hugging Face's outputs.attentions), as bertviz's head_view does."""
+    head_view(tr, layer) draws a trace; head_view(attention, tokens, layer=0, sentence_b_start=None)
+    draws attention computed elsewhere (Hugging Face's outputs.attentions), as bertviz's does."""
     from ..trace import Trace
-    if not isinstance(trace, Trace):  # bertviz's order: (attention, tokens)
-        if tokens is None and not isinstance(layer, (int, np.integer)):
-            tokens, layer = layer, 0
-        trace = as_trace(trace, tokens, sentence_b_start=sentence_b_start)
+    if isinstance(trace, Trace):
+        layer = layer_or_tokens if layer is None else layer
+    else:  # bertviz's order: (attention, tokens)
+        trace = as_trace(trace, None if isinstance(layer_or_tokens, (int, np.integer)) else layer_or_tokens,
+                         sentence_b_start=sentence_b_start)
+        layer = 0 if layer is None else layer
     data.pair_positions(trace, pair_filter)
     return draw_head(data.head(trace, layer, heads), pair_filter, trace)
 

@@ -258,11 +258,7 @@ def save_png(trace, path, view: str = "attention", layer: int = 0, head: int = 0
              query: int = 0, ledger=None, kind: str = "probs", compare=None) -> Path:
     """Build a view of a trace and save it as a PNG. view: one of data.VIEWS ('attention', 'model',
     'head', 'token', 'neuron', 'step', 'params', 'compare' with compare=second_trace)."""
-    args = dict(attention=dict(layer=layer, kind=kind), model=dict(kind=kind), head=dict(layer=layer, heads=[head]),
-                token=dict(query=query), neuron=dict(layer=layer), step=dict(key=key or f"layer.{layer}.attn.probs"),
-                params={}, compare=dict(layer=layer))
-    if view not in args:
-        raise ValueError(f"view must be one of {data.VIEWS}, got {view!r}")
+    args = data.request(view, layer=layer, head=head, query=query, kind=kind, key=key)
     head = trace.check_head(head)
-    vd = data.view_data(trace, view, trace_b=compare, ledger=ledger, **args[view])
+    vd = data.view_data(trace, view, trace_b=compare, ledger=ledger, **args)
     return to_png(vd, path, head=head, query=query)
