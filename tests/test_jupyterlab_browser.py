@@ -445,3 +445,35 @@ def test_explorer_in_notebook7(notebook7, sync_api, trace):
         assert not ours, (ours, baseline)
         assert urls, "requests are recorded"
         assert not foreign(urls, notebook7), foreign(urls, notebook7)
+
+
+def test_compare_fits_theme_redraws_and_model_view_marks_the_head(lab, sync_api):
+    # at 1400 px: the compare tab's three maps are all on screen (side by side, or B - A on the
+    # next line), the model view outlines the selected head, and switching JupyterLab's theme
+    # redraws the canvases (their labels take the theme's ink) without any other action
+    name = lab.write_notebook("look.ipynb", CELLS)
+    with opened(sync_api, lab, name) as (page, _, _errors):
+        wait_drawn(page, 0, 0, timeout_ms=60_000)
+        page.click(".bvl-head[data-head='2']")
+        wait_drawn(page, 0, 2)
+        page.click(".bvl-x-tab[data-tab='model']")
+        page.wait_for_selector(".bvl-thumb.bvl-on")
+        assert page.evaluate("() => Array.from(document.querySelectorAll('.bvl-thumb.bvl-on'))"
+                             ".map((c) => [c.bvl.layer, c.bvl.head])") == [[0, 2]]
+        page.click(".bvl-x-tab[data-tab='compare']")
+        page.wait_for_selector(".bvl-compare-heat")
+        section = ".bvl-x-section[data-tab='compare']"
+        fits = page.evaluate(f"""() => {{ const s = document.querySelector("{section}").getBoundingClientRect();
+            return Array.from(document.querySelectorAll("{section} .bvl-x-heatbox")).map((b) => {{
+              const r = b.getBoundingClientRect(); return r.right <= s.right + 1 && r.width > 100; }}); }}""")
+        assert fits and all(fits), fits
+        shoot(page, "compare-1400")
+        page.click(".bvl-x-tab[data-tab='attention']")
+        page.evaluate("() => { window.bvlDrawn = 0; document.addEventListener('bvl-drawn', () => window.bvlDrawn++); }")
+        page.click(".lm-MenuBar-itemLabel:text-is('Settings')")
+        page.hover(".lm-Menu-itemLabel:text-is('Theme')")
+        page.click(".lm-Menu-itemLabel:text-is('JupyterLab Dark')")
+        page.wait_for_function("() => window.bvlDrawn > 0", timeout=10_000)
+        ink = page.evaluate("() => getComputedStyle(document.querySelector('.bvl-x-heatbox')).color")
+        assert ink != "rgb(31, 41, 55)", ink  # the dark theme's light ink, not the default dark grey
+        shoot(page, "theme-switched-dark")

@@ -151,7 +151,8 @@ function Heatmap(opts = {}) {
     h.drawn = { ...d, cw, ch };
     labels(h.rowLabels, d.rowLabels, ch, "rows", d.rowSplits, d.rowGroup);
     labels(h.colLabels, d.colLabels, cw, "cols", d.colSplits, d.colGroup);
-    colorbar(h.bar, d.lut, d.rowClim ? [0, 1] : d.clim, Math.max(80, Math.min(H, 320)), d.unit, d.rowClim ? ["0", "", "row max"] : null);
+    h.bar.style.display = d.noBar ? "none" : "";
+    if (!d.noBar) colorbar(h.bar, d.lut, d.rowClim ? [0, 1] : d.clim, Math.max(80, Math.min(H, 320)), d.unit, d.rowClim ? ["0", "", "row max"] : null);
     h.title.textContent = d.title || "";
     h.title.style.display = d.title ? "block" : "none";
     h.xTitle.textContent = d.xTitle || ""; h.yTitle.textContent = d.yTitle || "";
@@ -498,7 +499,8 @@ function render({ model, el: host }) {
     for (const l of range(info.layers)) {
       mv.grid.appendChild(el("div", { class: "bvl-x-label", text: `L${l}` }));
       for (const h of range(info.heads)) {
-        const c = el("canvas", { class: "bvl-thumb", title: `layer ${l}, head ${h}: click to open`, "data-layer": String(l), "data-head": String(h),
+        const on = l === model.get("layer") && h === model.get("head"); // the selected head, as in the other tabs
+        const c = el("canvas", { class: `bvl-thumb${on ? " bvl-on" : ""}`, title: `layer ${l}, head ${h}: click to open`, "aria-selected": String(on), "data-layer": String(l), "data-head": String(h),
           onclick: () => setSel({ layer: l, head: h, tab: "attention" }) });
         paint(c, m.slice(l * info.heads + h), side, side, lutOf(vd.scale), vd.scale.clim[l][h]);
         c.style.width = c.style.height = `${px}px`;
@@ -675,15 +677,19 @@ function render({ model, el: host }) {
     if (!vd) { later("compare", { layer }, () => model.get("tab") === "compare" && drawCompare()); return; }
     const N = vd.labels.length, wEach = Math.max(120, Math.floor((width() + 150) / 3) - 250); // labels and colour bar beside each
     const names = { a: "A", b: "B", diff: "B \u2212 A" };
+    const row = cv.maps[0].node.parentElement;
+    row.classList.add("bvl-x-nowrap");
     ["a", "b", "diff"].forEach((name, i) => {
       const diff = name === "diff", sc = diff ? vd.scale_diff : vd.scale;
       cv.maps[i].draw({ values: vd.arrays[name].slice(head), R: N, C: N, rowLabels: (name === "b" ? vd.labels_b : vd.labels), colLabels: (name === "b" ? vd.labels_b : vd.labels),
-        lut: lutOf(sc), clim: sc.clim[head], width: wEach, maxCell: 18, unit: sc.unit,
+        lut: lutOf(sc), clim: sc.clim[head], width: wEach, maxCell: 18, unit: sc.unit, noBar: name === "a", // A shares B's bar
         title: `${names[name]}: layer ${layer}, head ${head}` + (diff && !vd.arrays.diff.slice(head).some((v) => v !== 0)
           ? " \u2014 identical (the edit acts after this map, or not in this layer: see the steps below)" : ""),
         xTitle: "key \u2192", yTitle: "query",
         hover: (r, c, v) => `${vd.labels[r]} \u2192 ${vd.labels[c]}\n${names[name]} ${fmt(v, 4)}` });
     });
+    // three maps side by side when they fit; else B \u2212 A goes to the next line (never cut off)
+    if (row.scrollWidth > row.clientWidth + 1) row.classList.remove("bvl-x-nowrap");
     const g = vd.arrays.grid;
     cv.grid.draw({ values: g.slice(0), R: g.shape[0], C: g.shape[1], rowLabels: vd.steps, colLabels: range(info.layers).map((l) => `layer ${l}`), lut: info.luts[vd.scale_grid.name],
       clim: vd.scale_grid.clim, width: Math.min(width(), 40 * info.layers), square: false, rowHeight: 14, maxCell: 40, unit: vd.scale_grid.unit,
@@ -693,7 +699,7 @@ function render({ model, el: host }) {
     cv.rows.replaceChildren(el("table", { class: "bvl-table" }, [el("caption", { text: "largest changes" }), el("tr", {}, ["key", "relative change", "max |B \u2212 A|", "mean cosine"].map((h) => el("th", { text: h }))),
       ...top.map((r) => el("tr", {}, [r[0], fmt(r[1], 4), fmt(r[2], 4), fmt(r[3], 4)].map((c) => el("td", { text: c }))))]));
     cv.note.textContent = (vd.edits.length ? `edits: ${vd.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}. ` : "") +
-      "A and B share one colour scale (white 0 \u2192 the larger map's largest weight); B \u2212 A: orange where B attends more, purple where less";
+      "A and B share one colour scale, B's bar (white 0 \u2192 the larger of the two maps' largest weights); B \u2212 A: orange where B attends more, purple where less";
     cv.grid.heat.bvl = { layer, head };
     root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: "compare", layer, head } }));
   }
@@ -709,7 +715,16 @@ function render({ model, el: host }) {
   }
   for (const name of STATE) model.on(`change:${name}`, show);
   show();
+  // canvas labels take the theme's ink when drawn: redraw at once when JupyterLab's theme (or the
+  // system's colour scheme) changes
+  const redraw = () => requestAnimationFrame(() => requestAnimationFrame(show));
+  const themeWatch = new MutationObserver(redraw);
+  themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  const scheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  if (scheme) scheme.addEventListener("change", redraw);
   return () => {
+    themeWatch.disconnect();
+    if (scheme) scheme.removeEventListener("change", redraw);
     clearTimeout(waitTimer);
     model.off("msg:custom", onMessage);
     for (const name of STATE) model.off(`change:${name}`, show);
