@@ -534,7 +534,10 @@ def test_scores_share_a_scale_in_the_attention_tab_and_the_step_through(padded):
 
 def test_head_view_lines_start_at_the_view_models_min_weight(padded):
     from bertviz_lite.views import figures
+    # the front-end draws the head view from the attention view data: the rule travels with it
+    assert data.view_data(padded, "attention", layer=1)["min_weight"] == data.MIN_WEIGHT
     vd = data.view_data(padded, "head", layer=1, heads=[0])
+    assert vd["min_weight"] == data.MIN_WEIGHT
     vd["min_weight"] = 0.15
     fig = figures.draw_head(vd)
     lows = [t.meta["low"] for t in fig.data if t.meta and "low" in t.meta]

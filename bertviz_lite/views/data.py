@@ -265,7 +265,7 @@ def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None 
     return _base(trace, "attention", layer=layer, kind=kind, key=key, formula=step.formula, symbol=step.symbol,
                  axes=list(trace.axes(key)[1:]), scale=scale, edges=None if edges is None else edges.tolist(),
                  labels=labels if edges is None else block_labels(labels, edges), edited=key in edited_keys(trace),
-                 arrays=dict(maps=maps.astype(np.float32)))
+                 min_weight=MIN_WEIGHT, arrays=dict(maps=maps.astype(np.float32)))
 
 
 def model(trace, kind: str = "probs", *, max_tokens: int = 48) -> dict:
@@ -289,7 +289,7 @@ def head(trace, layer: int, heads=None) -> dict:
     """bertviz's head view: the layer's weights (as `attention`) and the heads to start with."""
     vd = attention(trace, layer, "probs")
     heads = [0] if heads is None else [trace.check_head(h) for h in heads]
-    vd.update(view="head", heads=heads, colours=list(HEAD_COLOURS), min_weight=MIN_WEIGHT)
+    vd.update(view="head", heads=heads, colours=list(HEAD_COLOURS))  # lines from vd["min_weight"] up
     return vd
 
 

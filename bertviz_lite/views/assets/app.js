@@ -410,6 +410,7 @@ function render({ model, el: host }) {
     for (const b of hv.heads.children) b.classList.toggle("bvl-on", hv.on.has(+b.dataset.head));
     const vd = have("attention", { layer, kind: "probs" });
     if (!vd) { later("attention", { layer, kind: "probs" }, () => model.get("tab") === "head" && drawHead()); return; }
+    hv.note.textContent = hv.note.textContent.replace(/under [0-9.]+ are/, `under ${vd.min_weight} are`);
     const labs = vd.labels, N = labs.length, rowH = N > 128 ? 12 : 18, top = 24, segs = segsOf(vd);
     const dpr = window.devicePixelRatio || 1, W = Math.min(760, Math.max(420, width())), H = top + N * rowH + 8;
     const c = hv.canvas, ctx = c.getContext("2d");
@@ -429,7 +430,7 @@ function render({ model, el: host }) {
         for (let j = 0; j < N; j++) {
           if (hov && hov.side === "k" && hov.i !== j) continue;
           const w = m[i * side + j];
-          if (!(w >= vd.min_weight)) continue;
+          if (!(w >= vd.min_weight)) continue; // the view model's rule (the plotly and PNG head views use it too)
           ctx.globalAlpha = Math.min(1, 0.1 + 0.9 * w); ctx.lineWidth = 0.5 + 3 * w;
           ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
         }
