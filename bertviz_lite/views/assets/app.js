@@ -149,6 +149,7 @@ function Heatmap(opts = {}) {
     for (const i of d.rowSplits || []) { ctx.beginPath(); ctx.moveTo(0, i * ch); ctx.lineTo(W, i * ch); ctx.stroke(); }
     for (const j of d.colSplits || []) { ctx.beginPath(); ctx.moveTo(j * cw, 0); ctx.lineTo(j * cw, H); ctx.stroke(); }
     h.drawn = { ...d, cw, ch };
+    h.heat.limits = d.rowClim || [d.clim]; // the limits drawn, read by the tests (the view model's, never decided here)
     labels(h.rowLabels, d.rowLabels, ch, "rows", d.rowSplits, d.rowGroup);
     labels(h.colLabels, d.colLabels, cw, "cols", d.colSplits, d.colGroup);
     h.bar.style.display = d.noBar ? "none" : "";
@@ -504,6 +505,7 @@ function render({ model, el: host }) {
         const c = el("canvas", { class: `bvl-thumb${on ? " bvl-on" : ""}`, title: `layer ${l}, head ${h}: click to open`, "aria-selected": String(on), "data-layer": String(l), "data-head": String(h),
           onclick: () => setSel({ layer: l, head: h, tab: "attention" }) });
         paint(c, m.slice(l * info.heads + h), side, side, lutOf(vd.scale), vd.scale.clim[l][h]);
+        c.limits = [vd.scale.clim[l][h]];
         c.style.width = c.style.height = `${px}px`;
         c.bvl = { layer: l, head: h };
         mv.grid.appendChild(c);
@@ -545,6 +547,7 @@ function render({ model, el: host }) {
     const mx = Math.max(...scores), ex = Array.from(scores, (s) => Math.exp(s - mx)), tot = ex.reduce((a, b) => a + b, 0), w = ex.map((e) => e / tot);
     const pmax = vd.scale_prod.clim[head][1]; // one q*k scale per head, decided by the view model
     const lim = vd.scale.clim[1], lut = lutOf(vd.scale), dpr = window.devicePixelRatio || 1;
+    nv.canvas.limits = [[-lim, lim], [-pmax, pmax]];
     const cw = Math.max(3, Math.min(12, Math.floor(Math.min(320, (width() - 420) / 2) / d))), rh = N > 128 ? 8 : 16, lab = 120;
     const x0 = lab, x1 = x0 + d * cw + 24, x2 = x1 + d * cw + 16, top = 48, W = x2 + 290, H = top + N * rh + 10;
     const c = nv.canvas, ctx = c.getContext("2d");
