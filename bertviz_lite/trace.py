@@ -196,8 +196,6 @@ class Trace:
             out = hf_model(**enc, output_attentions=True)
             tr = bv.Trace.from_attentions([a.detach().numpy() for a in out.attentions], tokens)
         """
-        import numpy as np
-
         from .config import BertConfig
         if isinstance(attentions, (str, bytes)) or not hasattr(attentions, "__len__"):
             raise TypeError("attentions must be a sequence of L arrays [batch, heads, n, n] "
@@ -206,25 +204,22 @@ class Trace:
         n = len(tokens)
         maps = []
         for layer, a in enumerate(attentions):
-            try:
-                a = np.asarray(a, dtype=np.float32)
-            except (TypeError, ValueError, RuntimeError) as e:
-                raise TypeError(f"attentions[{layer}] is not an array (NumPy or anything with __array__; "
-                                f"torch: .detach().cpu().numpy()): {e}") from None
+            a = backend.host_real_array(a, f"attentions[{layer}] (NumPy or anything with __array__; torch: "
+                                           ".detach().cpu().numpy())")
             if a.ndim == 4:
                 if not 0 <= batch_index < a.shape[0]:
                     raise OutOfRangeError(f"batch_index {batch_index} is out of range: attentions[{layer}] "
                                           f"holds a batch of {a.shape[0]}")
                 a = a[batch_index]
             if a.ndim != 3 or a.shape[1:] != (n, n):
-                raise ValueError(f"attentions[{layer}] has shape {tuple(np.shape(a))}; expected [batch, heads, n, n] "
+                raise ValueError(f"attentions[{layer}] has shape {tuple(a.shape)}; expected [batch, heads, n, n] "
                                  f"or [heads, n, n] with n = {n} tokens")
-            if not np.isfinite(a).all():
+            if backend.host_bad_values(a):
                 raise ValueError(f"attentions[{layer}] holds NaN or inf values")
             if maps and a.shape[0] != maps[0].shape[0]:
                 raise ValueError(f"attentions[{layer}] has {a.shape[0]} heads, attentions[0] has {maps[0].shape[0]}")
             sums = a.sum(axis=-1)
-            if a.min() < -1e-6 or np.abs(sums - 1).max() > 1e-3:
+            if a.min() < -1e-6 or abs(sums - 1).max() > 1e-3:
                 raise ValueError(f"attentions[{layer}]'s rows do not sum to 1 (they run {sums.min():.3g}.."
                                  f"{sums.max():.3g}): pass the attention weights after the softmax, not the scores")
             maps.append(a)
