@@ -120,9 +120,9 @@ def kernel_breakdown(model, ids, reps: int) -> dict:
     gelu, layernorm), the rest (matrix products, bias adds, residuals, recording) and the total."""
     from bertviz_lite import backend
 
-    names = ("numpy_softmax", "numpy_gelu", "numpy_layer_norm")
+    names = ("softmax", "gelu", "layer_norm")  # whichever kernel backend.FUSED names for each
     spent = dict.fromkeys(names, 0.0)
-    originals = {name: getattr(backend, name) for name in names}
+    originals = {name: backend.FUSED[(name, "numpy", "float32")] for name in names}
 
     def timed(name):
         fn = originals[name]
@@ -137,7 +137,7 @@ def kernel_breakdown(model, ids, reps: int) -> dict:
 
     try:
         for name in names:
-            setattr(backend, name, timed(name))
+            backend.FUSED[(name, "numpy", "float32")] = timed(name)
         model.trace_ids(ids)  # warm up
         spent.update(dict.fromkeys(names, 0.0))
         t = time.perf_counter()
@@ -146,8 +146,8 @@ def kernel_breakdown(model, ids, reps: int) -> dict:
         total = (time.perf_counter() - t) / reps
     finally:
         for name, fn in originals.items():
-            setattr(backend, name, fn)
-    out = {name.removeprefix("numpy_"): spent[name] / reps for name in names}
+            backend.FUSED[(name, "numpy", "float32")] = fn
+    out = {name: spent[name] / reps for name in names}
     out.update(total=total, rest=total - sum(out.values()))
     return out
 

@@ -13,12 +13,13 @@ The engine (this package's top level) imports no widget library; views live in
 from . import analysis, corpus
 from .batch import BatchTrace
 from .config import BertConfig
-from .edits import Edit, Edits, ablate, compare, replace, scale
+from .comparison import Comparison, compare
+from .edits import Edit, Edits, ablate, replace, scale
 from .errors import (BackendError, BertVizError, CheckpointError, EditError, InputTooLongError, ModelTooLargeError,
-                     OutOfRangeError, PatternError, TraceTooLargeError, WeightsNotFoundError)
+                     NotARegularFileError, OutOfRangeError, PatternError, TraceTooLargeError, WeightsNotFoundError)
 from .loading import load
 from .model import Bert, MaskPrediction
-from .params import component_counts, count_params, reconcile
+from .params import component_counts, count_params, family_ledgers, reconcile
 from .schema import STEPS, trace_keys
 from .table import Table
 from .trace import Trace
@@ -27,8 +28,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendError", "BatchTrace", "Bert", "BertConfig", "BertVizError", "CheckpointError", "Edit", "EditError", "Edits",
-    "InputTooLongError", "MaskPrediction", "ModelTooLargeError", "OutOfRangeError", "PatternError", "STEPS", "Table", "Trace",
-    "TraceTooLargeError", "WeightsNotFoundError", "ablate", "compare", "component_counts", "count_params", "load",
+    "InputTooLongError", "MaskPrediction", "ModelTooLargeError", "NotARegularFileError", "OutOfRangeError", "PatternError",
+    "STEPS", "Table", "Trace", "TraceTooLargeError", "WeightsNotFoundError", "ablate", "compare", "component_counts",
+    "count_params", "family_ledgers", "load",
     "reconcile", "replace", "scale", "trace_keys",
 ]
 

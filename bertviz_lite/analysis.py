@@ -17,11 +17,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from . import backend, tokenizer
+from . import backend, schema, tokenizer
 
 # layernorm steps and the tensor each one normalises (its input)
 LAYER_NORM_INPUTS = {"embed.ln": "embed.sum", "attn.ln": "attn.resid", "ffn.ln": "ffn.resid"}
 TARGETS = ("[CLS]", "[SEP]", "punct", "prev", "next", "self")
+# BERT's special tokens under the names the family writes them (RoBERTa: <s>, </s>, <pad>)
+SPECIAL_NAMES = {"[CLS]": ("[CLS]", "<s>"), "[SEP]": ("[SEP]", "</s>"), "[PAD]": ("[PAD]", "<pad>")}
+
+
+def is_special(token: str, which: str) -> bool:
+    """Whether a token is the special token `which` ('[CLS]'), under any family's name for it."""
+    return token in SPECIAL_NAMES.get(which, (which,))
 
 
 # ------------------------------------------------------------------------------------------
@@ -102,28 +109,26 @@ def max_weight(trace):
 # ------------------------------------------------------------------------------------------
 
 
-def _target_matrix(trace, which: str, xp, dtype):
-    """[n_real, n_real] of 0/1: which (query, key) cells count as attention to `which`."""
-    real = trace.real_positions
-    tokens = [trace.tokens[i] for i in real]
-    n = len(real)
-    q = xp.reshape(xp.arange(n), (n, 1))
-    k = xp.reshape(xp.arange(n), (1, n))
-    if which == "self":
-        cells = q == k
-    elif which == "prev":
-        cells = k == q - 1
-    elif which == "next":
-        cells = k == q + 1
+def target_cells(which: str, tokens, xp, dtype):
+    """Clark et al.'s (2019) targets, defined once: [B, n, n] of 0/1, which (query i, key j) cells
+    count as attention to `which`, for B token lists of n tokens each.
+
+    '[CLS]', '[SEP]' (any special token): the keys that are that token; 'punct': punctuation
+    word pieces; 'self': j = i; 'prev': j = i - 1; 'next': j = i + 1.
+    """
+    B, n = len(tokens), len(tokens[0])
+    i = xp.reshape(xp.arange(n), (n, 1))  # query
+    j = xp.reshape(xp.arange(n), (1, n))  # key
+    if which in ("self", "prev", "next"):
+        cells = {"self": j == i, "prev": j == i - 1, "next": j == i + 1}[which]  # [n, n]
+        return xp.broadcast_to(xp.astype(cells, dtype), (B, n, n))
+    if which == "punct":
+        flags = [[is_punctuation(t) for t in ts] for ts in tokens]
+    elif which.startswith("[") and which.endswith("]"):
+        flags = [[is_special(t, which) for t in ts] for ts in tokens]
     else:
-        if which == "punct":
-            flags = [is_punctuation(t) for t in tokens]
-        elif which.startswith("[") and which.endswith("]"):
-            flags = [t == which for t in tokens]
-        else:
-            raise ValueError(f"unknown target {which!r}: use one of {TARGETS} or a special token like '[PAD]'")
-        cells = xp.reshape(xp.asarray(flags), (1, n)) & (q >= 0)
-    return xp.astype(cells, dtype)
+        raise ValueError(f"unknown target {which!r}: use one of {TARGETS} or a special token like '[PAD]'")
+    return xp.broadcast_to(xp.reshape(xp.asarray(flags, dtype=dtype), (B, 1, n)), (B, n, n))
 
 
 def attention_to(trace, which: Iterable[str] = TARGETS, *, per_query: bool = False) -> dict:
@@ -140,7 +145,7 @@ def attention_to(trace, which: Iterable[str] = TARGETS, *, per_query: bool = Fal
     p = _stack_layers(maps, xp)  # [L, A, n, n]
     out = {}
     for target in which:
-        cells = _target_matrix(trace, target, xp, p.dtype)  # [n, n]
+        cells = target_cells(target, [[trace.tokens[i] for i in trace.real_positions]], xp, p.dtype)[0, ...]  # [n, n]
         share = xp.sum(p * cells, axis=-1)  # [L, A, n]
         out[target] = backend.to_host(share if per_query else xp.mean(share, axis=-1))
     return out
@@ -158,11 +163,14 @@ def layer_outputs(trace):
     return _stack_layers(zs, backend.namespace_of(zs[0]))
 
 
-def _cosine(a, b, xp):
-    """Cosine of matching rows   [..., H], [..., H] -> [...]."""
-    na = xp.sqrt(xp.sum(a * a, axis=-1))
-    nb = xp.sqrt(xp.sum(b * b, axis=-1))
-    return xp.sum(a * b, axis=-1) / (na * nb)
+def cosine(a, b, xp):
+    """Cosine similarity of matching rows   [..., H], [..., H] -> [...] (the one definition: views,
+    comparisons and sentence similarity use it). Two zero vectors agree (1); one zero vector gives 0."""
+    na, nb = xp.linalg.vector_norm(a, axis=-1), xp.linalg.vector_norm(b, axis=-1)
+    both = na * nb
+    ones = xp.ones_like(both)
+    same = xp.where((na == 0) & (nb == 0), ones, xp.zeros_like(both))
+    return xp.where(both > 0, xp.sum(a * b, axis=-1) / xp.where(both > 0, both, ones), same)
 
 
 def representation_similarity(trace, against: str = "input"):
@@ -182,7 +190,7 @@ def representation_similarity(trace, against: str = "input"):
         ref = xp.broadcast_to(xp.mean(z, axis=1, keepdims=True), z.shape)
     else:
         raise ValueError(f"against must be 'input', 'previous' or 'mean', got {against!r}")
-    return backend.to_host(_cosine(z, ref, xp))
+    return backend.to_host(cosine(z, ref, xp))
 
 
 def token_similarity(trace, layer: int | None = None):
@@ -229,7 +237,7 @@ def layer_norm_stats(trace, key: str) -> dict:
     if step not in LAYER_NORM_INPUTS:
         raise ValueError(f"{key!r} is not a layernorm step; use one of {sorted(LAYER_NORM_INPUTS)} "
                          "(per layer: 'layer.{l}.attn.ln', 'layer.{l}.ffn.ln')")
-    src = LAYER_NORM_INPUTS[step] if layer is None else f"layer.{layer}.{LAYER_NORM_INPUTS[step]}"
+    src = schema.full_key(LAYER_NORM_INPUTS[step], layer)
     out = {}
     for prefix, k in (("input", src), ("output", key)):
         x = _wide(trace.real(trace[k], ("token", "hidden")))
@@ -240,10 +248,8 @@ def layer_norm_stats(trace, key: str) -> dict:
 
 
 def _split(trace, key: str):
-    if key.startswith("layer."):
-        _, layer, step = key.split(".", 2)
-        return trace.check_layer(int(layer)), step
-    return None, key
+    layer, step = schema.split_key(key)
+    return (None if layer is None else trace.check_layer(layer)), step
 
 
 # ------------------------------------------------------------------------------------------
@@ -280,20 +286,19 @@ def sentence_embedding(trace):
     """The sentence's vector: the mean of the last layer's token vectors over the real tokens
     (sentence-transformers' mean pooling, what all-MiniLM-L6-v2 was trained with; it then
     normalises to unit length, which leaves cosines unchanged)   [n, H] -> [H]."""
-    key = f"layer.{trace.num_layers - 1}.ffn.ln"
+    key = schema.full_key("ffn.ln", trace.num_layers - 1)
     Z = _wide(trace.real(trace[key], ("token", "hidden")))  # [n_real, H]
     xp = backend.namespace_of(Z)
     return backend.to_host(xp.mean(Z, axis=0))
 
 
 def _cosine_host(u, v) -> float:
-    hx = backend.namespace_of(u)
-    return float(hx.sum(u * v) / (hx.linalg.vector_norm(u) * hx.linalg.vector_norm(v)))
+    return float(cosine(u, v, backend.namespace_of(u)))
 
 
 def pair_similarity(model, a: str, b: str, *, edits=None) -> float:
     """cos(embedding(a), embedding(b)) with mean pooling, optionally under edits= (see bv.ablate)."""
-    keep = [f"layer.{model.config.num_layers - 1}.ffn.ln"]
+    keep = [schema.full_key("ffn.ln", model.config.num_layers - 1)]
     ea = sentence_embedding(model.trace(a, keep=keep, edits=edits))
     eb = sentence_embedding(model.trace(b, keep=keep, edits=edits))
     return _cosine_host(ea, eb)
@@ -353,3 +358,50 @@ def weighted_value_norms(trace, layer: int, head: int, *, W_O=None):
         v = v @ W_O[head * d_k:(head + 1) * d_k, :]  # [n, H]
     norms = xp.sqrt(xp.sum(v * v, axis=-1))  # [n]  ||v_j||
     return backend.to_host(probs * norms[None, :])  # alpha_ij ||v_j|| = ||alpha_ij v_j||
+
+
+# ------------------------------------------------------------------------------------------
+# what a task head says (head.logits with the labels of config.json's id2label)
+# ------------------------------------------------------------------------------------------
+
+
+def head_probabilities(trace):
+    """The task head's logits as probabilities on the host: softmax over the labels (sequence and token
+    classification, next sentence, question answering's start / end over the real tokens), or the
+    sigmoid of ELECTRA's per-token score. Shape as head.logits, real tokens only."""
+    from .engine import softmax
+    if "head.logits" not in trace:
+        raise KeyError("this trace has no head.logits: the model has no task head (config.json's architectures "
+                       "names a BertModel or a masked-lm model)")
+    head = trace.config.head
+    y = _wide(trace.real(trace["head.logits"], trace.axes("head.logits")))
+    xp = backend.namespace_of(y)
+    if head == "replaced_token":
+        p = 1.0 / (1.0 + xp.exp(-y))  # [n] sigmoid: probability that the token was replaced
+    elif head == "question_answering":
+        p = xp.permute_dims(softmax(xp.permute_dims(y, (1, 0)), xp), (1, 0))  # [n, 2], each column over tokens
+    else:
+        p = softmax(y, xp)  # [labels] or [n, labels]
+    return backend.to_host(p)
+
+
+def head_summary(trace, top: int = 3) -> str:
+    """One line per head kind, as the command line prints it: 'pos 0.91  neg 0.09'; for token heads,
+    each token with its most likely label; for question answering, the best span."""
+    p = head_probabilities(trace)
+    hx = backend.namespace_of(p)
+    labels, head = trace.labels, trace.config.head
+    tokens = [trace.tokens[i] for i in trace.real_positions]
+    if head in ("sequence_classification", "next_sentence"):
+        order = [int(i) for i in hx.argsort(-p)][:top]
+        return "  ".join(f"{labels[i]} {float(p[i]):.2f}" for i in order)
+    if head == "token_classification":
+        best = [int(i) for i in hx.argmax(p, axis=-1)]
+        return "  ".join(f"{t}:{labels[b]} {float(p[i, b]):.2f}" for i, (t, b) in enumerate(zip(tokens, best)))
+    if head == "question_answering":
+        n = len(tokens)
+        score, s, e = max((float(p[s, 0] * p[e, 1]), s, e) for s in range(n) for e in range(s, min(n, s + 30)))
+        return f"answer {' '.join(tokens[s:e + 1])!r} (tokens {s}..{e}) p(start) x p(end) = {score:.2f}"
+    if head == "replaced_token":
+        return "  ".join(f"{t} {float(q):.2f}" for t, q in zip(tokens, p)) + "   (p replaced)"
+    raise ValueError(f"unknown head {head!r}")

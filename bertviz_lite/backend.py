@@ -1,4 +1,6 @@
-"""Array backends: the one module that names numpy, cupy or scipy.
+"""Array backends: which namespace runs the engine, and which fused kernel replaces which formula line.
+
+With `kernels.py` (the numpy kernels themselves), the only modules that name numpy, cupy or scipy.
 
 Everything else in the engine is written against the array API standard (`xp.*`),
 with the namespace found here once and passed down (the SciPy / scikit-learn
@@ -17,6 +19,7 @@ from types import ModuleType
 import array_api_compat
 import numpy as np
 
+from . import kernels
 from .errors import BackendError
 
 BACKENDS = ("numpy", "cupy", "array_api_strict")
@@ -124,8 +127,14 @@ def itemsize(x) -> int:
     return namespace_of(x).finfo(x.dtype).bits // 8
 
 
-def is_host_array(x) -> bool:
-    return isinstance(x, np.ndarray)
+def read_only(x):
+    """x as an array nobody can write through: a read-only numpy view (no copy), or a copy on
+    backends without read-only arrays. What an edit gets, so it cannot change a recorded tensor."""
+    if isinstance(x, np.ndarray):
+        view = x.view()
+        view.flags.writeable = False
+        return view
+    return namespace_of(x).asarray(x, copy=True)
 
 
 def host_random_normal(shape: tuple[int, ...], std: float, rng: np.random.Generator) -> np.ndarray:
@@ -191,9 +200,9 @@ def host_from_raw(dtype: str, data, shape) -> np.ndarray:
 # erf: the array api has none. gelu(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)) needs it.
 # ---------------------------------------------------------------------------------------------
 
-# abramowitz & stegun 7.1.26: |error| <= 1.5e-7 for every x (tests check it against scipy)
-_AS_P = 0.3275911
-_AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+# abramowitz & stegun 7.1.26: |error| <= 1.5e-7 for every x (tests check it against scipy); the
+# constants live with the kernels (kernels.ERF_P, kernels.ERF_A), which use them too
+_AS_P, _AS_A = kernels.ERF_P, kernels.ERF_A
 
 
 def rational_erf(x, xp: ModuleType):
@@ -210,138 +219,13 @@ def rational_erf(x, xp: ModuleType):
 SQRT_2 = math.sqrt(2.0)
 
 
-def _erf_block_numpy(x: np.ndarray, out: np.ndarray, t: np.ndarray) -> None:
-    """The rational erf above, on one block, in place on scratch buffers (out, t are fresh)."""
-    np.abs(x, out=t)  # |x|
-    np.multiply(t, t, out=out)
-    np.negative(out, out=out)
-    np.exp(out, out=out)  # e^{-x^2}
-    np.multiply(t, np.float32(_AS_P), out=t)
-    np.add(t, np.float32(1.0), out=t)
-    np.reciprocal(t, out=t)  # t = 1 / (1 + p|x|)
-    poly = np.multiply(t, np.float32(_AS_A[4]))
-    for a in _AS_A[3::-1]:
-        np.add(poly, np.float32(a), out=poly)
-        np.multiply(poly, t, out=poly)
-    np.multiply(poly, out, out=out)
-    np.subtract(np.float32(1.0), out, out=out)
-    np.copysign(out, x, out=out)  # erf is odd
-
-
-# ------------------------------------------------------------------------------------------
-# numpy kernels: the engine's elementwise lines, fast. Each computes exactly what the
-# array-api line beside it in engine.py computes (tests compare them), but in blocks small
-# enough to stay in l2 cache and into one output buffer instead of a fresh array per
-# operation. (Splitting the blocks over two threads was slower here: between matrix
-# products the second core is not free, and the threads contend for the GIL per call.)
-# ------------------------------------------------------------------------------------------
-
-_BLOCK = 1 << 15  # float32 elements per block (128 KiB): a block and its scratch stay in l2
-
-
-def numpy_rational_erf(x: np.ndarray) -> np.ndarray:
-    """rational_erf for float32 numpy arrays, block by block (~4x faster than scipy's float32 erf).
-
-    Same formula as rational_erf; in float32 its error stays below 1e-6 (tests bound it).
-    """
-    if x.dtype != np.float32:
-        import scipy.special
-        return scipy.special.erf(x)
-    flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty_like(flat)
-    t = np.empty(min(_BLOCK, flat.size), dtype=np.float32)
-    for i in range(0, flat.size, _BLOCK):
-        j = min(i + _BLOCK, flat.size)
-        _erf_block_numpy(flat[i:j], out[i:j], t[: j - i])
-    return out.reshape(x.shape)
-
-
-# gelu(x) = x Phi(x). With h = Phi(-|x|) = erfc(|x| / sqrt 2) / 2 = t P(t) e^{-x^2/2} / 2 (the rational
-# form above), Phi(x) = 1 - h for x >= 0 and h for x < 0, so gelu(x) = max(x, 0) - |x| h: the same
-# formula and error bound as x/2 (1 + erf(x / sqrt 2)), with no sign flip (copysign costs ~5
-# multiplies here) and three fewer passes.
-_AS_P_GELU = np.float32(_AS_P / SQRT_2)  # p |x| / sqrt 2 = p' |x|
-_AS_A_HALF = tuple(np.float32(a / 2) for a in _AS_A)  # the 1/2 of erfc / 2, folded in
-
-
-def numpy_gelu(x: np.ndarray) -> np.ndarray:
-    """Exact-form gelu x Phi(x) for float32, as max(x, 0) - |x| Phi(-|x|), block by block in one buffer."""
-    flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty_like(flat)
-    a_, t_, e_ = (np.empty(min(_BLOCK, flat.size), dtype=flat.dtype) for _ in range(3))
-    for i in range(0, flat.size, _BLOCK):
-        j = min(i + _BLOCK, flat.size)
-        xb, ob, a, t, e = flat[i:j], out[i:j], a_[: j - i], t_[: j - i], e_[: j - i]
-        np.abs(xb, out=a)  # |x|
-        np.multiply(a, np.float32(-0.5), out=e)
-        np.multiply(e, a, out=e)
-        np.exp(e, out=e)  # e^{-x^2 / 2}
-        np.multiply(a, _AS_P_GELU, out=t)
-        np.add(t, np.float32(1.0), out=t)
-        np.divide(np.float32(1.0), t, out=t)  # t = 1 / (1 + p |x| / sqrt 2)
-        np.multiply(t, _AS_A_HALF[4], out=ob)
-        for c in _AS_A_HALF[3::-1]:  # horner, as in the erf above, into out
-            np.add(ob, c, out=ob)
-            np.multiply(ob, t, out=ob)
-        np.multiply(ob, e, out=ob)  # h = Phi(-|x|)
-        np.multiply(ob, a, out=ob)  # |x| h
-        np.maximum(xb, np.float32(0.0), out=a)  # |x| is no longer needed: max(x, 0) in its place
-        np.subtract(a, ob, out=ob)
-    return out.reshape(x.shape)
-
-
-def _row_blocks(x: np.ndarray):
-    """A fresh output shaped as x's rows (its last axis), and (input, output) blocks of whole rows
-    small enough to stay in l2 while a kernel makes its passes over them."""
-    width = x.shape[-1]
-    rows = np.ascontiguousarray(x).reshape(-1, width)
-    out = np.empty_like(rows)
-    step = max(1, _BLOCK // max(1, width))  # rows per block
-    return out, ((rows[i:i + step], out[i:i + step]) for i in range(0, rows.shape[0], step))
-
-
-def numpy_softmax(s: np.ndarray) -> np.ndarray:
-    """Row-wise softmax, e = exp(s - max); e / sum(e), a block of rows at a time into one buffer."""
-    out, blocks = _row_blocks(s)
-    for sb, eb in blocks:
-        np.subtract(sb, sb.max(axis=-1, keepdims=True), out=eb)
-        np.exp(eb, out=eb)
-        np.divide(eb, eb.sum(axis=-1, keepdims=True), out=eb)
-    return out.reshape(s.shape)
-
-
-def numpy_layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
-    """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis, into one buffer."""
-    out, blocks = _row_blocks(x)
-    for xb, ob in blocks:
-        np.subtract(xb, xb.mean(axis=-1, keepdims=True), out=ob)  # x - mu
-        var = np.vecdot(ob, ob)[:, None] / np.float32(x.shape[-1])  # biased, as bert and torch; no squared copy
-        np.multiply(ob, np.float32(1.0) / np.sqrt(var + np.float32(eps)), out=ob)  # eps inside the sqrt
-        np.multiply(ob, gamma, out=ob)
-        np.add(ob, beta, out=ob)
-    return out.reshape(x.shape)
-
-
-def numpy_matmul(x: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """x @ W with x's leading axes (a batch) folded into one [B*n, k] product: numpy would run
-    one small product per example instead (1.7x slower for 32 sentences of 14 tokens here)."""
-    if x.ndim <= 2:
-        return x @ W
-    return (x.reshape(-1, x.shape[-1]) @ W).reshape(*x.shape[:-1], W.shape[-1])
-
-
-def is_numpy(xp: ModuleType) -> bool:
-    return array_api_compat.is_numpy_namespace(xp)
-
-
 def erf(x, xp: ModuleType):
-    """erf for any backend (the array API has none): cupyx on cupy, else the rational form above
-    (replaced by its blocked numpy kernel when FUSED says so)."""
+    """erf for any backend (the array API has none): cupyx on cupy, else the rational form above.
+    (On numpy float32 the fast path replaces the whole gelu line, erf included: kernels.numpy_gelu.)"""
     if backend_name(xp) == "cupy":
         import cupyx.scipy.special
         return cupyx.scipy.special.erf(x)
-    kernel = fused_kernel("erf", x)
-    return kernel(x, xp) if kernel is not None else rational_erf(x, xp)
+    return rational_erf(x, xp)
 
 
 # ------------------------------------------------------------------------------------------
@@ -349,15 +233,14 @@ def erf(x, xp: ModuleType):
 # ------------------------------------------------------------------------------------------
 
 # (formula function, backend, dtype) -> the kernel that computes the same line faster. The
-# formula functions live in engine.py (and rational_erf above); each kernel takes the formula
+# formula functions live in engine.py, the kernels in kernels.py; each kernel takes the formula
 # function's own arguments. Nothing else in the package chooses a kernel. Tests hold every
 # kernel equal to its formula, and `model.trace(..., fast=False)` runs the formulas as written.
 FUSED = {
-    ("layer_norm", "numpy", "float32"): lambda x, gamma, beta, eps, xp: numpy_layer_norm(x, gamma, beta, eps),
-    ("softmax", "numpy", "float32"): lambda s, xp: numpy_softmax(s),
-    ("gelu", "numpy", "float32"): lambda x, xp: numpy_gelu(x),
-    ("erf", "numpy", "float32"): lambda x, xp: numpy_rational_erf(x),
-    ("matmul", "numpy", "float32"): lambda x, W, xp: numpy_matmul(x, W),
+    ("layer_norm", "numpy", "float32"): lambda x, gamma, beta, eps, xp: kernels.numpy_layer_norm(x, gamma, beta, eps),
+    ("softmax", "numpy", "float32"): lambda s, xp: kernels.numpy_softmax(s),
+    ("gelu", "numpy", "float32"): lambda x, xp: kernels.numpy_gelu(x),
+    ("matmul", "numpy", "float32"): lambda x, W, xp: kernels.numpy_matmul(x, W),
 }
 
 _FAST = contextvars.ContextVar("bertviz_lite_fast", default=True)
@@ -372,10 +255,6 @@ def fast_path(enabled: bool):
         yield
     finally:
         _FAST.reset(token)
-
-
-def fast_enabled() -> bool:
-    return _FAST.get()
 
 
 def fused_kernel(name: str, x):

@@ -1,33 +1,72 @@
-"""Batched traces: many inputs through the same formula lines at once.
+"""One runner for one sentence and many: every input goes through the same formula lines as a batch.
 
-`model.trace_batch(texts)` pads every input to the longest (or to `pad_to`) with [PAD], runs
-the engine once with a leading batch axis on every array (the engine's lines are written for
-`[..., n, H]`, so nothing is run twice), and returns a `BatchTrace`: the same keys as a `Trace`,
-each with a leading `batch` axis, plus each example's tokens and mask. `btr[i]` is example i as
-an ordinary `Trace` with its padding removed, equal to `model.trace(texts[i])` (padded keys get
-exactly zero attention, so the real tokens compute the same numbers, up to float32 rounding).
+`model.trace(text)` is a batch of one; `model.trace_batch(texts)` pads every input to the longest
+(or to `pad_to`) with [PAD] and runs the engine once with a leading batch axis on every array (the
+engine's lines are written for `[..., n, H]`, so nothing is run twice). Both go through `run()`:
+one validator (`check_options`), one budget check (recorded tensors and the forward's working
+memory), one recorder, so `keep=`, `edits=`, `patch_from=`, `dtype=`, `fast=False` and `max_bytes=`
+work the same for one sentence and many. A `BatchTrace` holds the same keys as a `Trace`, each with
+a leading `batch` axis; `btr[i]` is example i as a `Trace` with its padding removed, equal to
+`model.trace(texts[i], edits=...)` (padded keys get exactly zero attention, so the real tokens
+compute the same numbers, up to float32 rounding).
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from . import backend, engine, schema
-from .errors import TraceTooLargeError
+from .edits import compile_edits
+from .errors import InputTooLongError, as_int
 from .tokenizer import Encoding
-from .trace import (DEFAULT_MAX_TRACE_BYTES, NullRecorder, Recorder, Table, Trace, check_patterns,
-                    compile_patterns, estimate_trace_bytes)
+from .trace import NullRecorder, Recorder, Table, Trace, check_budget, check_patterns, compile_patterns
 
 BATCH_AXIS = "batch"  # the leading axis every key of a BatchTrace has (schema.AXES names it)
-_STORE_DTYPES = {"float32": 4, "float16": 2}
+STORE_DTYPES = {"float32": 4, "float16": 2}  # dtype= names a storage type; bytes per value
 
 
 # ------------------------------------------------------------------------------------------
-# input: texts -> one padded [B, n] batch
+# the one validator: the options of a run, checked before anything is tokenized or run
 # ------------------------------------------------------------------------------------------
 
 
-def _check_texts(texts, pairs) -> tuple[list[str], list[str | None]]:
+@dataclass(frozen=True)
+class Options:
+    """A run's options, checked: keep patterns, storage dtype, byte budget, pad_to, fast path."""
+
+    keep: tuple[str, ...] | None
+    dtype: str  # 'float32' or 'float16'
+    max_bytes: float | None
+    pad_to: int | None
+    fast: bool
+
+
+def check_options(model, *, keep=None, dtype=None, max_bytes=None, pad_to=None, fast=True) -> Options:
+    """Every option of trace() and trace_batch(), checked once, with one clear error each."""
+    if dtype is not None and not isinstance(dtype, str):
+        raise TypeError(f"dtype must be the string 'float32' or 'float16', got {type(dtype).__name__} {dtype!r}")
+    if dtype is not None and dtype not in STORE_DTYPES:
+        raise ValueError(f"dtype={dtype!r} is not a storage type; use 'float32' or 'float16'")
+    if max_bytes is not None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Real):
+            raise TypeError(f"max_bytes must be a number of bytes (e.g. 2 * 1024**3 or 1e9), got "
+                            f"{type(max_bytes).__name__} {max_bytes!r}")
+        if not max_bytes >= 0:  # nan fails this too
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
+    if pad_to is not None:
+        pad_to = as_int(pad_to, "pad_to")  # numpy integers too
+        if pad_to < 1:
+            raise ValueError(f"pad_to must be a positive number of tokens, got {pad_to}")
+        if pad_to > model.max_tokens:
+            raise InputTooLongError(f"pad_to={pad_to} is more than the model's {model.max_tokens} positions")
+    keep = compile_patterns(keep)  # once: a generator would be used up by the budget check
+    check_patterns(keep, model.trace_keys(), "keep=")
+    return Options(keep, dtype or "float32", max_bytes, pad_to, bool(fast))
+
+
+def check_texts(texts, pairs) -> tuple[list[str], list[str | None]]:
     if isinstance(texts, str):
         raise TypeError("trace_batch takes a list of texts; for one text use model.trace(text)")
     if not isinstance(texts, Sequence):
@@ -48,77 +87,110 @@ def _check_texts(texts, pairs) -> tuple[list[str], list[str | None]]:
     return texts, list(pairs)
 
 
-def pad_encoding(enc: Encoding, n: int, pad_id: int) -> Encoding:
+# ------------------------------------------------------------------------------------------
+# input: texts -> one padded [B, n] batch
+# ------------------------------------------------------------------------------------------
+
+
+def pad_encoding(enc: Encoding, n: int, pad_id: int, pad_token: str = "[PAD]") -> Encoding:
     """One input padded with [PAD] to n tokens (masked: 0), as the tokenizer's pad_to does."""
     extra = n - len(enc.ids)
     if extra < 0:
         raise ValueError(f"pad_to={n} is shorter than an input of {len(enc.ids)} tokens; padding never cuts tokens")
-    return Encoding(enc.tokens + ["[PAD]"] * extra, enc.ids + [pad_id] * extra, enc.segments + [0] * extra,
+    return Encoding(enc.tokens + [pad_token] * extra, enc.ids + [pad_id] * extra, enc.segments + [0] * extra,
                     enc.mask + [0] * extra, enc.spans + [None] * extra, enc.n_real, enc.truncated)
 
 
-def encode_batch(model, texts, pairs=None, *, pad_to: int | None = None, truncate: bool = False) -> list[Encoding]:
-    """Each text (and pair) tokenized once, then padded to the longest input or to pad_to."""
-    texts, pairs = _check_texts(texts, pairs)
-    if pad_to is not None and (not isinstance(pad_to, int) or isinstance(pad_to, bool)):
-        raise TypeError(f"pad_to must be an int, got {type(pad_to).__name__}")
-    encs = [model.tokenize(t, p, truncate=truncate) for t, p in zip(texts, pairs)]
+def encode_batch(model, texts, pairs=None, *, pad_to: int | None = None, truncate: bool = False,
+                 names: Sequence[str] | None = None) -> list[Encoding]:
+    """Each text (and pair) tokenized once, then padded to the longest input or to pad_to.
+    An input over the model's positions is named by its index (texts[i])."""
+    if pad_to is not None:
+        pad_to = as_int(pad_to, "pad_to")
+    encs = []
+    for i, (t, p) in enumerate(zip(texts, pairs)):
+        try:
+            encs.append(model.tokenize(t, p, truncate=truncate))
+        except InputTooLongError as e:
+            raise InputTooLongError(f"{names[i] if names else f'texts[{i}]'}: {e}") from None
     n = max(len(e.ids) for e in encs) if pad_to is None else pad_to
-    if n > model.config.max_positions:
-        from .errors import InputTooLongError
-        raise InputTooLongError(f"pad_to={n} is more than the model's {model.config.max_positions} positions")
-    pad_id = model.tokenizer.token_to_id("[PAD]")
-    return [pad_encoding(e, n, pad_id) for e in encs]
+    if n > model.max_tokens:
+        raise InputTooLongError(f"pad_to={n} is more than the model's {model.max_tokens} positions")
+    pad_id = model.config.pad_token_id  # [PAD] in bert's vocabulary, <pad> in roberta's and albert's
+    return [pad_encoding(e, n, pad_id, model.tokenizer.id_to_token(pad_id)) for e in encs]
 
 
-def check_batch_budget(config, batch: int, n: int, *, keep, itemsize: int, mlm: bool,
-                       max_bytes: int | None) -> int:
-    """Raise TraceTooLargeError, saying how to shrink it, when a batch of traces would exceed max_bytes."""
-    limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
-    one = estimate_trace_bytes(config, n, keep=keep, itemsize=itemsize, mlm=mlm)
-    need = batch * one
-    if need > limit:
-        fits = max(0, limit // one) if one else batch
-        raise TraceTooLargeError(
-            f"a batch of {batch} traces of {n} tokens would hold {need / 2**20:,.0f} MiB, over the budget of "
-            f"{limit / 2**20:,.0f} MiB. Use a batch of at most {fits} texts, record less with keep= "
-            f"(e.g. keep=['attn.probs']), store float16 with dtype='float16', or raise max_bytes=.")
-    return need
+# ------------------------------------------------------------------------------------------
+# the runner
+# ------------------------------------------------------------------------------------------
 
 
-def trace_batch(model, texts, pairs=None, *, pad_to: int | None = None, keep=None, dtype: str | None = None,
-                truncate: bool = False, max_bytes: int | None = None, fast: bool = True) -> "BatchTrace":
-    """What `Bert.trace_batch` runs: tokenize, pad, check the budget, one forward with a batch axis."""
-    texts, pairs = _check_texts(texts, pairs)
-    encs = encode_batch(model, texts, pairs, pad_to=pad_to, truncate=truncate)
-    return trace_encodings(model, encs, [(t,) if p is None else (t, p) for t, p in zip(texts, pairs)],
-                           keep=keep, dtype=dtype, max_bytes=max_bytes, fast=fast)
+def trace_batch(model, texts, pairs=None, *, pad_to=None, keep=None, dtype=None, truncate: bool = False,
+                max_bytes=None, fast: bool = True, edits=None, patch_from=None, patch=None) -> "BatchTrace":
+    """What `Bert.trace_batch` runs: check, tokenize, pad, then `run`."""
+    opts = check_options(model, keep=keep, dtype=dtype, max_bytes=max_bytes, pad_to=pad_to, fast=fast)
+    texts, pairs = check_texts(texts, pairs)
+    encs = encode_batch(model, texts, pairs, pad_to=opts.pad_to, truncate=truncate)
+    return run(model, encs, [(t,) if p is None else (t, p) for t, p in zip(texts, pairs)], opts,
+               edits=edits, patch_from=patch_from, patch=patch)
 
 
-def trace_encodings(model, encs: Sequence[Encoding], texts, *, keep=None, dtype: str | None = None,
-                    max_bytes: int | None = None, fast: bool = True) -> "BatchTrace":
+def trace_encodings(model, encs: Sequence[Encoding], texts, *, keep=None, dtype=None, max_bytes=None,
+                    fast: bool = True, edits=None, patch_from=None, patch=None) -> "BatchTrace":
     """One forward over inputs already tokenized and padded to the same length."""
+    opts = check_options(model, keep=keep, dtype=dtype, max_bytes=max_bytes, fast=fast)
+    return run(model, encs, texts, opts, edits=edits, patch_from=patch_from, patch=patch)
+
+
+def run(model, encs: Sequence[Encoding], texts, opts: Options, *, edits=None, patch_from=None,
+        patch=None) -> "BatchTrace":
+    """The one path every trace takes: ids checked, edits compiled, the budget checked, then one
+    forward with a leading batch axis through one recorder."""
     c, xp = model.config, model.xp
-    keep = compile_patterns(keep)
-    check_patterns(keep, model.trace_keys(), "keep=")
     if len({len(e.ids) for e in encs}) != 1:
         raise ValueError("every encoding of a batch must have the same length; pad them with pad_encoding()")
     for e in encs:
-        model._check_ids(e.ids, e.segments, e.mask)
-    if dtype is not None and dtype not in _STORE_DTYPES:
-        raise ValueError(f"dtype={dtype!r} is not a storage type; use 'float32' or 'float16'")
+        check_ids(model, e.ids, e.segments, e.mask)
     B, n = len(encs), len(encs[0].ids)
-    check_batch_budget(c, B, n, keep=keep, itemsize=_STORE_DTYPES[dtype or "float32"], mlm=model.has_mlm,
-                       max_bytes=max_bytes)
-    store_dtype = None if dtype in (None, "float32") else getattr(xp, dtype)
-    rec = NullRecorder(xp) if keep == () else Recorder(xp, keep=keep, dtype=store_dtype)
+    keys = model.trace_keys()
+    masks = [list(e.mask) for e in encs]
+    key_edits = compile_edits(edits, patch_from, patch, model, n, keys, masks, xp)
+    check_budget(c, n, keep=opts.keep, itemsize=STORE_DTYPES[opts.dtype], mlm=model.has_mlm,
+                 pooler=model.has_pooler, max_bytes=opts.max_bytes, batch=B)
+    store_dtype = None if opts.dtype == "float32" else getattr(xp, opts.dtype)
+    if opts.keep == () and not key_edits:
+        rec = NullRecorder(xp)
+    else:
+        rec = Recorder(xp, keep=opts.keep, dtype=store_dtype, edits=key_edits)
     ids = xp.asarray([e.ids for e in encs])  # [B, n]
     segments = xp.asarray([e.segments for e in encs])  # [B, n]
-    mask = [e.mask for e in encs]  # [B, n]
-    with backend.fast_path(fast):
-        engine.forward(model.weights, model._layers, ids, segments, mask, c, rec, xp, mlm=model.has_mlm)
+    with backend.fast_path(opts.fast):
+        engine.forward(model.weights, model.layer_weights, ids, segments, masks, c, rec, xp, mlm=model.has_mlm)
     return BatchTrace(rec.store, config=c, encodings=encs, texts=texts, model_name=model.name,
-                      backend_name=model.backend, keep=keep)
+                      backend_name=model.backend, keep=opts.keep, edits=rec.edited)
+
+
+def check_ids(model, ids, segments, mask) -> None:
+    """One input's ids, segments and mask against the model (before anything runs)."""
+    c, n = model.config, len(ids)
+    if n == 0:
+        raise ValueError("no tokens: an input needs at least [CLS] and [SEP]")
+    if n > model.max_tokens:
+        raise InputTooLongError(f"{n} tokens is more than this model's {model.max_tokens} positions; "
+                                f"shorten the input or pass truncate=True")
+    if len(segments) != n or len(mask) != n:
+        raise ValueError(f"ids, segments and mask must have the same length, got {n}, {len(segments)}, {len(mask)}")
+    bad = [i for i in ids if not 0 <= i < c.vocab_size]
+    if bad:
+        raise ValueError(f"token id(s) {bad[:5]} outside the vocabulary 0..{c.vocab_size - 1}")
+    n_seg = c.type_vocab_size or 2  # DistilBERT has no segment table (S = 0); its tokenizer still marks B
+    bad = [s for s in segments if not 0 <= s < n_seg]
+    if bad:
+        raise ValueError(f"segment id(s) {sorted(set(bad))} outside 0..{n_seg - 1}")
+    if any(m not in (0, 1) for m in mask):
+        raise ValueError("mask values must be 1 (real token) or 0 ([PAD])")
+    if not mask[0]:
+        raise ValueError("the first token is masked: at least [CLS] must be a real token")
 
 
 # ------------------------------------------------------------------------------------------
@@ -135,8 +207,9 @@ class BatchTrace:
     """
 
     def __init__(self, values: dict, *, config, encodings: Sequence[Encoding], texts, model_name: str = "",
-                 backend_name: str = "numpy", keep=None):
+                 backend_name: str = "numpy", keep=None, edits=()):
         self._values = dict(values)
+        self.edits = tuple(edits)  # ((key, what was done), ...) in forward order, the same for every input
         self.config = config
         self.tokens = tuple(tuple(e.tokens) for e in encodings)
         self.ids = tuple(tuple(e.ids) for e in encodings)
@@ -172,11 +245,8 @@ class BatchTrace:
 
     def __getitem__(self, key):
         """btr['layer.0.attn.probs'] -> the batched array; btr[i] -> input i as a Trace."""
-        if isinstance(key, int) and not isinstance(key, bool):
-            return self.example(key)
         if not isinstance(key, str):
-            raise TypeError(f"index a batch trace with a key ('layer.0.attn.probs') or an example number, "
-                            f"got {type(key).__name__}")
+            return self.example(key)  # an int (numpy's too); anything else is refused there
         if key not in self._values:
             raise self._empty_trace(0)._missing(key)
         return self._values[key]
@@ -200,7 +270,7 @@ class BatchTrace:
         """A per-layer step for every layer: axes (batch, layer) + the step's axes."""
         if name not in schema.STEP_BY_KEY or schema.STEP_BY_KEY[name].scope != "layer":
             self._empty_trace(0).stack(name)  # raises the trace's own error, with suggestions
-        arrays = [self[f"layer.{layer}.{name}"] for layer in range(self.config.num_layers)]
+        arrays = [self[schema.full_key(name, layer)] for layer in range(self.config.num_layers)]
         return backend.namespace_of(arrays[0]).stack(arrays, axis=1)
 
     def stack_axes(self, name: str) -> tuple[str, ...]:
@@ -212,7 +282,7 @@ class BatchTrace:
 
     def shapes(self) -> Table:
         """Every recorded key with its shape, named axes (batch first), and formula."""
-        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.step_of(key).formula)
+        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.step_of(key, self.config).formula)
                 for key, v in self._values.items()]
         return Table(("key", "shape", "axes", "formula"), rows,
                      title=f"batch of {len(self)} inputs x {self.n} tokens, {len(rows)} tensors, "
@@ -224,23 +294,32 @@ class BatchTrace:
                      mask=self.mask[i], spans=self.spans[i], texts=self.texts[i], model_name=self.model_name,
                      backend_name=self.backend, keep=self.keep)
 
-    def example(self, i: int) -> Trace:
-        """Input i as an ordinary Trace, its padding removed (a copy: it keeps no batch array alive)."""
+    def _index(self, i: int) -> int:
         B = len(self)
+        i = as_int(i, "an example number")
         if not -B <= i < B:
             from .errors import OutOfRangeError
             raise OutOfRangeError(f"example {i} is out of range: this batch holds {B} inputs, 0..{B - 1}")
-        i %= B
-        m = self.n_real[i]  # padding is always at the end
+        return i % B
+
+    def example(self, i: int, *, keep_padding: bool = False) -> Trace:
+        """Input i as an ordinary Trace, its padding removed (a copy: it keeps no batch array alive).
+        keep_padding=True keeps all n tokens (what model.trace returns for its batch of one)."""
+        i = self._index(i)
+        m = self.n if keep_padding else self.n_real[i]  # padding is always at the end
         values = {}
         for key, x in self._values.items():
-            axes = schema.step_of(key).axes
-            cut = tuple(slice(0, m) if a in ("token", "query", "key") else slice(None) for a in axes)
             xp = backend.namespace_of(x)
+            if keep_padding and len(self) == 1:  # a batch of one: its only example, no copy
+                values[key] = x[0, ...]
+                continue
+            axes = schema.step_of(key, self.config).axes
+            cut = tuple(slice(0, m) if a in ("token", "query", "key") else slice(None) for a in axes)
             values[key] = xp.asarray(x[(i, *cut)], copy=True)
         return Trace(values, config=self.config, tokens=self.tokens[i][:m], ids=self.ids[i][:m],
                      segments=self.segments[i][:m], mask=self.mask[i][:m], spans=self.spans[i][:m],
-                     texts=self.texts[i], model_name=self.model_name, backend_name=self.backend, keep=self.keep)
+                     texts=self.texts[i], model_name=self.model_name, backend_name=self.backend, keep=self.keep,
+                     edits=self.edits)
 
     def __iter__(self):
         """The examples as Traces, in order."""

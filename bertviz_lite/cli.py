@@ -12,6 +12,7 @@ line to stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import codecs
 import shutil
 import sys
 import textwrap
@@ -71,6 +72,15 @@ def _views_function(module: str, name: str, option: str):
                            "pip install 'bertviz-lite[views]'") from e
 
 
+def _shows(out, chars: str) -> bool:
+    """Whether the output's encoding can write these characters (not on LANG=C or a latin-1 pipe)."""
+    try:
+        chars.encode(getattr(out, "encoding", None) or "utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _groups(ledger) -> Table:
     rows = list(ledger.by_group().items()) + [("total", ledger.total)]
     return Table(("group", "parameters"), rows, title="parameters by group")
@@ -106,13 +116,14 @@ def fold_layers(rows, L: int, key_of, folded_row) -> list:
     return out
 
 
-def shapes_table(tr, everything: bool = False) -> Table:
-    """Every recorded key with its shape and formula (Unicode); the middle layers folded into one line
-    unless `everything`."""
+def shapes_table(tr, everything: bool = False, unicode: bool = True) -> Table:
+    """Every recorded key with its shape and formula (Unicode sub/superscripts, or _x / ^x where the
+    terminal cannot show them); the middle layers folded into one line unless `everything`."""
     from . import schema
     from .schema_text import plain_formula
     L = tr.num_layers
-    rows = [(key, tuple(tr[key].shape), plain_formula(schema.step_of(key).formula, html=False, unicode=True))
+    rows = [(key, tuple(tr[key].shape),
+             plain_formula(schema.step_of(key, tr.config).formula, html=False, unicode=unicode))
             for key in tr.keys()]
     if not everything:
         rows = fold_layers(rows, L, lambda r: r[0], lambda k: (
@@ -151,6 +162,8 @@ def check_selection(args, model, tr=None) -> None:
 
 def cmd_trace(args, out) -> None:
     from .params import count_params
+    if args.html:  # a target that is not a page's to replace is refused before any work
+        _views_function("export", "check_target", "--html")(args.html)
     model = _load(args)
     check_selection(args, model, model.tokenize(args.text, args.pair, pad_to=args.pad_to))
     tr = model.trace(args.text, pair=args.pair, pad_to=args.pad_to)
@@ -158,9 +171,12 @@ def cmd_trace(args, out) -> None:
     width = _width(args)
     print(tokens_text(tr, width), file=out)
     print(file=out)
-    print(shapes_table(tr, args.all).format(width), file=out)
+    print(shapes_table(tr, args.all, unicode=_shows(out, "\u2080\u1d40")).format(width), file=out)
     print(file=out)
     print(_groups(ledger).format(width), file=out)
+    if "head.logits" in tr:  # the task head's labels (config.json's id2label), e.g. "pos 0.91  neg 0.09"
+        from .analysis import head_summary
+        print(f"\nhead ({model.config.head}): {head_summary(tr)}", file=out)
     if args.html:
         export_html = _views_function("export", "export_html", "--html")
         print(f"\nwrote {export_html(tr, args.html, ledger=ledger)}", file=out)
@@ -180,12 +196,19 @@ def cmd_params(args, out) -> None:
     print(file=out)
     print(_groups(ledger).format(width), file=out)
     print(file=out)
+    if model.config.model_type != "bert":  # the sources' totals are BERT's; the family's are in family_ledgers
+        from .params import family_ledgers
+        print(family_ledgers().format(width), file=out)
+        return
     print(reconcile(model.config).format(width), file=out)  # the prose columns wrap under the numbers
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, or 2 on a usage or input error)."""
     args = _parser().parse_args(argv)
+    if getattr(sys.stdout, "encoding", None) and codecs.lookup(sys.stdout.encoding).name != "utf-8" and \
+            hasattr(sys.stdout, "reconfigure"):  # LANG=C, a latin-1 pipe: '?' for what it cannot show, no crash
+        sys.stdout.reconfigure(errors="replace")
     try:
         {"trace": cmd_trace, "params": cmd_params}[args.command](args, sys.stdout)
     except BrokenPipeError:  # `bertviz-lite trace ... | head`: the reader has what it wanted

@@ -1,13 +1,15 @@
 """The shape of a BERT model: BERT-base by default (Devlin et al. 2019, section 3).
 
 `BertConfig` mirrors the fields of a Hugging Face `config.json` for `BertModel`,
-under the names the lessons use (L, H, A), and reads that file directly.
+with the course's symbols (L, H, n_h, d_k; `schema.SYMBOLS`) in the comments, and reads that file directly.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +33,9 @@ class BertConfig:
     """Sizes and constants of a BERT encoder. Defaults are BERT-base (uncased)."""
 
     vocab_size: int = 30522  # wordpiece vocabulary of bert-base-uncased
-    hidden_size: int = 768  # H = d, the width of every token vector
+    hidden_size: int = 768  # H, the width of every token vector
     num_layers: int = 12  # L, encoder layers stacked
-    num_heads: int = 12  # A, attention heads per layer; each is H / A = 64 wide
+    num_heads: int = 12  # n_h, attention heads per layer; each is d_k = H / n_h = 64 wide
     ffn_size: int = 3072  # d_ffnn = 4H, the feed-forward layer's inner width
     max_positions: int = 512  # rows of the position table: the longest input
     type_vocab_size: int = 2  # segment (token type) ids: sentence A = 0, sentence B = 1
@@ -41,16 +43,28 @@ class BertConfig:
     hidden_act: str = "gelu"  # exact erf gelu; see ACTIVATIONS for the others
     initializer_range: float = 0.02  # std of the N(0, 0.02) initialisation
     pad_token_id: int = 0  # [PAD] in the bert vocabulary
-    attention_scale: float | None = None  # None: 1/sqrt(d_head). a what-if knob for lesson 11 (1/sqrt(H))
+    attention_scale: float | None = None  # None: 1/sqrt(d_k). a what-if knob for lesson 11 (1/sqrt(H))
     tie_word_embeddings: bool = True  # the mlm output matrix is W_T itself; False: a separate decoder W_out
+    # the family's switches (FAMILIES sets them from config.json's model_type; BERT's values are the defaults)
+    model_type: str = "bert"  # bert, roberta, distilbert, electra or albert: one engine, these switches
+    embedding_size: int | None = None  # E, width of the embedding tables; None: E = H. ALBERT and ELECTRA project E -> H
+    position_offset: int = 0  # first row of W_P that position 0 reads: RoBERTa's padding_idx + 1
+    shared_layers: bool = False  # ALBERT: every layer runs layer 0's weights (the trace still has a key per layer)
+    pooler_act: str = "tanh"  # the pooler's nonlinearity: tanh (BERT), relu (DistilBERT's pre_classifier), gelu (ELECTRA)
+    head: str | None = None  # the task head on top (HEADS), from config.json's architectures; None: none
+    labels: tuple[str, ...] = ()  # the head's label names in id order (config.json's id2label)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", tuple(self.labels))  # a list from a dict of changes is fine
+        if self.head in FIXED_LABELS and not self.labels:
+            object.__setattr__(self, "labels", FIXED_LABELS[self.head])
         problems = []
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_size",
-                     "max_positions", "type_vocab_size"):
+                     "max_positions", "type_vocab_size", "embed_size"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                problems.append(f"{name} must be a positive integer, got {value!r}")
+            low = 0 if name == "type_vocab_size" else 1  # 0: no segment table (DistilBERT), S = 0
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                problems.append(f"{name} must be a {'non-negative' if low == 0 else 'positive'} integer, got {value!r}")
         if not problems and self.hidden_size % self.num_heads:
             problems.append(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
         if self.hidden_act not in ACTIVATIONS:
@@ -59,13 +73,30 @@ class BertConfig:
             problems.append(f"tie_word_embeddings must be true or false, got {self.tie_word_embeddings!r}")
         if not (isinstance(self.layer_norm_eps, (int, float)) and self.layer_norm_eps > 0):
             problems.append(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if self.attention_scale is not None and (isinstance(self.attention_scale, bool) or not isinstance(
+                self.attention_scale, numbers.Real) or not math.isfinite(self.attention_scale)):
+            problems.append(f"attention_scale must be None (1/sqrt(d_head)) or a finite number, got "
+                            f"{self.attention_scale!r}")
+        if self.model_type not in FAMILIES:
+            problems.append(f"model_type {self.model_type!r} is not supported; use one of {sorted(FAMILIES)}")
+        if self.pooler_act not in ("tanh", "relu", "gelu"):
+            problems.append(f"pooler_act must be tanh, relu or gelu, got {self.pooler_act!r}")
+        if self.head is not None and self.head not in HEADS:
+            problems.append(f"head {self.head!r} is not one of {sorted(HEADS)}")
+        elif self.head is not None and not self.labels:
+            problems.append(f"the {self.head} head needs its labels (config.json's id2label)")
         if problems:
             raise ValueError("invalid BertConfig: " + "; ".join(problems))
 
     @property
     def head_size(self) -> int:
-        """d_head = d_q = d_k = d_v = H / A (64 for BERT-base)."""
+        """d_k = d_q = d_v = H / n_h, the head width (64 for BERT-base)."""
         return self.hidden_size // self.num_heads
+
+    @property
+    def embed_size(self) -> int:
+        """E, the width of the embedding tables: H, except where a projection E -> H follows (ALBERT, ELECTRA)."""
+        return self.hidden_size if self.embedding_size is None else self.embedding_size
 
     @property
     def activation(self) -> str:
@@ -90,6 +121,7 @@ class BertConfig:
         "initializer_range": "initializer_range",
         "pad_token_id": "pad_token_id",
         "tie_word_embeddings": "tie_word_embeddings",
+        "embedding_size": "embedding_size",
     }
 
     @classmethod
@@ -98,12 +130,17 @@ class BertConfig:
         if not isinstance(d, dict):
             raise ValueError(f"expected a JSON object of BERT settings (hidden_size, num_hidden_layers, ...), "
                              f"got {type(d).__name__} {str(d)[:40]}")
-        if d.get("model_type", "bert") != "bert":
-            raise ValueError(f"config.json describes model_type {d['model_type']!r}; bertviz-lite reads BERT only")
+        family = d.get("model_type", "bert")
+        if family not in FAMILIES:
+            raise ValueError(f"config.json describes model_type {family!r}; bertviz-lite reads "
+                             f"{', '.join(sorted(FAMILIES))}")
         if d.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError("only absolute position embeddings are supported, got "
                              f"position_embedding_type={d['position_embedding_type']!r}")
+        d = {**d, **{hf: d[ours] for ours, hf in RENAMED.get(family, {}).items() if ours in d}}  # distilbert's names
         kwargs = {ours: d[hf] for hf, ours in cls._HF_NAMES.items() if hf in d and d[hf] is not None}
+        kwargs.update(family_switches(family, d))
+        kwargs.update(head_from_architectures(family, d))
         return cls(**kwargs)
 
     @classmethod
@@ -115,5 +152,96 @@ class BertConfig:
     def to_hf_dict(self) -> dict:
         """The Hugging Face config.json fields for this config (used to build the reference model)."""
         d = {hf: getattr(self, ours) for hf, ours in self._HF_NAMES.items()}
-        d["model_type"] = "bert"
+        d["model_type"] = self.model_type
         return d
+
+
+# ------------------------------------------------------------------------------------------
+# the family: what each model_type changes, as switches of the one engine
+# ------------------------------------------------------------------------------------------
+
+# model_type -> what its forward does differently from BERT's (the lesson prints this table)
+FAMILIES = {
+    "bert": "the reference: T + P + S, LayerNorm, L post-LN layers, tanh pooler",
+    "roberta": "positions start at padding_idx + 1 (W_P[o:o+n]); one segment; byte-level BPE tokens",
+    "distilbert": "no segment table (S = 0); 6 layers; no pooler (its classifier's pre_classifier uses relu)",
+    "electra": "embeddings of width E projected to H when E != H; classifier pooler uses gelu",
+    "albert": "embeddings of width E projected to H; one layer's weights shared by all L layers; Unigram tokens",
+}
+
+# distilbert writes the same fields under its own names: ours (hugging face bert name) -> its name
+RENAMED = {"distilbert": {"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
+                          "hidden_dim": "intermediate_size", "activation": "hidden_act"}}
+
+
+def family_switches(family: str, d: dict) -> dict:
+    """The config switches a model_type sets: each is one readable difference from BERT."""
+    if family == "roberta":  # fairseq numbers positions from padding_idx + 1
+        return {"model_type": family, "position_offset": d.get("pad_token_id", 1) + 1}
+    if family == "distilbert":
+        if d.get("sinusoidal_pos_embds"):
+            raise ValueError("DistilBERT with sinusoidal_pos_embds is not supported (learned positions only)")
+        return {"model_type": family, "type_vocab_size": 0, "pooler_act": "relu", "layer_norm_eps": 1e-12}
+    if family == "electra":
+        return {"model_type": family, "pooler_act": "gelu"}
+    if family == "albert":
+        if d.get("num_hidden_groups", 1) != 1 or d.get("inner_group_num", 1) != 1:
+            raise ValueError("ALBERT with num_hidden_groups or inner_group_num other than 1 is not supported")
+        return {"model_type": family, "shared_layers": True}
+    return {"model_type": family}
+
+
+# the task heads: name -> what it computes (each is one formula line, schema's head.logits rows)
+HEADS = {
+    "sequence_classification": "one label for the whole input, from the pooled [CLS] vector",
+    "token_classification": "one label per token",
+    "question_answering": "a start and an end score per token",
+    "next_sentence": "is sentence B the continuation of sentence A? (from the pooled vector)",
+    "replaced_token": "ELECTRA's discriminator: was each token replaced?",
+}
+FIXED_LABELS = {"question_answering": ("start", "end"), "next_sentence": ("isNext", "notNext"),
+                "replaced_token": ("replaced",)}
+
+# architecture suffix -> the head it carries (None: the bare encoder; the masked-lm head is read from the
+# weights, as BertForMaskedLM's is)
+ARCHITECTURE_HEADS = {
+    "Model": None, "ForMaskedLM": None, "ForPreTraining": "next_sentence",
+    "ForNextSentencePrediction": "next_sentence", "ForSequenceClassification": "sequence_classification",
+    "ForTokenClassification": "token_classification", "ForQuestionAnswering": "question_answering",
+}
+CLASS_PREFIX = {"bert": "Bert", "roberta": "Roberta", "distilbert": "DistilBert", "electra": "Electra",
+                "albert": "Albert"}
+
+
+def head_from_architectures(family: str, d: dict) -> dict:
+    """head and labels from config.json's architectures and id2label; an unknown head is an error."""
+    archs = d.get("architectures") or []
+    if not archs:
+        return {}
+    if len(archs) != 1:
+        raise ValueError(f"config.json lists {len(archs)} architectures {archs}; expected one")
+    arch, prefix = archs[0], CLASS_PREFIX[family]
+    suffix = arch[len(prefix):] if arch.startswith(prefix) else None
+    known = {prefix + s for s in ARCHITECTURE_HEADS}
+    if family != "bert":  # next-sentence prediction is BERT's alone
+        known.discard(prefix + "ForNextSentencePrediction")
+    if family in ("roberta", "distilbert"):  # no such classes
+        known.discard(prefix + "ForPreTraining")
+    if family == "electra":
+        known.discard("ElectraForMaskedLM")  # the generator: its masked-lm head is E wide with its own names
+    if arch not in known:
+        raise ValueError(f"config.json's architecture {arch!r} carries a head bertviz-lite does not compute; "
+                         f"it reads {', '.join(sorted(known))}")
+    head = ARCHITECTURE_HEADS[suffix]
+    if family == "electra" and suffix == "ForPreTraining":
+        head = "replaced_token"  # the discriminator
+    if family == "albert" and suffix == "ForPreTraining":
+        raise ValueError("AlbertForPreTraining's sentence-order head is not supported; use AlbertForMaskedLM or "
+                         "AlbertModel")
+    if head is None:
+        return {}
+    if head in FIXED_LABELS:
+        return {"head": head, "labels": FIXED_LABELS[head]}
+    id2label = d.get("id2label") or {str(i): f"LABEL_{i}" for i in range(int(d.get("num_labels", 2)))}
+    labels = tuple(str(id2label[k]) for k in sorted(id2label, key=int))
+    return {"head": head, "labels": labels}

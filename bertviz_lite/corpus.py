@@ -19,8 +19,9 @@ per statistic) and dropped before the next one, so memory does not grow with the
 Dask client the same function `batch_sums` runs on the workers and the partial sums are added there
 (a tree of `add` tasks); only the final [layer, head] arrays come back.
 
-Sentences over the model's 512 positions are skipped and counted (`r.n_skipped`, `r.skipped`
-holds their indices); `too_long="error"` raises instead.
+Sentences over the model's 512 positions, and blank or whitespace-only lines (a text file's empty
+lines), are skipped and counted (`r.n_skipped`, `r.skipped` holds their indices); `too_long="error"`
+raises for an over-long one instead.
 
 Engine rule: no numpy here; the statistics run in the model's array namespace and only the small
 [layer, head] sums come back to the host.
@@ -32,14 +33,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import backend
-from .analysis import _row_entropy, is_punctuation
+from .analysis import _row_entropy, target_cells
 from .batch import pad_encoding, trace_encodings
 from .errors import BertVizError, InputTooLongError
-from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes
+from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes, estimate_working_bytes
 
 # the statistics, in order; the first seven are sums of A[i, j] times a weight on (i, j)
 STATS = ("cls", "sep", "punct", "self", "prev", "next", "distance", "entropy")
 WEIGHTED = STATS[:7]
+_TARGET_OF = {"cls": "[CLS]", "sep": "[SEP]", "punct": "punct", "self": "self", "prev": "prev", "next": "next"}
 CONNECT_TIMEOUT = "10s"  # how long to try a scheduler address before saying it cannot be reached
 NO_WORKERS_TIMEOUT = 60.0  # seconds a cluster may have no workers while head_stats waits on it
 POLL_SECONDS = 2.0  # how often a waiting run checks that the cluster is still there
@@ -87,18 +89,8 @@ def key_weights(tokens, mask, xp, dtype):
     real = xp.asarray(mask, dtype=dtype)  # [B, n]
     i = xp.reshape(xp.arange(n), (n, 1))  # [n, 1], query
     j = xp.reshape(xp.arange(n), (1, n))  # [1, n], key
-
-    def keys_that(flags):  # [B, n] flags on keys -> [B, n, n], the same for every query
-        return xp.broadcast_to(xp.reshape(xp.asarray(flags, dtype=dtype), (B, 1, n)), (B, n, n))
-
-    def band(cells):  # [n, n] of bools -> [B, n, n]
-        return xp.broadcast_to(xp.astype(cells, dtype), (B, n, n))
-
-    w = [keys_that([[t == "[CLS]" for t in ts] for ts in tokens]),
-         keys_that([[t == "[SEP]" for t in ts] for ts in tokens]),
-         keys_that([[is_punctuation(t) for t in ts] for ts in tokens]),
-         band(i == j), band(j == i - 1), band(j == i + 1),
-         band(xp.astype(xp.abs(i - j), dtype))]
+    w = [target_cells(t, tokens, xp, dtype) for t in _TARGET_OF.values()]  # the targets analysis defines
+    w.append(xp.broadcast_to(xp.astype(xp.abs(i - j), dtype), (B, n, n)))  # distance |i - j|
     return xp.stack(w, axis=1) * xp.reshape(real, (B, 1, 1, n))  # [B, 7, n, n]
 
 
@@ -121,17 +113,47 @@ def sentence_stats(probs, tokens, mask, xp):
     return xp.sum(per_query * xp.reshape(real, (B, n, 1, 1)), axis=1) / xp.reshape(n_real, (B, 1, 1))  # [B, A, 8]
 
 
+# the statistics' own working memory per input of n tokens, besides its trace: key_weights
+# [7, n, n] (float32) and its transposed copy, the per-query sums [n, n_h, 8] in float64
+def _stats_bytes(config, n: int) -> int:
+    return 4 * 2 * 7 * n * n + 8 * 2 * n * config.num_heads * len(STATS)
+
+
+def pieces(model, encs: list, max_bytes=None) -> list[tuple[int, int]]:
+    """[start, stop) ranges of encodings (sorted by length) whose traces fit the budget together:
+    each piece is padded to its own longest input, and B inputs of n tokens need B times the
+    trace's recorded maps, the forward pass's working memory and the statistics' own arrays."""
+    limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
+    c = model.config
+
+    def one(n):
+        return (estimate_trace_bytes(c, n, keep=["attn.probs"], mlm=model.has_mlm, pooler=model.has_pooler)
+                + estimate_working_bytes(c, n) + _stats_bytes(c, n))
+
+    out, start = [], 0
+    while start < len(encs):
+        stop = start + 1  # one input always goes (the runner's own check refuses it if it cannot fit)
+        while stop < len(encs) and (stop + 1 - start) * one(len(encs[stop].ids)) <= limit:
+            stop += 1
+        out.append((start, stop))
+        start = stop
+    return out
+
+
 def batch_sums(model, sentences: list, indices: list | None = None, too_long: str = "skip",
                max_bytes: int | None = None) -> Partial:
     """Trace one batch (keep=['attn.probs']) and sum each statistic over its sentences.
 
-    `indices` are the sentences' places in the corpus (to report skipped ones). A batch whose
-    attention maps would not fit in the trace budget (max_bytes, 2 GiB by default) is traced in
-    smaller pieces. Runs wherever it is called: in this process, or on a Dask worker.
+    `indices` are the sentences' places in the corpus (to report skipped ones). The batch is cut
+    into pieces the memory budget allows (max_bytes, 2 GiB by default; `pieces`), whatever
+    batch_size asked for. Runs wherever it is called: in this process, or on a Dask worker.
     """
     indices = list(range(len(sentences))) if indices is None else list(indices)
     encs, texts, skipped = [], [], []
     for k, s in zip(indices, sentences):
+        if not s.strip():  # a blank line is no sentence: skipped, so it does not shift the means
+            skipped.append(k)
+            continue
         try:
             encs.append(model.tokenize(s))
             texts.append((s,))
@@ -139,21 +161,20 @@ def batch_sums(model, sentences: list, indices: list | None = None, too_long: st
             if too_long == "error":
                 raise InputTooLongError(f"sentence {k} of the corpus: {e}") from None
             skipped.append(k)
-    L, A = model.config.num_layers, model.config.num_heads
+    L, n_h = model.config.num_layers, model.config.num_heads
     xp = model.xp
-    total = xp.zeros((L, A, len(STATS)), dtype=getattr(xp, "float64", None) or xp.float32)
-    if encs:
-        n = max(len(e.ids) for e in encs)
-        pad_id = model.tokenizer.token_to_id("[PAD]")
-        encs = [pad_encoding(e, n, pad_id) for e in encs]
-        limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
-        fit = max(1, limit // estimate_trace_bytes(model.config, n, keep=["attn.probs"], mlm=model.has_mlm))
-        for k in range(0, len(encs), fit):  # a piece that fits the budget at a time
-            btr = trace_encodings(model, encs[k:k + fit], texts[k:k + fit], keep=["attn.probs"], max_bytes=max_bytes)
-            per_layer = [xp.sum(sentence_stats(btr.get("attn.probs", layer=layer), btr.tokens, btr.mask, xp), axis=0)
-                         for layer in range(L)]  # L x [A, 8], summed over the piece's sentences
-            total = total + xp.stack(per_layer, axis=0)  # [L, A, 8]
-            del btr
+    total = xp.zeros((L, n_h, len(STATS)), dtype=getattr(xp, "float64", None) or xp.float32)
+    order = sorted(range(len(encs)), key=lambda k: len(encs[k].ids))  # shortest first: little padding
+    encs, texts = [encs[k] for k in order], [texts[k] for k in order]
+    pad_id = model.config.pad_token_id  # [PAD] in bert's vocabulary, <pad> in roberta's and albert's
+    for start, stop in pieces(model, encs, max_bytes):  # one piece of traces alive at a time
+        n = len(encs[stop - 1].ids)
+        piece = [pad_encoding(e, n, pad_id, model.tokenizer.id_to_token(pad_id)) for e in encs[start:stop]]
+        btr = trace_encodings(model, piece, texts[start:stop], keep=["attn.probs"], max_bytes=max_bytes)
+        per_layer = [xp.sum(sentence_stats(btr.get("attn.probs", layer=layer), btr.tokens, btr.mask, xp), axis=0)
+                     for layer in range(L)]  # L x [n_h, 8], summed over the piece's sentences
+        total = total + xp.stack(per_layer, axis=0)  # [L, n_h, 8]
+        del btr
     stacked = backend.to_host(total)
     return Partial({name: stacked[:, :, k].copy() for k, name in enumerate(STATS)}, len(encs), tuple(skipped))
 
@@ -187,8 +208,8 @@ class HeadStats:
     @classmethod
     def from_sums(cls, total: Partial, model_name: str = "") -> "HeadStats":
         if total.n_sentences == 0:
-            raise BertVizError(f"every sentence ({len(total.skipped)}) was longer than the model's positions; "
-                               "nothing to average (shorten them)")
+            raise BertVizError(f"every sentence ({len(total.skipped)}) was blank or longer than the model's "
+                               "positions; nothing to average (give non-empty sentences that fit)")
         return cls({k: v / total.n_sentences for k, v in total.sums.items()}, total.n_sentences,
                    tuple(sorted(total.skipped)), model_name)
 
@@ -223,7 +244,7 @@ class HeadStats:
 
     def __repr__(self) -> str:
         L, A = self.means[STATS[0]].shape
-        skipped = f", {self.n_skipped} skipped (too long)" if self.skipped else ""
+        skipped = f", {self.n_skipped} skipped (blank or too long)" if self.skipped else ""
         return (f"<HeadStats {self.model_name}: {len(self.names)} statistics x {L} layers x {A} heads over "
                 f"{self.n_sentences:,} sentences{skipped}>")
 
@@ -256,7 +277,7 @@ def _progress(total: int, enabled: bool, desc: str):
 
 
 def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bool = True,
-               too_long: str = "skip") -> HeadStats:
+               too_long: str = "skip", max_bytes: float | None = None) -> HeadStats:
     """Every head's statistics (STATS) averaged over a corpus -> HeadStats (`r[name]` is [layer, head]).
 
     sentences: a list (or any iterable) of strings, each one input ([CLS] sentence [SEP]).
@@ -265,6 +286,9 @@ def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bo
     on a cluster's workers (each needs bertviz-lite installed); None runs here.
     progress: a tqdm bar (shown when a run takes more than a second).
     too_long: 'skip' (count them in r.skipped) or 'error' for sentences over the model's positions.
+    max_bytes: the memory budget of one piece (2 GiB by default): any batch_size is traced in pieces
+    that fit it, counting the attention maps, the forward pass's working memory and the statistics.
+    Blank and whitespace-only lines are always skipped and counted in r.skipped.
     Deterministic: the same corpus and batch size give the same result, here or on a cluster.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -277,11 +301,11 @@ def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bo
         total = None
         with _progress(len(sentences), progress, "head_stats") as bar:
             for idx in groups:  # one batch of traces alive at a time
-                part = batch_sums(model, [sentences[i] for i in idx], idx, too_long)
+                part = batch_sums(model, [sentences[i] for i in idx], idx, too_long, max_bytes)
                 total = part if total is None else total + part
                 bar.update(len(idx))
     else:
-        total = _on_cluster(client, model, sentences, groups, progress, too_long)
+        total = _on_cluster(client, model, sentences, groups, progress, too_long, max_bytes)
     return HeadStats.from_sums(total, model.name)
 
 
@@ -293,7 +317,7 @@ def _connect(client):
         raise BertVizError("client= needs Dask: pip install 'bertviz-lite[cluster]' (dask and distributed)") from e
     if isinstance(client, str):
         try:
-            return Client(client, timeout=CONNECT_TIMEOUT, set_as_default=False), True
+            return _bounded_client(Client)(client, timeout=CONNECT_TIMEOUT, set_as_default=False), True
         except (OSError, TimeoutError, ValueError) as e:
             raise BertVizError(f"could not reach a Dask scheduler at {client!r} ({e}); start one (`dask scheduler`) "
                                "or pass a running dask.distributed.Client") from None
@@ -304,6 +328,23 @@ def _connect(client):
         raise BertVizError(f"the Dask client is {client.status}, not running: connect a new Client to the "
                            "scheduler (or pass client=None to run here)")
     return client, False
+
+
+def _bounded_client(Client):
+    """A Client class whose whole start (TCP connection, handshake, registration) ends within
+    CONNECT_TIMEOUT. Client(timeout=) bounds the TCP connection only: distributed then waits for
+    the scheduler's handshake with no limit, forever on an address that accepts and never answers."""
+
+    class BoundedClient(Client):
+        def start(self, **kwargs):
+            try:  # Client.start hands its keywords to distributed.utils.sync, which bounds the start
+                return super().start(callback_timeout=CONNECT_TIMEOUT, **kwargs)
+            except TimeoutError:
+                self.close()
+                raise TimeoutError(f"it accepted the connection but gave no Dask handshake within "
+                                   f"{CONNECT_TIMEOUT}") from None
+
+    return BoundedClient
 
 
 def _check_cluster(client, no_workers_since: float | None) -> float | None:
@@ -322,7 +363,7 @@ def _check_cluster(client, no_workers_since: float | None) -> float | None:
     return since
 
 
-def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str) -> Partial:
+def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str, max_bytes=None) -> Partial:
     """Send each batch to the workers, add the partial sums there in a tree, bring back the total."""
     import queue
 
@@ -336,7 +377,8 @@ def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str)
                 raise BertVizError(f"the Dask cluster has no workers (waited {NO_WORKERS_TIMEOUT:.0f} s); start some "
                                    "(`dask worker <scheduler address>`) and run head_stats again") from None
             remote_model = client.scatter(model, broadcast=True, hash=False)  # once per worker, not per batch
-            leaves = [client.submit(batch_sums, remote_model, [sentences[i] for i in idx], idx, too_long, pure=False)
+            leaves = [client.submit(batch_sums, remote_model, [sentences[i] for i in idx], idx, too_long, max_bytes,
+                                    pure=False)
                       for idx in groups]
             futures = list(leaves)
             level = leaves

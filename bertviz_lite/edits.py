@@ -1,4 +1,4 @@
-"""Change a step of the forward pass, and compare two runs.
+"""Change a step of the forward pass (to compare two runs, see `bertviz_lite.comparison`).
 
 An edit is a function f(x) -> x' for a trace key: the recorder applies it where the value is
 computed, the rest of the forward pass uses x', and the trace records x' (TransformerLens's
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from . import backend, schema
 from .errors import EditError, as_int
-from .trace import Table, Trace, check_patterns, compile_patterns, matches
+from .trace import Trace, check_patterns, compile_patterns, matches
 
 
 # ------------------------------------------------------------------------------------------
@@ -140,7 +140,7 @@ def ablate(heads: dict, how: str = "zero") -> Edits:
         if not hs:
             raise ValueError(f"ablate(heads={{{layer}: []}}) names no head to silence in layer {layer}")
         fn = _zero_heads if how == "zero" else _mean_heads
-        edits[f"layer.{layer}.attn.context"] = Edit(
+        edits[schema.full_key("attn.context", layer)] = Edit(
             lambda x, ctx, hs=hs, fn=fn: fn(x, ctx, hs), f"{how}-ablated head{'s' if len(hs) > 1 else ''} "
             + ", ".join(map(str, hs)), needs_context=True, check=lambda key, shape, config, hs=hs: _check_heads(hs, config))
     if not edits:
@@ -185,7 +185,7 @@ def replace(key: str, value) -> Edits:
     def check(k, shape, config):
         if tuple(host.shape) != tuple(shape):
             raise EditError(f"replace({key!r}): the value has shape {tuple(host.shape)}, but {k} has shape "
-                            f"{tuple(shape)} ({' x '.join(schema.step_of(k).axes)}) for this input")
+                            f"{tuple(shape)} ({' x '.join(schema.step_of(k, config).axes)}) for this input")
 
     return Edits({key: Edit(put, f"replaced by a given {'x'.join(map(str, host.shape))} array",
                             needs_context=True, check=check)})
@@ -217,16 +217,27 @@ def scale(pattern: str, factor: float) -> Edits:
 
 
 class KeyEdit:
-    """The edits of one key, checked: what the recorder calls."""
+    """The edits of one key, checked: what the recorder calls with the batched value [B, ...].
 
-    def __init__(self, edits: list[Edit], ctx: Context):
-        self.edits, self.ctx = edits, ctx
+    Each edit sees one input at a time, with the shape a single trace has (the same function
+    gives `btr[i] == model.trace(texts[i], edits=...)`), as a read-only view (a copy on backends
+    without one), so an edit cannot change its input, nor through it a key recorded earlier.
+    """
+
+    def __init__(self, edits: list[Edit], masks, config, xp):
+        self.edits, self.masks, self.config, self.xp = edits, masks, config, xp  # masks: [B, n]
         self.description = "; ".join(e.description for e in edits)
 
     def __call__(self, key: str, x):
+        outs = [self._one(key, x[b, ...], b) for b in range(x.shape[0])]
+        return self.xp.expand_dims(outs[0], axis=0) if len(outs) == 1 else self.xp.stack(outs, axis=0)
+
+    def _one(self, key: str, x, b: int):
+        ctx = Context(key, self.masks[b, ...], self.config, self.xp)
         for e in self.edits:
+            given = backend.read_only(x)
             try:
-                y = e(x, Context(key, self.ctx.mask, self.ctx.config, self.ctx.xp))
+                y = e(given, ctx)
             except EditError:
                 raise
             except Exception as err:
@@ -234,10 +245,13 @@ class KeyEdit:
                 if isinstance(err, TypeError) and "argument" in str(err):
                     hint = (" (an edit is called as f(x) with the tensor alone; for f(x, ctx) with the key, the "
                             "token mask and the config, wrap it: bv.Edit(f, 'what it does', needs_context=True))")
+                elif isinstance(err, ValueError) and "read-only" in str(err):
+                    hint = (" (an edit gets a read-only view: it must not change its input in place; return a new "
+                            "array, e.g. y = x.copy(); y[...] = ...; return y)")
                 raise EditError(f"the edit of {key!r} ({e.description}) raised {type(err).__name__}: {err}{hint}") \
                     from err
             _check_result(key, e, x, y)
-            x = y
+            x = x if y is given else y  # an edit that returns its input unchanged: keep the writable original
         return x
 
 
@@ -262,7 +276,7 @@ def _check_result(key: str, e: Edit, x, y) -> None:
         raise EditError(f"{what} produced {found}; edits must keep the values finite{hint}")
 
 
-def _patch_edits(patch_from, patch, model, n: int, keys: list[str], mask) -> dict:
+def _patch_edits(patch_from, patch, model, n: int, keys: list[str], masks) -> dict:
     if not isinstance(patch_from, Trace):
         raise TypeError(f"patch_from= takes a Trace (from model.trace), got {type(patch_from).__name__}")
     patterns = compile_patterns(patch, "patch=")
@@ -278,9 +292,11 @@ def _patch_edits(patch_from, patch, model, n: int, keys: list[str], mask) -> dic
     if patch_from.n != n:
         raise EditError(f"patch_from= has {patch_from.n} tokens, this input has {n}: activation patching needs "
                         "inputs of the same token count (pad both with pad_to=, or pick sentences of equal length)")
-    if tuple(patch_from.mask) != tuple(int(m) for m in mask):
-        raise EditError("patch_from= has another padding mask than this input "
-                        f"({sum(patch_from.mask)} vs {sum(int(m) for m in mask)} real tokens): pad both the same way")
+    for i, mask in enumerate(masks):
+        if tuple(patch_from.mask) != tuple(int(m) for m in mask):
+            which = "this input" if len(masks) == 1 else f"texts[{i}]"
+            raise EditError(f"patch_from= has another padding mask than {which} "
+                            f"({sum(patch_from.mask)} vs {sum(int(m) for m in mask)} real tokens): pad both the same way")
     out = {}
     for key in keys:
         if not any(matches(key, p) for p in patterns):
@@ -298,14 +314,14 @@ def _patch_edits(patch_from, patch, model, n: int, keys: list[str], mask) -> dic
     return out
 
 
-def compile_edits(edits, patch_from, patch, model, n: int, keys: list[str], mask, xp) -> dict:
-    # mask: the input's [n] list of 0/1
-    """{full key: KeyEdit} for one run, every pattern and every check done before the forward."""
+def compile_edits(edits, patch_from, patch, model, n: int, keys: list[str], masks, xp) -> dict:
+    """{full key: KeyEdit} for one run, every pattern and every check done before the forward.
+    masks: each input's [n] list of 0/1 (one list for a single trace)."""
     per_key: dict[str, list[Edit]] = {}
     if patch_from is not None or patch is not None:
         if patch_from is None:
             raise ValueError("patch= names keys to take from another trace: pass that trace as patch_from=")
-        for key, e in _patch_edits(patch_from, patch, model, n, keys, mask).items():
+        for key, e in _patch_edits(patch_from, patch, model, n, keys, masks).items():
             per_key.setdefault(key, []).append(e)
     if edits:
         if not isinstance(edits, dict):
@@ -322,113 +338,5 @@ def compile_edits(edits, patch_from, patch, model, n: int, keys: list[str], mask
                     per_key.setdefault(key, []).append(e)
     if not per_key:
         return {}
-    ctx = Context("", xp.asarray(mask, dtype=model.weights["embed.W_T"].dtype), model.config, xp)
-    return {key: KeyEdit(es, ctx) for key, es in per_key.items()}
-
-
-# ------------------------------------------------------------------------------------------
-# comparing two runs
-# ------------------------------------------------------------------------------------------
-
-
-class Comparison(Table):
-    """bv.compare's table, plus how the masked-LM's top 5 changed at each [MASK] (`mask_changes`)."""
-
-    mask_changes: list = []
-
-    @staticmethod
-    def _fmt(v) -> str:
-        return f"{v:.4g}" if isinstance(v, float) else Table._fmt(v)
-
-    def changed(self, above: float = 0.0) -> "Comparison":
-        """Only the rows whose max |a - b| is above `above`."""
-        out = Comparison(self.columns, [r for r in self.rows if r[1] > above], title=self.title)
-        out.mask_changes = self.mask_changes
-        return out
-
-    def __str__(self) -> str:
-        out = Table.__str__(self)
-        for pos, a, b in self.mask_changes:
-            out += f"\n[MASK] at {pos}: top-5 {', '.join(a)}  ->  {', '.join(b)}"
-        return out
-
-    __repr__ = __str__
-
-
-def compare(tr_a: Trace, tr_b: Trace, *, keys=None, model=None) -> Comparison:
-    """Where two runs differ, key by key in forward order (the keys both recorded).
-
-    Columns: max |a - b|; relative change ||a - b|| / ||a||; mean cosine between a and b along
-    the last axis (per token, and per head where there is a head axis). Padded positions are
-    left out when both traces share one mask; entries infinite in either (the padding mask's
-    -inf in the scores) are left out of all three. With a masked-LM head in both, `mask_changes`
-    lists the top 5 at each [MASK] before and after (as token strings when model= is given).
-    keys= takes patterns as in keep= to compare only some steps; `.changed()` keeps the rows that moved.
-    """
-    for t, name in ((tr_a, "tr_a"), (tr_b, "tr_b")):
-        if not isinstance(t, Trace):
-            raise TypeError(f"compare() takes two traces; {name} is a {type(t).__name__}")
-    shared = [k for k in tr_a.keys() if k in tr_b]
-    if keys is not None:
-        patterns = compile_patterns(keys, "compare(keys=)")
-        check_patterns(patterns, shared, "compare(keys=)")
-        shared = [k for k in shared if any(matches(k, p) for p in patterns)]
-    if not shared:
-        raise EditError("the two traces share no recorded key (see tr.keys() and keep=)")
-    same_mask = tr_a.mask == tr_b.mask
-    rows = []
-    for key in shared:
-        a, b = tr_a[key], tr_b[key]
-        if tuple(a.shape) != tuple(b.shape):
-            raise EditError(f"{key!r} has shape {tuple(a.shape)} in tr_a and {tuple(b.shape)} in tr_b: compare runs "
-                            "of one model on inputs of the same token count")
-        if same_mask:
-            axes = tr_a.axes(key)
-            a, b = tr_a.real(a, axes), tr_a.real(b, axes)
-        rows.append((key,) + _differences(backend.to_host(a), backend.to_host(b)))
-    out = Comparison(("key", "max_abs_diff", "rel_change", "mean_cos"), rows,
-                     title=f"{tr_a.model_name}: {_label(tr_a)} vs {_label(tr_b)}")
-    out.mask_changes = _mask_changes(tr_a, tr_b, model)
-    return out
-
-
-def _differences(a, b) -> tuple[float, float, float]:
-    """(max |a - b|, ||a - b|| / ||a||, mean cosine along the last axis), in float64 on the host."""
-    hx = backend.namespace_of(a)
-    a, b = hx.astype(a, hx.float64), hx.astype(b, hx.float64)
-    finite = hx.isfinite(a) & hx.isfinite(b)
-    zero = hx.zeros_like(a)
-    a, b = hx.where(finite, a, zero), hx.where(finite, b, zero)
-    d = a - b
-    norm_a = float(hx.linalg.vector_norm(a))
-    dot = hx.sum(a * b, axis=-1)
-    both = hx.linalg.vector_norm(a, axis=-1) * hx.linalg.vector_norm(b, axis=-1)
-    ones = hx.ones_like(both)
-    norms_a, norms_b = hx.linalg.vector_norm(a, axis=-1), hx.linalg.vector_norm(b, axis=-1)
-    same = hx.where((norms_a == 0) & (norms_b == 0), ones, hx.zeros_like(both))  # two zero vectors agree
-    cos = hx.where(both > 0, dot / hx.where(both > 0, both, ones), same)  # one zero vector: cos 0
-    return (float(hx.max(hx.abs(d))) if d.size else 0.0,
-            float(hx.linalg.vector_norm(d)) / norm_a if norm_a > 0 else 0.0, float(hx.mean(cos)))
-
-
-def _label(tr: Trace) -> str:
-    text = repr(tr.texts[0][:30])
-    if not tr.edits:
-        return text
-    keys = [k for k, _ in tr.edits]
-    return f"{text} (edited: {', '.join(keys[:3])}{'...' if len(keys) > 3 else ''})"
-
-
-def _mask_changes(tr_a: Trace, tr_b: Trace, model) -> list:
-    if "mlm.logits" not in tr_a or "mlm.logits" not in tr_b:
-        return []
-    name = model.tokenizer.id_to_token if model is not None and model.tokenizer is not None else str
-    la, lb = backend.to_host(tr_a["mlm.logits"]), backend.to_host(tr_b["mlm.logits"])
-    hx = backend.namespace_of(la)
-    out = []
-    for pos, tok in enumerate(tr_a.tokens):
-        if tok == "[MASK]" and pos < lb.shape[0]:
-            top_a = hx.argsort(la[pos], descending=True)[:5]
-            top_b = hx.argsort(lb[pos], descending=True)[:5]
-            out.append((pos, [name(int(i)) for i in top_a], [name(int(i)) for i in top_b]))
-    return out
+    mask_arr = xp.asarray(masks, dtype=model.weights["embed.W_T"].dtype)  # [B, n]
+    return {key: KeyEdit(es, mask_arr, model.config, xp) for key, es in per_key.items()}

@@ -4,7 +4,8 @@ Vaswani et al. 2017, section 3.2), matching Hugging Face transformers' `BertMode
 
 Every function takes the array namespace `xp` (array API standard) and never changes
 an array in place, so every recorded tensor stays as it was computed. Shapes in
-brackets: n tokens, H hidden, A heads, d = H / A per head, F feed-forward width. A batch
+brackets, in the course's symbols (schema.SYMBOLS): n tokens, H hidden, n_h heads, d_k = H / n_h
+per head, d_ffnn feed-forward width. A batch
 (`model.trace_batch`) runs the same lines with one more leading axis on every shape.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import functools
 import math
 
-from . import backend
+from . import backend, schema
 from .config import BertConfig
 from .trace import Recorder
 
@@ -73,12 +74,22 @@ def relu(x, xp):
     return xp.maximum(x, xp.zeros_like(x))
 
 
+def tanh(x, xp):
+    """tanh: bert's pooler nonlinearity."""
+    return xp.tanh(x)
+
+
 ACTIVATIONS = ("gelu", "gelu_tanh", "gelu_sigmoid", "relu")  # config.activation names one of these functions
 
 
 def activation(c: BertConfig):
     """The activation function the config names, looked up when the forward runs (an edited line counts)."""
     return globals()[c.activation]
+
+
+def pooler_activation(c: BertConfig):
+    """The pooler's nonlinearity: tanh (BERT), relu (DistilBERT's pre_classifier), gelu (ELECTRA's classifier)."""
+    return globals()[c.pooler_act]
 
 
 @fusable
@@ -88,18 +99,18 @@ def matmul(x, W, xp):
 
 
 def split_heads(x, num_heads: int, xp):
-    """[..., n, H] -> [..., A, n, d]: head h owns columns h*d .. (h+1)*d (leading axes: a batch)."""
+    """[..., n, H] -> [..., n_h, n, d_k]: head h owns columns h*d_k .. (h+1)*d_k (leading axes: a batch)."""
     *lead, n, H = x.shape
     r = len(lead)
-    x = xp.reshape(x, (*lead, n, num_heads, H // num_heads))  # [..., n, A, d]
+    x = xp.reshape(x, (*lead, n, num_heads, H // num_heads))  # [..., n, n_h, d_k]
     return xp.permute_dims(x, (*range(r), r + 1, r, r + 2))
 
 
 def merge_heads(z, xp):
-    """[..., A, n, d] -> [..., n, A*d]: the heads' outputs side by side (concatenation)."""
-    *lead, A, n, d = z.shape
+    """[..., n_h, n, d_k] -> [..., n, n_h*d_k]: the heads' outputs side by side (concatenation)."""
+    *lead, n_h, n, d_k = z.shape
     r = len(lead)
-    return xp.reshape(xp.permute_dims(z, (*range(r), r + 1, r, r + 2)), (*lead, n, A * d))
+    return xp.reshape(xp.permute_dims(z, (*range(r), r + 1, r, r + 2)), (*lead, n, n_h * d_k))
 
 
 def padding_mask(mask, xp, dtype):
@@ -121,31 +132,37 @@ def _lookup(table, ids, xp):
 
 
 def embeddings(W: dict, ids, segments, c: BertConfig, rec: Recorder, xp):
-    """Z_0 = LayerNorm(T + P + S)   [..., n] ids -> [..., n, H] (leading axes: a batch)."""
-    n, H = ids.shape[-1], W["embed.W_T"].shape[-1]
-    T = rec("embed.token", _lookup(W["embed.W_T"], ids, xp))  # [..., n, H]
-    # [..., n, H], a copy: traces never share weights
-    P = rec("embed.position", xp.asarray(xp.broadcast_to(W["embed.W_P"][:n, :], (*ids.shape, H)), copy=True))
-    S = rec("embed.segment", _lookup(W["embed.W_S"], segments, xp))  # [..., n, H]
-    X = rec("embed.sum", T + P + S)  # [n, H]
-    return rec("embed.ln", layer_norm(X, W["embed.ln.gamma"], W["embed.ln.beta"], c.layer_norm_eps, xp))
+    """Z_0 = LayerNorm(T + P + S)   [..., n] ids -> [..., n, E] (-> [..., n, H]) (leading axes: a batch)."""
+    n, E, o = ids.shape[-1], W["embed.W_T"].shape[-1], c.position_offset  # o: 0, RoBERTa padding_idx + 1
+    T = rec("embed.token", _lookup(W["embed.W_T"], ids, xp))  # [..., n, E]
+    # [..., n, E], a copy: traces never share weights
+    P = rec("embed.position", xp.asarray(xp.broadcast_to(W["embed.W_P"][o:o + n, :], (*ids.shape, E)), copy=True))
+    if c.type_vocab_size:
+        S = rec("embed.segment", _lookup(W["embed.W_S"], segments, xp))  # [..., n, E]
+    else:
+        S = rec("embed.segment", xp.zeros_like(T))  # DistilBERT has no segment table: S = 0
+    X = rec("embed.sum", T + P + S)  # [n, E]
+    Z = rec("embed.ln", layer_norm(X, W["embed.ln.gamma"], W["embed.ln.beta"], c.layer_norm_eps, xp))
+    if c.embed_size != c.hidden_size:  # ALBERT, ELECTRA: E -> H
+        Z = rec("embed.proj", matmul(Z, W["embed.W_E"], xp) + W["embed.b_E"])  # [n, H]
+    return Z
 
 
 def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
     """Multi-head self-attention and its residual + layernorm   [n, H] -> [n, H]."""
-    A = c.num_heads
+    n_h = c.num_heads
     scale = c.attention_scale if c.attention_scale is not None else 1.0 / math.sqrt(c.head_size)
-    Q = rec("attn.q", split_heads(matmul(Z, W["attn.W_Q"], xp) + W["attn.b_Q"], A, xp))  # [A, n, d]
-    K = rec("attn.k", split_heads(matmul(Z, W["attn.W_K"], xp) + W["attn.b_K"], A, xp))  # [A, n, d]
-    V = rec("attn.v", split_heads(matmul(Z, W["attn.W_V"], xp) + W["attn.b_V"], A, xp))  # [A, n, d]
-    # [A, n, n]: Q K^T / sqrt(d_k); scaling the n x d queries first gives the same product and
-    # touches A*n*d numbers instead of A*n*n
+    Q = rec("attn.q", split_heads(matmul(Z, W["attn.W_Q"], xp) + W["attn.b_Q"], n_h, xp))  # [n_h, n, d_k]
+    K = rec("attn.k", split_heads(matmul(Z, W["attn.W_K"], xp) + W["attn.b_K"], n_h, xp))  # [n_h, n, d_k]
+    V = rec("attn.v", split_heads(matmul(Z, W["attn.W_V"], xp) + W["attn.b_V"], n_h, xp))  # [n_h, n, d_k]
+    # [n_h, n, n]: Q K^T / sqrt(d_k); scaling the n x d_k queries first gives the same product and
+    # touches n_h*n*d_k numbers instead of n_h*n*n
     scores = (Q * scale) @ xp.matrix_transpose(K)
     if mask_add is not None:
         scores = scores + mask_add  # -inf on [PAD] keys
     scores = rec("attn.scores", scores)
-    probs = rec("attn.probs", softmax(scores, xp))  # [A, n, n], rows sum to 1
-    context = rec("attn.context", probs @ V)  # [A, n, d]
+    probs = rec("attn.probs", softmax(scores, xp))  # [n_h, n, n], rows sum to 1
+    context = rec("attn.context", probs @ V)  # [n_h, n, d_k]
     concat = rec("attn.concat", merge_heads(context, xp))  # [n, H]
     out = rec("attn.out", matmul(concat, W["attn.W_O"], xp) + W["attn.b_O"])  # [n, H]
     resid = rec("attn.resid", Z + out)  # [n, H]
@@ -153,10 +170,10 @@ def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
 
 
 def feed_forward(W: dict, Z, c: BertConfig, rec: Recorder, xp):
-    """Position-wise feed-forward and its residual + layernorm   [n, H] -> [n, F] -> [n, H]."""
+    """Position-wise feed-forward and its residual + layernorm   [n, H] -> [n, d_ffnn] -> [n, H]."""
     act = activation(c)
-    up = rec("ffn.up", matmul(Z, W["ffn.W_up"], xp) + W["ffn.b_up"])  # [n, F]
-    a = rec("ffn.act", act(up, xp))  # [n, F]
+    up = rec("ffn.up", matmul(Z, W["ffn.W_up"], xp) + W["ffn.b_up"])  # [n, d_ffnn]
+    a = rec("ffn.act", act(up, xp))  # [n, d_ffnn]
     down = rec("ffn.down", matmul(a, W["ffn.W_down"], xp) + W["ffn.b_down"])  # [n, H]
     resid = rec("ffn.resid", Z + down)  # [n, H]
     return rec("ffn.ln", layer_norm(resid, W["ffn.ln.gamma"], W["ffn.ln.beta"], c.layer_norm_eps, xp))
@@ -168,25 +185,40 @@ def encoder_layer(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
     return feed_forward(W, Z_bar, c, rec, xp)
 
 
-def pooler(W: dict, Z_L, rec: Recorder, xp):
-    """p = tanh(W Z_L[0] + b): the [CLS] vector through one dense layer   [..., n, H] -> [..., H]."""
-    return rec("pooler.out", xp.tanh(Z_L[..., 0, :] @ W["pooler.W"] + W["pooler.b"]))
+def pooler(W: dict, Z_L, rec: Recorder, xp, act=tanh):
+    """p = tanh(W Z_L[0] + b): the [CLS] vector through one dense layer   [..., n, H] -> [..., H].
+    (DistilBERT's classifier uses relu here, ELECTRA's gelu: config.pooler_act.)"""
+    return rec("pooler.out", act(Z_L[..., 0, :] @ W["pooler.W"] + W["pooler.b"], xp))
 
 
 def mlm_head(W: dict, Z_L, c: BertConfig, rec: Recorder, xp):
     """Masked-lm logits: transform, then the tied output layer W_T^T (or an untied W_out)   [n, H] -> [n, V]."""
     act = activation(c)
-    h = act(Z_L @ W["mlm.W_t"] + W["mlm.b_t"], xp)  # [n, H]
+    h = act(Z_L @ W["mlm.W_t"] + W["mlm.b_t"], xp)  # [n, E] (E = H but in ALBERT)
     h = layer_norm(h, W["mlm.ln.gamma"], W["mlm.ln.beta"], c.layer_norm_eps, xp)
-    W_out = W["mlm.W_out"] if "mlm.W_out" in W else xp.permute_dims(W["embed.W_T"], (1, 0))  # [H, V]
+    W_out = W["mlm.W_out"] if "mlm.W_out" in W else xp.permute_dims(W["embed.W_T"], (1, 0))  # [E, V]
     return rec("mlm.logits", h @ W_out + W["mlm.bias"])  # [n, V]
+
+
+def task_head(W: dict, Z_L, p, c: BertConfig, rec: Recorder, xp):
+    """The task head's logits, one formula line per head (schema's head.logits rows)."""
+    if c.head == "sequence_classification":
+        return rec("head.logits", p @ W["head.W"] + W["head.b"])  # [..., H] -> [..., labels]
+    if c.head == "next_sentence":
+        return rec("head.logits", p @ W["nsp.W"] + W["nsp.b"])  # [..., H] -> [..., 2]
+    if c.head in ("token_classification", "question_answering"):
+        return rec("head.logits", Z_L @ W["head.W"] + W["head.b"])  # [..., n, H] -> [..., n, labels]
+    if c.head == "replaced_token":  # [..., n, H] -> [..., n, H] -> [..., n]
+        h = activation(c)(Z_L @ W["head.W_d"] + W["head.b_d"], xp)
+        return rec("head.logits", (h @ W["head.W"] + W["head.b"])[..., 0])
+    raise ValueError(f"unknown head {c.head!r}")
 
 
 class LayerWeights(dict):
     """A layer's weights under scope-relative names ('attn.W_Q'), read from the full dict."""
 
     def __init__(self, weights: dict, layer: int):
-        prefix = f"layer.{layer}."
+        prefix = schema.layer_prefix(layer)
         super().__init__({k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)})
 
 
@@ -197,7 +229,9 @@ def forward(weights: dict, layer_weights: list, ids, segments, mask, c: BertConf
     mask_add = None if all_real else padding_mask(mask, xp, weights["embed.W_T"].dtype)
     Z = embeddings(weights, ids, segments, c, rec, xp)
     for layer in range(c.num_layers):
-        Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(f"layer.{layer}"), xp)
-    pooled = pooler(weights, Z, rec, xp) if "pooler.W" in weights else None  # BertForMaskedLM has none
+        Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(schema.layer_prefix(layer)), xp)
+    pooled = pooler(weights, Z, rec, xp, pooler_activation(c)) if "pooler.W" in weights else None  # MaskedLM: none
     logits = mlm_head(weights, Z, c, rec, xp) if mlm else None
+    if c.head is not None:
+        task_head(weights, Z, pooled, c, rec, xp)
     return Z, pooled, logits

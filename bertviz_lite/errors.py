@@ -55,3 +55,7 @@ class EditError(BertVizError, ValueError):
 
 class ModelTooLargeError(BertVizError, MemoryError):
     """A config whose weights could not fit in this machine's memory (refused before allocating)."""
+
+
+class NotARegularFileError(BertVizError, OSError):
+    """An export target that exists and is not a regular file (a device, a FIFO, a socket, a dangling link)."""

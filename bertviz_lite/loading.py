@@ -127,8 +127,8 @@ def read_folder(folder: str | os.PathLike):
                               "model.safetensors and vocab.txt (or tokenizer.json)")
     try:
         config = BertConfig.from_json(cfg_path)
-    except (ValueError, TypeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{cfg_path}: {e}") from e
+    except (ValueError, TypeError, RecursionError) as e:
+        raise CheckpointError(f"{cfg_path}: {_detail(cfg_path, e)}") from None
     check_model_size(config, what=str(cfg_path))
     state = read_state(folder)
     weights = W.from_hf_state(state, config)
@@ -177,13 +177,21 @@ def _read_torch_bin(path: Path) -> dict:
         state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as e:
         raise CheckpointError(f"{path} could not be loaded with torch.load(weights_only=True): {e}") from e
+    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+        raise CheckpointError(f"{path} holds a {type(state).__name__}, not a state dict (a dict of tensor names to "
+                              "tensors, as torch.save(model.state_dict(), path) writes)")
     return {k: v.detach().float().numpy() for k, v in state.items() if hasattr(v, "detach")}
 
 
 def read_tokenizer(folder: Path, config: BertConfig):
     """vocab.txt (with tokenizer_config.json's do_lower_case) or tokenizer.json."""
     vocab, tok_json = folder / "vocab.txt", folder / "tokenizer.json"
-    if tok_json.is_file():
+    if tok_json.is_file() and _tokenizer_json_model(tok_json) in ("BPE", "Unigram"):
+        # roberta's byte-level bpe, albert's sentencepiece: run by the tokenizers library
+        from .library_tokenizer import LibraryTokenizer
+        tok = _read_tokenizer_file(tok_json, "a tokenizers tokenizer.json",
+                                   lambda p: LibraryTokenizer.from_tokenizer_json(p, pad_token_id=config.pad_token_id))
+    elif tok_json.is_file():
         tok = _read_tokenizer_file(tok_json, "a tokenizers tokenizer.json with a WordPiece model",
                                    WordPieceTokenizer.from_tokenizer_json)
     elif vocab.is_file():
@@ -204,6 +212,15 @@ def read_tokenizer(folder: Path, config: BertConfig):
     return tok
 
 
+def _tokenizer_json_model(path: Path) -> str | None:
+    """The model type a tokenizer.json names (WordPiece, BPE, Unigram), or None if it cannot be read."""
+    try:
+        model = _read_json_object(path).get("model")
+        return model.get("type") if isinstance(model, dict) else None
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None  # the wordpiece reader names what is wrong
+
+
 def _read_json_object(path: Path) -> dict:
     with open(path, encoding="utf-8") as f:
         d = json.load(f)
@@ -216,9 +233,23 @@ def _read_tokenizer_file(path: Path, expected: str, read):
     """read(path), with any way the file can be malformed turned into one CheckpointError naming it."""
     try:
         return read(path)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError, BertVizError) as e:
-        why = f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else str(e)
-        raise CheckpointError(f"{path} could not be read as {expected} ({' '.join(why.split())[:200]})") from e
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, BertVizError) as e:
+        why = _detail(path, f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else e)
+        raise CheckpointError(f"{path} could not be read as {expected} ({' '.join(why.split())[:200]})") from None
+
+
+def _detail(path: Path, error) -> str:
+    """What went wrong reading a file of the model folder, for an error message. A JSON nested too deeply
+    says so; a file that links outside the model folder (or, in the Hugging Face cache, outside its
+    repo's folder) is not quoted, since the message could show another file's content."""
+    if isinstance(error, RecursionError):
+        return "its JSON is nested too deeply to read"
+    folder = path.parent
+    root = folder.parent.parent if folder.parent.name == "snapshots" else folder  # models--org--name/
+    real, root = os.path.realpath(path), os.path.realpath(root)
+    if os.path.commonpath([real, root]) != root:
+        return f"it links to {real}, outside the model folder, whose content is not shown"
+    return str(error)
 
 
 # ------------------------------------------------------------------------------------------

@@ -6,17 +6,15 @@ with a recorder and returns a `Trace`. The model holds no widget code.
 
 from __future__ import annotations
 
-import numbers
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import backend, engine, schema
 from .config import BertConfig
-from .edits import compile_edits
 from .errors import BertVizError
-from .trace import NullRecorder, Recorder, Trace, check_budget, check_patterns, compile_patterns
-
-_DTYPES = {"float32": 4, "float16": 2}
-
+from .trace import Trace
+from .weights import head_shapes, param_shapes
 
 @dataclass(frozen=True)
 class MaskPrediction:
@@ -26,16 +24,6 @@ class MaskPrediction:
     id: int
     probability: float
     position: int  # index of the [MASK] token in the input
-
-
-def _byte_budget(max_bytes) -> float:
-    """max_bytes= as a number of bytes (an int, or a float such as 1e9); a string or a bool is refused."""
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Real):
-        raise TypeError(f"max_bytes must be a number of bytes (e.g. 2 * 1024**3 or 1e9), got "
-                        f"{type(max_bytes).__name__} {max_bytes!r}")
-    if not max_bytes >= 0:  # nan fails this too
-        raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
-    return max_bytes
 
 
 class Bert:
@@ -51,7 +39,9 @@ class Bert:
         self.source = source
         # weights move to the backend once; the engine never changes them
         self.weights = {k: backend.from_host(v, self.xp) for k, v in weights.items()}
-        self._layers = [engine.LayerWeights(self.weights, layer) for layer in range(config.num_layers)]
+        # ALBERT (shared_layers): every layer reads layer 0's weights
+        self.layer_weights = [engine.LayerWeights(self.weights, 0 if config.shared_layers else layer)
+                              for layer in range(config.num_layers)]
         if tokenizer is not None and tokenizer.vocab_size != config.vocab_size:
             raise BertVizError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's embedding "
                                f"table has {config.vocab_size} rows; load a matching vocab.txt")
@@ -68,10 +58,15 @@ class Bert:
     def has_nsp(self) -> bool:
         return "nsp.W" in self.weights
 
+    @property
+    def max_tokens(self) -> int:
+        """The longest input: the position table's rows from the offset on (RoBERTa: 514 - 2 = 512)."""
+        return self.config.max_positions - self.config.position_offset
+
     def __repr__(self) -> str:
         c = self.config
         heads = " +mlm" if self.has_mlm else ""
-        return (f"<Bert {self.name}: L={c.num_layers} H={c.hidden_size} A={c.num_heads} F={c.ffn_size} "
+        return (f"<Bert {self.name}: L={c.num_layers} H={c.hidden_size} n_h={c.num_heads} d_ffnn={c.ffn_size} "
                 f"V={c.vocab_size}{heads} on {self.backend}>")
 
     def variant(self, *, name: str | None = None, weights: dict | None = None, **config_changes) -> "Bert":
@@ -80,16 +75,31 @@ class Bert:
         For what-if experiments: `model.variant(hidden_act="relu")`,
         `model.variant(attention_scale=1 / 768 ** 0.5)`, `model.variant(weights={"layer.0.attn.W_O": I})`.
         """
-        unknown = sorted(set(weights or {}) - set(self.weights))
+        if weights is not None and not isinstance(weights, Mapping):
+            raise TypeError(f"variant(weights=) takes a dict of weight name -> array, got {type(weights).__name__}")
+        fields = {f.name for f in dataclasses.fields(BertConfig)}
+        if set(config_changes) - fields:
+            raise TypeError(f"variant() got {sorted(set(config_changes) - fields)}, which are not config fields; "
+                            f"it changes these: {sorted(fields)}")
+        config = self.config.replace(**config_changes)
+        heads = head_shapes(config)  # a task head added with head=, labels= brings its own weights
+        unknown = sorted(set(weights or {}) - set(self.weights) - set(heads), key=str)
         if unknown:
-            raise KeyError(f"variant() can only replace existing weights; unknown: {unknown}")
+            raise KeyError(f"variant() can only replace existing weights (or add the head's {sorted(heads)}); "
+                           f"unknown: {unknown}")
         new_weights = {**{k: backend.to_host(v) for k, v in self.weights.items()},
-                       **{k: backend.host_float32(backend.to_host(v)) for k, v in (weights or {}).items()}}
-        for k, v in (weights or {}).items():
-            if tuple(new_weights[k].shape) != tuple(self.weights[k].shape):
-                raise ValueError(f"{k} must keep its shape {tuple(self.weights[k].shape)}, got {tuple(v.shape)}")
+                       **{k: backend.host_real_array(v, f"variant weight {k!r}") for k, v in (weights or {}).items()}}
         changes = ", ".join(f"{k}={v!r}" for k, v in config_changes.items()) or "weights changed"
-        return Bert(self.config.replace(**config_changes), new_weights, self.tokenizer,
+        # a variant changes values, never the model's shapes (load('random', config=...) builds another size)
+        shapes = param_shapes(config, mlm=self.has_mlm, nsp=self.has_nsp, pooler=self.has_pooler)  # with any head
+        wrong = [f"{k} has {tuple(w.shape)}, the config needs {shapes[k]}" for k, w in new_weights.items()
+                 if k in shapes and tuple(w.shape) != tuple(shapes[k])]
+        wrong += [f"{k} {shape} is missing" for k, shape in shapes.items() if k not in new_weights]
+        if wrong:
+            raise ValueError(f"variant({changes}): every weight must keep a shape the config fits: "
+                             f"{'; '.join(wrong[:5])}{f' (and {len(wrong) - 5} more)' if len(wrong) > 5 else ''}. "
+                             "A variant changes values, not sizes; for another size use load('random', config=...)")
+        return Bert(config, new_weights, self.tokenizer,
                     name=name or f"{self.name} [{changes}]", backend_name=self.backend, source=self.source)
 
     # --- pickling (to send a model to Dask workers): weights travel as host arrays, the array
@@ -107,10 +117,10 @@ class Bert:
         """The exact model input: tokens, ids, segments, mask and character spans."""
         if self.tokenizer is None:
             raise BertVizError("this model was loaded without a vocabulary; pass token ids to trace_ids()")
-        return self.tokenizer.encode(text, pair, max_length=self.config.max_positions, truncate=truncate,
+        return self.tokenizer.encode(text, pair, max_length=self.max_tokens, truncate=truncate,
                                      pad_to=pad_to)
 
-    # --- forward
+    # --- forward: one sentence is a batch of one (bertviz_lite.batch.run is the one path)
     def trace(self, text: str, pair: str | None = None, *, pad_to: int | None = None, keep=None,
               dtype: str | None = None, truncate: bool = False, max_bytes: int | None = None, fast: bool = True,
               edits=None, patch_from: Trace | None = None, patch=None) -> Trace:
@@ -121,84 +131,53 @@ class Bert:
         fast=False runs the formula lines of engine.py exactly as written (no fused kernels).
         edits={pattern: f} changes steps (see `bertviz_lite.edits`: ablate, replace, scale);
         patch_from=trace, patch=[patterns] takes those tensors from another run.
+        The same runner as trace_batch: `model.trace_batch(texts, edits=e)[i]` equals `model.trace(texts[i], edits=e)`.
         """
-        enc = self.tokenize(text, pair, truncate=truncate, pad_to=pad_to)
+        from .batch import check_options, run
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}"
+                            + ("; for many texts use model.trace_batch(texts)" if isinstance(text, (list, tuple)) else ""))
+        opts = check_options(self, keep=keep, dtype=dtype, max_bytes=max_bytes, pad_to=pad_to, fast=fast)
+        enc = self.tokenize(text, pair, truncate=truncate, pad_to=opts.pad_to)
         texts = (text,) if pair is None else (text, pair)
-        return self.trace_ids(enc.ids, enc.segments, enc.mask, tokens=enc.tokens, spans=enc.spans, texts=texts,
-                              keep=keep, dtype=dtype, max_bytes=max_bytes, fast=fast, edits=edits,
-                              patch_from=patch_from, patch=patch)
+        return run(self, [enc], [texts], opts, edits=edits, patch_from=patch_from, patch=patch).example(
+            0, keep_padding=True)
 
     def trace_keys(self) -> list[str]:
         """Every key a full trace of this model holds, in forward order."""
-        return schema.trace_keys(self.config.num_layers, mlm=self.has_mlm, pooler=self.has_pooler)
+        return schema.model_keys(self.config, mlm=self.has_mlm, pooler=self.has_pooler)
 
     def trace_batch(self, texts, pairs=None, *, pad_to: int | None = None, keep=None, dtype: str | None = None,
-                    truncate: bool = False, max_bytes: int | None = None, fast: bool = True):
+                    truncate: bool = False, max_bytes: int | None = None, fast: bool = True, edits=None,
+                    patch_from: Trace | None = None, patch=None):
         """Trace many texts at once: a BatchTrace with a leading batch axis on every key.
 
         Inputs are padded with [PAD] to the longest (or pad_to); `btr[i]` is text i as a Trace
-        without its padding, the same as `trace(texts[i])`. The budget covers the whole batch.
-        (Edits and patching apply to single traces only.)
+        without its padding, the same as `trace(texts[i], edits=...)`. Every option works as in
+        trace(); edits see one input at a time; the budget covers the whole batch.
         """
         from .batch import trace_batch
         return trace_batch(self, texts, pairs, pad_to=pad_to, keep=keep, dtype=dtype, truncate=truncate,
-                           max_bytes=max_bytes, fast=fast)
+                           max_bytes=max_bytes, fast=fast, edits=edits, patch_from=patch_from, patch=patch)
 
     def trace_ids(self, ids, segments=None, mask=None, *, tokens=None, spans=None, texts=("",), keep=None,
                   dtype: str | None = None, max_bytes: int | None = None, fast: bool = True, edits=None,
                   patch_from: Trace | None = None, patch=None) -> Trace:
-        """The forward pass on token ids (what `trace` calls after tokenizing)."""
-        c, xp = self.config, self.xp
+        """The forward pass on token ids (what `trace` runs after tokenizing), as a batch of one."""
+        from .batch import check_options, run
+        from .tokenizer import Encoding
         ids = [int(i) for i in ids]
         n = len(ids)
         segments = [0] * n if segments is None else [int(s) for s in segments]
         mask = [1] * n if mask is None else [int(m) for m in mask]
-        self._check_ids(ids, segments, mask)
-        if dtype is not None and not isinstance(dtype, str):
-            raise TypeError(f"dtype must be the string 'float32' or 'float16', got {type(dtype).__name__} {dtype!r}")
-        if dtype is not None and dtype not in _DTYPES:
-            raise ValueError(f"dtype={dtype!r} is not a storage type; use 'float32' or 'float16'")
-        if max_bytes is not None:
-            max_bytes = _byte_budget(max_bytes)
-        keep = compile_patterns(keep)  # once: a generator would be used up by the budget check
-        all_keys = self.trace_keys()
-        check_patterns(keep, all_keys, "keep=")
-        key_edits = compile_edits(edits, patch_from, patch, self, n, all_keys, mask, xp)
-        check_budget(c, n, keep=keep, itemsize=_DTYPES.get(dtype or "float32"), mlm=self.has_mlm,
-                     max_bytes=max_bytes)
-        store_dtype = None if dtype in (None, "float32") else getattr(xp, dtype)
-        if keep == () and not key_edits:
-            rec = NullRecorder(xp)
-        else:
-            rec = Recorder(xp, keep=keep, dtype=store_dtype, edits=key_edits)
-        with backend.fast_path(fast):
-            engine.forward(self.weights, self._layers, xp.asarray(ids), xp.asarray(segments), mask, c, rec, xp,
-                           mlm=self.has_mlm)
+        opts = check_options(self, keep=keep, dtype=dtype, max_bytes=max_bytes, fast=fast)
         if tokens is None:
-            tokens = [self.tokenizer.id_to_token(i) for i in ids] if self.tokenizer else [str(i) for i in ids]
-        return Trace(rec.store, config=c, tokens=tokens, ids=ids, segments=segments, mask=mask, spans=spans,
-                     texts=texts, model_name=self.name, backend_name=self.backend, keep=keep, edits=rec.edited)
-
-    def _check_ids(self, ids, segments, mask) -> None:
-        c, n = self.config, len(ids)
-        if n == 0:
-            raise ValueError("no tokens: an input needs at least [CLS] and [SEP]")
-        if n > c.max_positions:
-            from .errors import InputTooLongError
-            raise InputTooLongError(f"{n} tokens is more than this model's {c.max_positions} positions; "
-                                    f"shorten the input or pass truncate=True")
-        if len(segments) != n or len(mask) != n:
-            raise ValueError(f"ids, segments and mask must have the same length, got {n}, {len(segments)}, {len(mask)}")
-        bad = [i for i in ids if not 0 <= i < c.vocab_size]
-        if bad:
-            raise ValueError(f"token id(s) {bad[:5]} outside the vocabulary 0..{c.vocab_size - 1}")
-        bad = [s for s in segments if not 0 <= s < c.type_vocab_size]
-        if bad:
-            raise ValueError(f"segment id(s) {sorted(set(bad))} outside 0..{c.type_vocab_size - 1}")
-        if any(m not in (0, 1) for m in mask):
-            raise ValueError("mask values must be 1 (real token) or 0 ([PAD])")
-        if not mask[0]:
-            raise ValueError("the first token is masked: at least [CLS] must be a real token")
+            in_vocab = self.tokenizer is not None and all(0 <= i < self.config.vocab_size for i in ids)
+            tokens = [self.tokenizer.id_to_token(i) for i in ids] if in_vocab else [str(i) for i in ids]
+        spans = [None] * n if spans is None else list(spans)
+        enc = Encoding(list(tokens), ids, segments, mask, spans, sum(mask), False)
+        return run(self, [enc], [tuple(texts)], opts, edits=edits, patch_from=patch_from, patch=patch).example(
+            0, keep_padding=True)
 
     # --- masked language modelling
     def fill_mask(self, text: str, top_k: int = 5, pair: str | None = None) -> list[list[MaskPrediction]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from . import schema
 from .config import BertConfig
+from .errors import CheckpointError
 from .table import Table
 from .weights import param_shapes
 
@@ -25,13 +26,10 @@ def _numel(shape) -> int:
 
 def step_of_param(name: str) -> str:
     """The trace key of the step that reads a weight ('layer.3.attn.W_Q' -> 'layer.3.attn.q')."""
-    layer = None
-    rel = name
-    if name.startswith("layer."):
-        _, layer, rel = name.split(".", 2)
+    layer, rel = schema.split_key(name)
     for step in schema.STEPS:
         if rel in step.reads:
-            return step.key if layer is None else f"layer.{layer}.{step.key}"
+            return schema.full_key(step.key, layer)
     if rel.startswith("nsp."):
         return "nsp (next-sentence head, not traced)"
     raise KeyError(f"no step reads weight {name!r}")
@@ -78,28 +76,36 @@ def group_of(name: str) -> str:
     """'layer.3.attn.W_Q' -> 'layer.3.attention'; 'embed.W_T' -> 'embeddings'."""
     if name.startswith("embed."):
         return "embeddings"
-    if name.startswith("layer."):
-        _, layer, rel = name.split(".", 2)
+    layer, rel = schema.split_key(name)
+    if layer is not None:
         part = {"attn.ln": "attention layernorm", "ffn.ln": "ffn layernorm"}.get(rel.rsplit(".", 1)[0])
         part = part or ("attention" if rel.startswith("attn.") else "feed-forward")
-        return f"layer.{layer}.{part}"
+        return schema.full_key(part, layer)
     if name.startswith("pooler."):
         return "pooler"
     if name.startswith("mlm."):
         return "mlm head"
+    if name.startswith("head."):
+        return "task head"
     return "nsp head"
 
 
 def count_params(model) -> ParamLedger:
     """The ledger of a loaded model, counted from its arrays and checked against the config's formula."""
+    if not all(hasattr(model, a) for a in ("weights", "config", "has_mlm")):
+        raise TypeError(f"count_params counts a loaded model (bv.load(...)), got {type(model).__name__}; for a "
+                        "config's shapes use bertviz_lite.params.ledger_for_config(config)")
     rows = [(step_of_param(name), name, tuple(int(s) for s in w.shape), _numel(w.shape))
             for name, w in model.weights.items()]
     tied = model.has_mlm and "mlm.W_out" not in model.weights  # an untied decoder is counted in rows
     ledger = ParamLedger(rows, tied=("embed.W_T (mlm output layer)",) if tied else ())
     expected = formula_total(model.config, mlm=model.has_mlm, nsp=model.has_nsp, pooler=model.has_pooler)
     if ledger.total != expected:
-        raise AssertionError(f"loaded arrays hold {ledger.total:,} parameters but the config's formula gives "
-                             f"{expected:,}: a weight has an unexpected shape")
+        shapes = param_shapes(model.config, mlm=model.has_mlm, nsp=model.has_nsp, pooler=model.has_pooler)
+        wrong = [f"{name} {shape}, the config needs {shapes.get(name)}" for _, name, shape, _ in rows
+                 if shapes.get(name) != shape]
+        raise CheckpointError(f"the model's arrays hold {ledger.total:,} parameters but its config gives {expected:,}: "
+                              f"{'; '.join(wrong[:5]) or 'a weight has an unexpected shape'}")
     return ledger
 
 
@@ -136,22 +142,28 @@ class Convention:
 def convention_total(c: BertConfig, conv: Convention = Convention()) -> int:
     """A closed-form parameter count from the shapes a convention includes."""
     H, F, L, V = c.hidden_size, c.ffn_size, c.num_layers, conv.vocab_size or c.vocab_size
+    E = c.embed_size  # = H but in ALBERT and small ELECTRAs
     ln = 2 * H  # a gain and a bias per feature
-    emb = V * H + c.max_positions * H
-    emb += c.type_vocab_size * H if conv.segment_embeddings else 0
-    emb += ln if conv.embedding_layernorm else 0
+    emb = V * E + c.max_positions * E
+    emb += c.type_vocab_size * E if conv.segment_embeddings else 0  # DistilBERT: type_vocab_size 0
+    emb += 2 * E if conv.embedding_layernorm else 0
+    emb += E * H + H if E != H else 0  # the projection E -> H
     layer = 3 * H * H + (3 * H if conv.qkv_bias else 0)
     layer += (H * H if conv.output_projection else 0) + (H if conv.output_projection and conv.output_bias else 0)
     layer += H * F + F * H + ((F + H) if conv.ffn_biases else 0)
     layer += 2 * ln if conv.layer_layernorms else 0
-    total = emb + L * layer
+    total = emb + (1 if c.shared_layers else L) * layer  # ALBERT stores one layer, run L times
     if conv.pooler:
         total += H * H + (H if conv.pooler_bias else 0)
     if conv.mlm_head:
-        total += H * H + H + ln + V
-        total += 0 if c.tie_word_embeddings else H * V  # an untied decoder W_out
-    if conv.nsp_head:
+        total += H * E + E + 2 * E + V
+        total += 0 if c.tie_word_embeddings else E * V  # an untied decoder W_out
+    if conv.nsp_head or c.head == "next_sentence":
         total += H * 2 + 2
+    if c.head in ("sequence_classification", "token_classification", "question_answering"):
+        total += H * len(c.labels) + len(c.labels)
+    if c.head == "replaced_token":  # dense H -> H, then H -> 1
+        total += H * H + H + H + 1
     return total
 
 
@@ -198,6 +210,11 @@ def two_figures(n: int) -> str:
 def reconcile(config: BertConfig | None = None) -> Table:
     """Every total the popular sources give, each computed from its convention's shapes."""
     c = config or BertConfig()
+    if c.model_type != "bert" or c.head is not None:
+        c = c.replace(model_type="bert", head=None, labels=())  # the sources count BERT's body: no family switches
+        if c.embedding_size is not None or c.shared_layers or c.position_offset or not c.type_vocab_size:
+            raise ValueError(f"reconcile() compares the sources' counts of BERT; this config is not a BERT's "
+                             f"(embedding_size, shared_layers, no segments): see family_ledgers()")
     base = convention_total(c)
     rows = []
     for name, conv, includes, leaves_out in SOURCES:
@@ -213,6 +230,46 @@ def reconcile(config: BertConfig | None = None) -> Table:
     return Table(("source", "total", "vs BertModel", "rounded", "includes", "leaves out"), rows,
                  title=f"BERT parameter totals reconciled (L={c.num_layers}, H={c.hidden_size}, "
                        f"A={c.num_heads}, F={c.ffn_size})", notes=("includes", "leaves out"))
+
+
+# published config.json values of the family's base checkpoints (the fields that set a count), from
+# bert-base-uncased, distilbert-base-uncased, roberta-base, albert-base-v2, electra-base-discriminator
+PUBLISHED_CONFIGS = {
+    "bert-base-uncased": {"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+                          "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
+                          "type_vocab_size": 2},
+    "distilbert-base-uncased": {"model_type": "distilbert", "vocab_size": 30522, "dim": 768, "n_layers": 6,
+                                "n_heads": 12, "hidden_dim": 3072, "max_position_embeddings": 512,
+                                "pad_token_id": 0},
+    "roberta-base": {"model_type": "roberta", "vocab_size": 50265, "hidden_size": 768, "num_hidden_layers": 12,
+                     "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 514,
+                     "type_vocab_size": 1, "pad_token_id": 1, "layer_norm_eps": 1e-05},
+    "albert-base-v2": {"model_type": "albert", "vocab_size": 30000, "embedding_size": 128, "hidden_size": 768,
+                       "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+                       "max_position_embeddings": 512, "type_vocab_size": 2, "hidden_act": "gelu_new"},
+    "electra-base-discriminator": {"model_type": "electra", "vocab_size": 30522, "embedding_size": 768,
+                                   "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                                   "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2},
+}
+HAS_POOLER = {"bert": True, "roberta": True, "albert": True, "distilbert": False, "electra": False}  # the *Model
+
+
+def family_ledgers() -> Table:
+    """Each family's base model counted from its published config: the ledgers side by side."""
+    rows = []
+    for name, d in PUBLISHED_CONFIGS.items():
+        c = BertConfig.from_hf_dict(d)
+        pooler = HAS_POOLER[c.model_type]
+        shapes = param_shapes(c, pooler=pooler)
+        total = convention_total(c, Convention(pooler=pooler))
+        assert total == sum(_numel(s) for s in shapes.values())  # shapes and closed form agree
+        emb = sum(_numel(s) for k, s in shapes.items() if k.startswith("embed."))
+        layers = sum(_numel(s) for k, s in shapes.items() if k.startswith("layer."))
+        rows.append((name, c.model_type, c.num_layers, c.hidden_size, c.embed_size,
+                     "1 (shared)" if c.shared_layers else str(c.num_layers), emb, layers,
+                     total - emb - layers, total, f"{total / 1e6:.1f}M"))
+    return Table(("model", "model_type", "L", "H", "E", "layers stored", "embeddings", "encoder", "pooler",
+                  "total", "rounded"), rows, title="the BERT family's base models, counted from their configs")
 
 
 def component_counts(c: BertConfig | None = None) -> dict[str, int]:

@@ -50,6 +50,8 @@ SYMBOLS: tuple[Symbol, ...] = (
     Symbol("Z^out_l", "feed-forward output", ("output.dense",)),
     Symbol("p", "pooled [CLS] vector", ("pooler_output",)),
     Symbol("y", "masked-lm logits over the vocabulary", ("prediction_scores", "logits")),
+    Symbol("E_dim", "embedding width E (= H in BERT; ALBERT and ELECTRA project E -> H)", ("embedding_size",)),
+    Symbol("y_head", "a task head's logits: one score per label", ("logits", "start_logits, end_logits")),
 )
 
 SYMBOL_BY_NAME = {s.symbol: s for s in SYMBOLS}
@@ -63,6 +65,8 @@ AXES = {
     "key": "n, the token attended to (column of an attention map)",
     "head": "n_h, attention heads",
     "hidden": "H, model width",
+    "embed": "E, embedding width (H in BERT; ALBERT and ELECTRA project E -> H)",
+    "label": "the task head's labels (config.json's id2label; start and end for question answering)",
     "head_dim": "d_k = H / n_h, head width",
     "ffn": "d_ffnn = 4H, feed-forward width",
     "vocab": "N_V, wordpiece vocabulary",
@@ -91,20 +95,23 @@ _LN = "LayerNorm over the rows of ({n} x {H}), \u03b3, \u03b2 ({H})"
 _QKV = "({n} x {H})\u00b7({H} x {d_k}) + ({d_k}) per head"
 
 STEPS: tuple[Step, ...] = (
-    Step("embed.token", "T", r"T = W_T[I]", ("token", "hidden"), ("embed.W_T",),
+    Step("embed.token", "T", r"T = W_T[I]", ("token", "embed"), ("embed.W_T",),
          note="token lookup: one row of the wordpiece table per input id",
          inputs="W_T ({N_V} x {H}) rows at the ids ({n})"),
-    Step("embed.position", "P", r"P = W_P[0{:}n]", ("token", "hidden"), ("embed.W_P",),
-         note="learned position embeddings, rows 0..n-1", inputs="W_P ({N_P} x {H}) rows 0..n-1"),
-    Step("embed.segment", "S", r"S = W_S[s]", ("token", "hidden"), ("embed.W_S",),
-         note="segment (token type) embeddings; missing on the formula card",
+    Step("embed.position", "P", r"P = W_P[o{:}o+n]", ("token", "embed"), ("embed.W_P",),
+         note="learned position embeddings, rows o..o+n-1 (o = 0; RoBERTa: padding_idx + 1)", inputs="W_P ({N_P} x {H}) rows 0..n-1"),
+    Step("embed.segment", "S", r"S = W_S[s]", ("token", "embed"), ("embed.W_S",),
+         note="segment (token type) embeddings; missing on the formula card (DistilBERT has none: S = 0)",
          inputs="W_S ({N_S} x {H}) rows at the segment ids ({n})"),
-    Step("embed.sum", "X", r"X = T + P + S", ("token", "hidden"),
+    Step("embed.sum", "X", r"X = T + P + S", ("token", "embed"),
          note="input embeddings", inputs="({n} x {H}) + ({n} x {H}) + ({n} x {H})",
          takes=("embed.token", "embed.position", "embed.segment")),
-    Step("embed.ln", "Z_0", r"Z_0 = \mathrm{LayerNorm}(X)", ("token", "hidden"),
+    Step("embed.ln", "Z_0", r"Z_0 = \mathrm{LayerNorm}(X)", ("token", "embed"),
          ("embed.ln.gamma", "embed.ln.beta"), note="embedding layernorm; missing on the formula card",
-         inputs=_LN, takes=("embed.sum",), check="layernorm"),
+         inputs=_LN.replace("{H}", "{E}"), takes=("embed.sum",), check="layernorm"),
+    Step("embed.proj", "Z_0", r"Z_0 = \mathrm{LayerNorm}(X)\, W^E + b^E", ("token", "hidden"),
+         ("embed.W_E", "embed.b_E"), note="ALBERT, ELECTRA: the E-wide embeddings projected to H",
+         optional="proj", inputs="({n} x {E})\u00b7({E} x {H}) + ({H})", takes=("embed.ln",)),
     Step("attn.q", "Q", r"Q_{h} = Z_{l-1} W^Q_{h} + b^Q_{h}", ("head", "token", "head_dim"),
          ("attn.W_Q", "attn.b_Q"), "layer", note="queries, one n x d_k block per head", inputs=_QKV,
          takes=("Z_{l-1}",)),
@@ -150,43 +157,89 @@ STEPS: tuple[Step, ...] = (
          ("ffn.ln.gamma", "ffn.ln.beta"), "layer", note="the layer's output", inputs=_LN,
          takes=("ffn.resid",), check="layernorm"),
     Step("pooler.out", "p", r"p = \tanh(W^{final} Z_L[0,:] + b)", ("hidden",), ("pooler.W", "pooler.b"),
-         note="pooled [CLS] vector (the card omits the bias)",
+         note="pooled [CLS] vector (the card omits the bias); DistilBERT's classifier uses relu, ELECTRA's gelu",
          inputs="tanh(({H})\u00b7({H} x {H}) + ({H})) on Z_L[0] ([CLS])", takes=("Z_L",)),
     Step("mlm.logits", "y", r"y = \mathrm{LN}(\mathrm{GELU}(Z_L W^t + b^t))\, W_T^\top + b^{mlm}",
          ("token", "vocab"), ("mlm.W_t", "mlm.b_t", "mlm.ln.gamma", "mlm.ln.beta", "mlm.bias", "mlm.W_out"),
          note="masked-lm logits; the output matrix is tied to W_T (untied checkpoints: their own W_out)",
          optional="mlm", tied=("embed.W_T",),
-         inputs="LN(GELU(({n} x {H})\u00b7({H} x {H}) + ({H})))\u00b7({H} x {N_V}) + ({N_V})", takes=("Z_L",)),
+         inputs="LN(GELU(({n} x {H})\u00b7({H} x {E}) + ({E})))\u00b7({E} x {N_V}) + ({N_V})", takes=("Z_L",)),
+    # the task heads: one formula line each, all recorded as head.logits (config.head picks the row)
+    Step("head.logits", "y_head", r"y = p\, W^{cls} + b^{cls}", ("label",), ("head.W", "head.b"),
+         note="sequence classification: one score per label from the pooled vector", optional="sequence_classification",
+         inputs="({H})\u00b7({H} x {N_y}) + ({N_y})", takes=("pooler.out",)),
+    Step("head.logits", "y_head", r"y = Z_L W^{cls} + b^{cls}", ("token", "label"), ("head.W", "head.b"),
+         note="token classification: one score per label for every token", optional="token_classification",
+         inputs="({n} x {H})\u00b7({H} x {N_y}) + ({N_y})", takes=("Z_L",)),
+    Step("head.logits", "y_head", r"y = Z_L W^{qa} + b^{qa}", ("token", "label"), ("head.W", "head.b"),
+         note="question answering: a start and an end score for every token", optional="question_answering",
+         inputs="({n} x {H})\u00b7({H} x 2) + (2)", takes=("Z_L",)),
+    Step("head.logits", "y_head", r"y = p\, W^{nsp} + b^{nsp}", ("label",), ("nsp.W", "nsp.b"),
+         note="next sentence: is B the continuation of A (isNext) or a random sentence (notNext)?",
+         optional="next_sentence", inputs="({H})\u00b7({H} x 2) + (2)", takes=("pooler.out",)),
+    Step("head.logits", "y_head", r"y = \mathrm{GELU}(Z_L W^{d} + b^{d})\, w + b", ("token",),
+         ("head.W_d", "head.b_d", "head.W", "head.b"),
+         note="ELECTRA's discriminator: one score per token, > 0 means 'replaced'", optional="replaced_token",
+         inputs="GELU(({n} x {H})\u00b7({H} x {H}) + ({H}))\u00b7({H}) + (1)", takes=("Z_L",)),
 )
 
-STEP_BY_KEY = {s.key: s for s in STEPS}
+STEP_BY_KEY = {s.key: s for s in reversed(STEPS)}  # head.logits: its first row; step_of picks by config.head
+HEAD_STEPS = {s.optional: s for s in STEPS if s.key == "head.logits"}
 MODEL_STEPS = tuple(s for s in STEPS if s.scope == "model")
 LAYER_STEPS = tuple(s for s in STEPS if s.scope == "layer")
 
 
-def trace_keys(num_layers: int, mlm: bool = False, pooler: bool = True) -> list[str]:
-    """Every trace key in forward order: embed.*, layer.0.* ... layer.{L-1}.*, pooler.out (, mlm.logits)."""
-    keys = [s.key for s in STEPS if s.key.startswith("embed.")]
+def trace_keys(num_layers: int, mlm: bool = False, pooler: bool = True, *, proj: bool = False,
+               head: str | None = None) -> list[str]:
+    """Every trace key in forward order: embed.* (, embed.proj), layer.0.* ... layer.{L-1}.*, pooler.out
+    (, mlm.logits) (, head.logits)."""
+    keys = [s.key for s in STEPS if s.key.startswith("embed.") and (proj or s.optional != "proj")]
     for layer in range(num_layers):
-        keys += [f"layer.{layer}.{s.key}" for s in LAYER_STEPS]
+        keys += [full_key(s.key, layer) for s in LAYER_STEPS]
     if pooler:
         keys.append("pooler.out")
     if mlm:
         keys.append("mlm.logits")
+    if head:
+        keys.append("head.logits")
     return keys
 
 
+# keys are parsed and formatted here only: 'layer.{l}.' + a step inside the layer, or a model step
+LAYER_PREFIX = "layer."
+
+
+def layer_prefix(layer: int) -> str:
+    """'layer.3.': what every key of layer 3 starts with (and what a layer's weights start with)."""
+    return f"{LAYER_PREFIX}{layer}."
+
+
+def full_key(step: str, layer: int | None = None) -> str:
+    """('attn.probs', 3) -> 'layer.3.attn.probs'; ('embed.sum', None) -> 'embed.sum'."""
+    return step if layer is None else layer_prefix(layer) + step
+
+
+def model_keys(config, mlm: bool = False, pooler: bool = True) -> list[str]:
+    """trace_keys for a config: its projection and task head included."""
+    return trace_keys(config.num_layers, mlm, pooler, proj=config.embed_size != config.hidden_size,
+                      head=config.head)
+
+
 def split_key(key: str) -> tuple[int | None, str]:
-    """'layer.3.attn.probs' -> (3, 'attn.probs'); 'embed.sum' -> (None, 'embed.sum')."""
-    if key.startswith("layer."):
+    """'layer.3.attn.probs' -> (3, 'attn.probs'); 'embed.sum' -> (None, 'embed.sum'). Weight names
+    parse the same way ('layer.3.attn.W_Q' -> (3, 'attn.W_Q'))."""
+    if key.startswith(LAYER_PREFIX):
         _, layer, rest = key.split(".", 2)
         return int(layer), rest
     return None, key
 
 
-def step_of(key: str) -> Step:
-    """The Step row of a full trace key."""
-    return STEP_BY_KEY[split_key(key)[1]]
+def step_of(key: str, config=None) -> Step:
+    """The Step row of a full trace key (head.logits: the row of config.head, the task head that ran)."""
+    rel = split_key(key)[1]
+    if rel == "head.logits" and getattr(config, "head", None):
+        return HEAD_STEPS[config.head]
+    return STEP_BY_KEY[rel]
 
 
 def owner_of(weight: str) -> str:
@@ -199,46 +252,78 @@ def axis_sizes(config, n: int) -> dict[str, int]:
     return {
         "layer": config.num_layers, "token": n, "query": n, "key": n, "head": config.num_heads,
         "hidden": config.hidden_size, "head_dim": config.head_size, "ffn": config.ffn_size,
-        "vocab": config.vocab_size,
+        "vocab": config.vocab_size, "embed": config.embed_size, "label": max(len(config.labels), 1),
     }
 
 
 def shape_of(key: str, config, n: int) -> tuple[int, ...]:
     """The shape a trace key has for n tokens, from its declared axes."""
     sizes = axis_sizes(config, n)
-    return tuple(sizes[a] for a in step_of(key).axes)
+    return tuple(sizes[a] for a in step_of(key, config).axes)
 
 
 def sizes_for_text(config) -> dict:
     """The config's sizes under the symbols the step texts use ({H}, {n_h}, {d_k}, ...)."""
     import math
     return dict(n="n", H=config.hidden_size, n_h=config.num_heads, d_k=config.head_size, d_ffnn=config.ffn_size,
-                N_V=config.vocab_size, N_P=config.max_positions, N_S=config.type_vocab_size,
+                N_V=config.vocab_size, N_P=config.max_positions, N_S=config.type_vocab_size, E=config.embed_size,
+                N_y=len(config.labels),
                 sqrt_dk=math.sqrt(config.head_size), sqrt_H=math.sqrt(config.hidden_size))
 
 
 def inputs_text(key: str, config) -> str:
     """What goes into a step, with this config's sizes, e.g. '(n x 384)·(384 x 32) + (32) per head'."""
-    return step_of(key).inputs.format(**sizes_for_text(config))
+    return step_of(key, config).inputs.format(**sizes_for_text(config))
 
 
 def note_text(key: str, config) -> str:
     """A step's note with this config's numbers (sqrt(d_k) of the loaded model, not BERT-base's)."""
-    return step_of(key).note.format(**sizes_for_text(config))
+    return step_of(key, config).note.format(**sizes_for_text(config))
 
 
-def takes_keys(key: str, num_layers: int) -> list[str]:
+def takes_keys(key: str, num_layers: int, proj: bool = False) -> list[str]:
     """The trace keys a step computes from, in full ('layer.2.attn.scores' -> layer.2.attn.q, layer.2.attn.k);
-    Z_{l-1} is embed.ln for layer 0, else the previous layer's ffn.ln; Z_L the last layer's ffn.ln."""
+    Z_{l-1} is embed.ln for layer 0 (embed.proj where E -> H is projected), else the previous layer's ffn.ln;
+    Z_L the last layer's ffn.ln."""
     layer, rel = split_key(key)
     out = []
     for t in STEP_BY_KEY[rel].takes:
         if t == "Z_{l-1}":
-            out.append("embed.ln" if layer == 0 else f"layer.{layer - 1}.ffn.ln")
+            out.append(("embed.proj" if proj else "embed.ln") if layer == 0 else full_key("ffn.ln", layer - 1))
         elif t == "Z_L":
-            out.append(f"layer.{num_layers - 1}.ffn.ln")
+            out.append(full_key("ffn.ln", num_layers - 1))
         elif layer is not None and STEP_BY_KEY[t].scope == "layer":
-            out.append(f"layer.{layer}.{t}")
+            out.append(full_key(t, layer))
         else:
             out.append(t)
     return out
+
+
+_POOLER_ACTS = {"tanh": r"\tanh", "relu": r"\mathrm{ReLU}", "gelu": r"\mathrm{GELU}"}
+_FFN_ACTS = {"gelu": r"\mathrm{GELU}", "gelu_tanh": r"\mathrm{GELU}_{\tanh}", "gelu_sigmoid": r"\mathrm{GELU}_{\sigma}",
+             "relu": r"\mathrm{ReLU}"}
+
+
+def forward_lines(config, mlm: bool = False, pooler: bool = True) -> list[str]:
+    """The formula lines a config runs (latex), the layer's lines once: what a family changes shows as
+    a diff of these against BERT's (the switches are config.py's FAMILIES)."""
+    c, lines = config, []
+    for key in model_keys(c, mlm=mlm, pooler=pooler):
+        layer, rel = split_key(key)
+        if layer not in (None, 0):
+            continue
+        f = step_of(key, c).formula
+        if rel == "embed.position":
+            o = c.position_offset
+            f = r"P = W_P[0{:}n]" if o == 0 else rf"P = W_P[{o}{{:}}{o}+n]"
+        elif rel == "embed.segment" and c.type_vocab_size == 0:
+            f = r"S = 0"  # no segment table
+        elif rel == "pooler.out":
+            f = f.replace(r"\tanh", _POOLER_ACTS[c.pooler_act])
+        elif rel in ("ffn.act", "head.logits", "mlm.logits"):
+            f = f.replace(r"\mathrm{GELU}", _FFN_ACTS[c.activation])
+        if rel == "attn.q":  # which weights the layers read: their own, or ALBERT's one shared layer
+            lines.append(r"\mathrm{layer}\ l\ \mathrm{reads}\ W_{%s}\ (l = 1 \dots %d%s)" % (
+                "1" if c.shared_layers else "l", c.num_layers, r",\ \mathrm{shared}" if c.shared_layers else ""))
+        lines.append(f)
+    return lines

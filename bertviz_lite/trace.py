@@ -69,7 +69,7 @@ def check_patterns(patterns: tuple[str, ...] | None, keys: list[str], what: str 
             difflib.get_close_matches(p.lower(), keys + steps, n=4, cutoff=0.5)
         layers = sorted({schema.split_key(k)[0] for k in keys} - {None})
         why = ""
-        if p.startswith("layer.") and layers:
+        if p.startswith(schema.LAYER_PREFIX) and layers:
             why = f" (this model has layers 0..{layers[-1]})"
         elif p.startswith("mlm.") or p.startswith("pooler."):
             why = " (this model has no such head)"
@@ -83,7 +83,7 @@ def estimate_trace_bytes(config, n: int, *, keep=None, itemsize: int = 4, mlm: b
     """Bytes a trace of n tokens will hold, from the declared axes (before running anything)."""
     keep = _compile_keep(keep)
     total = 0
-    for key in schema.trace_keys(config.num_layers, mlm=mlm, pooler=pooler):
+    for key in schema.model_keys(config, mlm=mlm, pooler=pooler):
         if wants(key, keep):
             size = 1
             for s in schema.shape_of(key, config, n):
@@ -92,22 +92,37 @@ def estimate_trace_bytes(config, n: int, *, keep=None, itemsize: int = 4, mlm: b
     return total
 
 
-def check_budget(config, n: int, *, keep, itemsize: int, mlm: bool, max_bytes: int | None) -> int:
-    """Raise TraceTooLargeError, saying how to shrink it, when a trace would exceed max_bytes."""
+def estimate_working_bytes(config, n: int, *, itemsize: int = 4) -> int:
+    """Bytes the forward pass itself holds at its peak for one input of n tokens, on top of what it
+    records: one layer's scores before and after the mask and its attention map ([n_h, n, n] each),
+    the feed-forward's up and activation ([n, d_ffnn] each) and a few [n, H] residual-stream arrays.
+    (A recorded tensor is counted again here: the estimate errs on the safe side.)"""
+    n_h, H, F = config.num_heads, config.hidden_size, config.ffn_size
+    return itemsize * (3 * n_h * n * n + 2 * n * F + 8 * n * H)
+
+
+def check_budget(config, n: int, *, keep, itemsize: int, mlm: bool, max_bytes: float | None, batch: int = 1,
+                 pooler: bool = True) -> int:
+    """Raise TraceTooLargeError, saying how to shrink it, when B traces of n tokens and the forward
+    pass's working memory would exceed max_bytes; returns the bytes needed."""
     limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
-    need = estimate_trace_bytes(config, n, keep=keep, itemsize=itemsize, mlm=mlm)
+    one = estimate_trace_bytes(config, n, keep=keep, itemsize=itemsize, mlm=mlm, pooler=pooler) + \
+        estimate_working_bytes(config, n)
+    need = batch * one
     if need > limit:
         probs_only = estimate_trace_bytes(config, n, keep=["attn.probs"], itemsize=2, mlm=False)
+        what = f"a trace of {n} tokens" if batch == 1 else f"a batch of {batch} traces of {n} tokens"
+        fewer = "use fewer tokens" if batch == 1 else f"use a batch of at most {int(max(0, limit // one))} texts"
         raise TraceTooLargeError(
-            f"a trace of {n} tokens would hold {need / 2**20:,.0f} MiB, over the budget of "
-            f"{limit / 2**20:,.0f} MiB. Record less with keep= (e.g. keep=['attn.probs'] with "
-            f"dtype='float16' needs {probs_only / 2**20:,.0f} MiB), store float16 with dtype='float16' "
-            f"(halves it), use fewer tokens, or raise max_bytes=.")
+            f"{what} would hold {need / 2**20:,.0f} MiB (recorded tensors and the forward pass's working "
+            f"memory), over the budget of {limit / 2**20:,.0f} MiB. Record less with keep= (e.g. "
+            f"keep=['attn.probs'] with dtype='float16' records {probs_only / 2**20:,.1f} MiB per input), store "
+            f"float16 with dtype='float16' (halves what is recorded), {fewer}, or raise max_bytes=.")
     return need
 
 
 class Recorder:
-    """Records tensors by key as the forward runs; `scope('layer.3')` prefixes the keys.
+    """Records tensors by key as the forward runs; `scope('layer.3.')` prefixes the keys.
 
     It is also the one place where edits apply: `edits` maps full keys to functions (compiled by
     `bertviz_lite.edits`), and the edited value is what is recorded and what the forward goes on with.
@@ -139,7 +154,7 @@ class Recorder:
 
     def scope(self, prefix: str) -> "Recorder":
         return Recorder(self.xp, keep=self.keep, dtype=self.dtype, store=self.store,
-                        prefix=self.prefix + prefix + ".", edits=self.edits, edited=self.edited)
+                        prefix=self.prefix + prefix, edits=self.edits, edited=self.edited)
 
 
 class NullRecorder(Recorder):
@@ -261,6 +276,11 @@ class Trace:
         return self.config.num_layers
 
     @property
+    def labels(self) -> tuple[str, ...]:
+        """The task head's label names, in the order of head.logits' last axis (config.json's id2label)."""
+        return self.config.labels
+
+    @property
     def num_heads(self) -> int:
         return self.config.num_heads
 
@@ -283,7 +303,7 @@ class Trace:
         return len(self._values)
 
     def _missing(self, key: str) -> KeyError:
-        all_keys = schema.trace_keys(self.config.num_layers, mlm=True)
+        all_keys = schema.trace_keys(self.config.num_layers, mlm=True, head=self.config.head)
         if key in all_keys:
             if key == "mlm.logits":
                 return KeyError("'mlm.logits' is recorded only for models with a masked-lm head "
@@ -318,13 +338,13 @@ class Trace:
     def full_key(self, name: str, layer: int | None = None) -> str:
         """'attn.probs', layer=3 -> 'layer.3.attn.probs' (checked)."""
         if name not in schema.STEP_BY_KEY:
-            return name if layer is None else f"layer.{layer}.{name}"  # __getitem__ explains
+            return schema.full_key(name, layer)  # __getitem__ explains
         step = schema.STEP_BY_KEY[name]
         if step.scope == "layer":
             if layer is None:
                 raise TypeError(f"{name!r} is recorded once per layer: pass layer= (0..{self.config.num_layers - 1})"
                                 f" or use tr.stack({name!r})")
-            return f"layer.{self.check_layer(layer)}.{name}"
+            return schema.full_key(name, self.check_layer(layer))
         if layer is not None:
             raise TypeError(f"{name!r} is not a per-layer key; call tr.get({name!r}) without layer=")
         return name
@@ -343,7 +363,7 @@ class Trace:
         layer, step = schema.split_key(key)
         if step not in schema.STEP_BY_KEY:
             raise self._missing(key)
-        return schema.STEP_BY_KEY[step].axes
+        return schema.step_of(key, self.config).axes
 
     def stack(self, name: str):
         """A per-layer step for every layer: axes ('layer',) + the step's axes."""
@@ -353,7 +373,7 @@ class Trace:
             near = difflib.get_close_matches(name, per_layer, n=3)
             raise KeyError(f"stack() takes a per-layer step name such as 'attn.probs', got {name!r}"
                            + (f"; did you mean {', '.join(map(repr, near))}?" if near else ""))
-        arrays = [self[f"layer.{layer}.{name}"] for layer in range(self.config.num_layers)]
+        arrays = [self[schema.full_key(name, layer)] for layer in range(self.config.num_layers)]
         xp = backend.namespace_of(arrays[0])
         return xp.stack(arrays, axis=0)
 
@@ -367,7 +387,7 @@ class Trace:
         rows = []
         edited = dict(self.edits)
         for key, v in self._values.items():
-            step = schema.step_of(key)
+            step = schema.step_of(key, self.config)
             row = (key, tuple(v.shape), " x ".join(step.axes), plain_formula(step.formula, html=False, unicode=True))
             rows.append(row + (edited.get(key, ""),) if edited else row)
         columns = ("key", "shape", "axes", "formula") + (("edited",) if edited else ())

@@ -22,14 +22,19 @@ from .errors import CheckpointError
 
 
 def embedding_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
-    H = c.hidden_size
-    return {
-        "embed.W_T": (c.vocab_size, H),  # one row per wordpiece
-        "embed.W_P": (c.max_positions, H),  # one row per position
-        "embed.W_S": (c.type_vocab_size, H),  # one row per segment
-        "embed.ln.gamma": (H,),
-        "embed.ln.beta": (H,),
+    E, H = c.embed_size, c.hidden_size  # E = H except in ALBERT and small ELECTRAs
+    shapes = {
+        "embed.W_T": (c.vocab_size, E),  # one row per wordpiece
+        "embed.W_P": (c.max_positions, E),  # one row per position
+        "embed.W_S": (c.type_vocab_size, E),  # one row per segment
+        "embed.ln.gamma": (E,),
+        "embed.ln.beta": (E,),
     }
+    if not c.type_vocab_size:
+        del shapes["embed.W_S"]  # DistilBERT: no segment table
+    if E != H:
+        shapes.update({"embed.W_E": (E, H), "embed.b_E": (H,)})  # the projection E -> H
+    return shapes
 
 
 def layer_shapes(c: BertConfig, layer: int) -> dict[str, tuple[int, ...]]:
@@ -54,10 +59,11 @@ def mlm_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
     H = c.hidden_size
     # the output matrix is embed.W_T itself (tied), so only the transform and a bias are new;
     # an untied checkpoint (tie_word_embeddings false) has its own decoder W_out, stored [H, V]
-    shapes = {"mlm.W_t": (H, H), "mlm.b_t": (H,), "mlm.ln.gamma": (H,), "mlm.ln.beta": (H,),
+    E = c.embed_size  # ALBERT's transform goes back to the embedding width, H -> E
+    shapes = {"mlm.W_t": (H, E), "mlm.b_t": (E,), "mlm.ln.gamma": (E,), "mlm.ln.beta": (E,),
               "mlm.bias": (c.vocab_size,)}
     if not c.tie_word_embeddings:
-        shapes["mlm.W_out"] = (H, c.vocab_size)
+        shapes["mlm.W_out"] = (E, c.vocab_size)
     return shapes
 
 
@@ -65,18 +71,30 @@ def nsp_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
     return {"nsp.W": (c.hidden_size, 2), "nsp.b": (2,)}
 
 
+def head_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
+    """The task head's weights (next_sentence reads nsp.W, nsp.b: see nsp_shapes)."""
+    H, N = c.hidden_size, len(c.labels)
+    if c.head == "replaced_token":  # dense H -> H, then H -> 1
+        return {"head.W_d": (H, H), "head.b_d": (H,), "head.W": (H, 1), "head.b": (1,)}
+    if c.head in ("sequence_classification", "token_classification", "question_answering"):
+        return {"head.W": (H, N), "head.b": (N,)}
+    return {}
+
+
 def param_shapes(c: BertConfig, *, mlm: bool = False, nsp: bool = False,
                  pooler: bool = True) -> dict[str, tuple[int, ...]]:
-    """Every weight of the model, in forward order, with its shape (BertForMaskedLM has no pooler)."""
+    """Every weight of the model, in forward order, with its shape (BertForMaskedLM has no pooler).
+    ALBERT (shared_layers) holds one layer's weights; every layer reads them."""
     shapes = embedding_shapes(c)
-    for layer in range(c.num_layers):
+    for layer in range(1 if c.shared_layers else c.num_layers):
         shapes.update(layer_shapes(c, layer))
     if pooler:
         shapes.update(pooler_shapes(c))
     if mlm:
         shapes.update(mlm_shapes(c))
-    if nsp:
+    if nsp or c.head == "next_sentence":
         shapes.update(nsp_shapes(c))
+    shapes.update(head_shapes(c))
     return shapes
 
 
@@ -149,12 +167,91 @@ HF_NAME_MAP: tuple[tuple[str, str, bool], ...] = (
     ("cls.seq_relationship.bias", "nsp.b", False),
 )
 
+# the task heads, named alike in every family (after the family's prefix is dropped)
+TASK_HEAD_NAMES: tuple[tuple[str, str, bool], ...] = (
+    ("classifier.weight", "head.W", True), ("classifier.bias", "head.b", False),  # sequence or token labels
+    ("qa_outputs.weight", "head.W", True), ("qa_outputs.bias", "head.b", False),  # start and end
+)
+# roberta's and electra's sequence classifier: a dense layer on [CLS] (the pooler's place), then out_proj
+CLASSIFIER_DENSE: tuple[tuple[str, str, bool], ...] = (
+    ("classifier.dense.weight", "pooler.W", True), ("classifier.dense.bias", "pooler.b", False),
+    ("classifier.out_proj.weight", "head.W", True), ("classifier.out_proj.bias", "head.b", False),
+)
+_BERT_BODY = tuple(row for row in HF_NAME_MAP if row[0].startswith(("embeddings.", "encoder.")))
+_BERT_POOLER = tuple(row for row in HF_NAME_MAP if row[0].startswith("pooler."))
+_ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0."  # the one layer every layer runs
+
+# model_type -> its name map: the same engine names, each family's checkpoint names
+FAMILY_NAME_MAPS: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    "bert": HF_NAME_MAP + TASK_HEAD_NAMES,
+    "roberta": _BERT_BODY + _BERT_POOLER + (
+        ("lm_head.dense.weight", "mlm.W_t", True), ("lm_head.dense.bias", "mlm.b_t", False),
+        ("lm_head.layer_norm.weight", "mlm.ln.gamma", False), ("lm_head.layer_norm.bias", "mlm.ln.beta", False),
+        ("lm_head.bias", "mlm.bias", False),
+    ) + CLASSIFIER_DENSE + TASK_HEAD_NAMES,
+    "electra": _BERT_BODY + (
+        ("embeddings_project.weight", "embed.W_E", True), ("embeddings_project.bias", "embed.b_E", False),
+        ("discriminator_predictions.dense.weight", "head.W_d", True),
+        ("discriminator_predictions.dense.bias", "head.b_d", False),
+        ("discriminator_predictions.dense_prediction.weight", "head.W", True),
+        ("discriminator_predictions.dense_prediction.bias", "head.b", False),
+    ) + CLASSIFIER_DENSE + TASK_HEAD_NAMES,
+    "distilbert": (
+        ("embeddings.word_embeddings.weight", "embed.W_T", False),
+        ("embeddings.position_embeddings.weight", "embed.W_P", False),
+        ("embeddings.LayerNorm.weight", "embed.ln.gamma", False),
+        ("embeddings.LayerNorm.bias", "embed.ln.beta", False),
+        ("transformer.layer.{l}.attention.q_lin.weight", "layer.{l}.attn.W_Q", True),
+        ("transformer.layer.{l}.attention.q_lin.bias", "layer.{l}.attn.b_Q", False),
+        ("transformer.layer.{l}.attention.k_lin.weight", "layer.{l}.attn.W_K", True),
+        ("transformer.layer.{l}.attention.k_lin.bias", "layer.{l}.attn.b_K", False),
+        ("transformer.layer.{l}.attention.v_lin.weight", "layer.{l}.attn.W_V", True),
+        ("transformer.layer.{l}.attention.v_lin.bias", "layer.{l}.attn.b_V", False),
+        ("transformer.layer.{l}.attention.out_lin.weight", "layer.{l}.attn.W_O", True),
+        ("transformer.layer.{l}.attention.out_lin.bias", "layer.{l}.attn.b_O", False),
+        ("transformer.layer.{l}.sa_layer_norm.weight", "layer.{l}.attn.ln.gamma", False),
+        ("transformer.layer.{l}.sa_layer_norm.bias", "layer.{l}.attn.ln.beta", False),
+        ("transformer.layer.{l}.ffn.lin1.weight", "layer.{l}.ffn.W_up", True),
+        ("transformer.layer.{l}.ffn.lin1.bias", "layer.{l}.ffn.b_up", False),
+        ("transformer.layer.{l}.ffn.lin2.weight", "layer.{l}.ffn.W_down", True),
+        ("transformer.layer.{l}.ffn.lin2.bias", "layer.{l}.ffn.b_down", False),
+        ("transformer.layer.{l}.output_layer_norm.weight", "layer.{l}.ffn.ln.gamma", False),
+        ("transformer.layer.{l}.output_layer_norm.bias", "layer.{l}.ffn.ln.beta", False),
+        ("vocab_transform.weight", "mlm.W_t", True), ("vocab_transform.bias", "mlm.b_t", False),
+        ("vocab_layer_norm.weight", "mlm.ln.gamma", False), ("vocab_layer_norm.bias", "mlm.ln.beta", False),
+        ("vocab_projector.bias", "mlm.bias", False),
+        ("pre_classifier.weight", "pooler.W", True), ("pre_classifier.bias", "pooler.b", False),
+    ) + TASK_HEAD_NAMES,
+    "albert": tuple(row for row in _BERT_BODY if row[0].startswith("embeddings.")) + (
+        ("encoder.embedding_hidden_mapping_in.weight", "embed.W_E", True),
+        ("encoder.embedding_hidden_mapping_in.bias", "embed.b_E", False),
+    ) + tuple((_ALBERT_LAYER + hf, "layer.0." + ours, t) for hf, ours, t in (
+        ("attention.query.weight", "attn.W_Q", True), ("attention.query.bias", "attn.b_Q", False),
+        ("attention.key.weight", "attn.W_K", True), ("attention.key.bias", "attn.b_K", False),
+        ("attention.value.weight", "attn.W_V", True), ("attention.value.bias", "attn.b_V", False),
+        ("attention.dense.weight", "attn.W_O", True), ("attention.dense.bias", "attn.b_O", False),
+        ("attention.LayerNorm.weight", "attn.ln.gamma", False), ("attention.LayerNorm.bias", "attn.ln.beta", False),
+        ("ffn.weight", "ffn.W_up", True), ("ffn.bias", "ffn.b_up", False),
+        ("ffn_output.weight", "ffn.W_down", True), ("ffn_output.bias", "ffn.b_down", False),
+        ("full_layer_layer_norm.weight", "ffn.ln.gamma", False), ("full_layer_layer_norm.bias", "ffn.ln.beta", False),
+    )) + (
+        ("pooler.weight", "pooler.W", True), ("pooler.bias", "pooler.b", False),
+        ("predictions.dense.weight", "mlm.W_t", True), ("predictions.dense.bias", "mlm.b_t", False),
+        ("predictions.LayerNorm.weight", "mlm.ln.gamma", False), ("predictions.LayerNorm.bias", "mlm.ln.beta", False),
+        ("predictions.bias", "mlm.bias", False),
+    ) + TASK_HEAD_NAMES,
+}
+FAMILY_PREFIXES = ("bert.", "roberta.", "electra.", "distilbert.", "albert.")
+
 # checkpoint entries that are not weights, or that duplicate one (tied), and are skipped
 HF_IGNORED = (
     re.compile(r"^embeddings\.position_ids$"),
     re.compile(r"^embeddings\.token_type_ids$"),
     re.compile(r"^cls\.predictions\.decoder\.weight$"),  # tied to embed.W_T (checked when present)
     re.compile(r"^cls\.predictions\.decoder\.bias$"),  # the same tensor as cls.predictions.bias
+    re.compile(r"^lm_head\.decoder\.(weight|bias)$"),  # roberta: tied to embed.W_T, and lm_head.bias
+    re.compile(r"^vocab_projector\.weight$"),  # distilbert: tied to embed.W_T
+    re.compile(r"^predictions\.decoder\.(weight|bias)$"),  # albert: tied to embed.W_T, and predictions.bias
 )
 # an untied mlm head (tie_word_embeddings false) reads its own decoder: weight -> mlm.W_out, and
 # the bias its nn.Linear adds (transformers 5 unties it too) -> mlm.bias, in place of cls.predictions.bias
@@ -163,24 +260,29 @@ UNTIED_DECODER = {"cls.predictions.decoder.weight": ("mlm.W_out", True),
 
 MAX_LISTED = 40  # problems listed by key in a CheckpointError; the rest are counted
 
-_MAP_RE = [
-    (re.compile("^" + re.escape(hf).replace(r"\{l\}", r"(?P<l>\d+)") + "$"), ours, t)
-    for hf, ours, t in HF_NAME_MAP
-]
+def _compile(name_map):
+    return [(re.compile("^" + re.escape(hf).replace(r"\{l\}", r"(?P<l>\d+)") + "$"), ours, t)
+            for hf, ours, t in name_map]
+
+
+_MAP_RE = _compile(HF_NAME_MAP)
+_FAMILY_RE = {family: _compile(m) for family, m in FAMILY_NAME_MAPS.items()}
 
 
 def normalise_hf_name(name: str) -> str:
-    """Drop the `bert.` prefix of BertFor* checkpoints and rename legacy gamma/beta."""
-    if name.startswith("bert."):
-        name = name[len("bert."):]
+    """Drop the `bert.` (`roberta.`, ...) prefix of *For* checkpoints and rename legacy gamma/beta."""
+    for prefix in FAMILY_PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
     name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
     name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
     return name
 
 
-def engine_name(hf_name: str) -> tuple[str, bool] | None:
+def engine_name(hf_name: str, family: str = "bert") -> tuple[str, bool] | None:
     """(engine name, transpose?) for a normalised hugging face name, or None if unknown."""
-    for pattern, ours, transpose in _MAP_RE:
+    for pattern, ours, transpose in _FAMILY_RE[family]:
         m = pattern.match(hf_name)
         if m:
             return (ours.replace("{l}", m.group("l")) if "{l}" in ours else ours), transpose
@@ -210,7 +312,7 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
         elif any(p.match(name) for p in HF_IGNORED):
             continue
         else:
-            mapped = engine_name(name)
+            mapped = engine_name(name, config.model_type)
         if mapped is None:
             problems.append(f"unexpected tensor {raw_name!r} {tuple(array.shape)}")
             continue
@@ -223,8 +325,11 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
 
     has_mlm = any(k.startswith("mlm.") for k in weights)
     has_nsp = any(k.startswith("nsp.") for k in weights)
-    # BertModel and BertForPreTraining carry a pooler; BertForMaskedLM has none
-    has_pooler = any(k.startswith("pooler.") for k in weights) or not has_mlm
+    # BertModel and BertForPreTraining carry a pooler; BertForMaskedLM, token and span heads have none;
+    # DistilBERT and ELECTRA have one only in their sequence classifier
+    has_pooler = any(k.startswith("pooler.") for k in weights) or config.head in ("sequence_classification",
+                                                                                  "next_sentence") or \
+        (not has_mlm and config.head is None and config.model_type in ("bert", "roberta", "albert"))
     expected = param_shapes(config, mlm=has_mlm, nsp=has_nsp, pooler=has_pooler)
     for ours, shape in expected.items():
         if ours not in weights:
@@ -236,8 +341,10 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
                             f"{shape[::-1] if _transposed(ours) else shape} for {ours}")
     for ours in weights:
         if ours not in expected:
-            problems.append(f"unexpected tensor {origin[ours]!r}: layer index beyond num_layers "
-                            f"{config.num_layers}")
+            why = (f"layer index beyond num_layers {config.num_layers}" if ours.startswith("layer.") else
+                   f"{ours} belongs to a head config.json does not name (architectures: "
+                   f"{config.head or 'no task head'})")
+            problems.append(f"unexpected tensor {origin[ours]!r}: {why}")
     for ours, array in weights.items():
         bad = backend.host_bad_values(array)
         if bad:
@@ -248,7 +355,7 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
             problems.append(f"{raw_name!r} has shape {tuple(dec.shape)}; bert ties it to the token "
                             f"embeddings {tuple(weights['embed.W_T'].shape)}")
     found_layers = {int(k.split(".")[1]) for k in weights if k.startswith("layer.")}
-    if found_layers and len(found_layers) != config.num_layers:  # say it once, before the tensors it explains
+    if found_layers and len(found_layers) != config.num_layers and not config.shared_layers:  # say it once, before the tensors it explains
         problems.insert(0, f"config.json says num_hidden_layers={config.num_layers}, the checkpoint holds "
                            f"{len(found_layers)} layer(s)")
     if problems:

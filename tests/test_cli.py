@@ -111,3 +111,17 @@ def test_printed_tables_are_unicode_and_fit_100_columns():
     for row in rec.rows:  # every number and every note still printed
         assert f"{row[1]:,}" in printed if row[1] is not None else row[3] in printed
         assert " ".join(row[4].split()[:3]) in " ".join(printed.split())
+
+
+def test_trace_prints_the_task_head_with_its_labels(capsys):
+    """A fine-tuned-style checkpoint: the head's labels from config.json's id2label and their probabilities."""
+    from pathlib import Path
+
+    from bertviz_lite.analysis import head_probabilities
+    folder = Path(__file__).parent / "fixtures" / "checkpoints" / "family" / "bert_seqcls"
+    assert main(["trace", "I love the movie!", "--model", str(folder)]) == 0
+    out = capsys.readouterr().out
+    p = head_probabilities(bv.load(folder).trace("I love the movie!"))
+    first, second = sorted(zip(p.tolist(), ("neg", "pos")), reverse=True)
+    assert f"head (sequence_classification): {first[1]} {first[0]:.2f}  {second[1]} {second[0]:.2f}" in out
+    assert "head.logits" in out

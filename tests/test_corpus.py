@@ -48,8 +48,8 @@ def reference_stats(model, sentences) -> dict:
 
 def test_each_statistic_matches_its_definition(minilm):
     r = corpus.head_stats(minilm, SAMPLE, batch_size=7, progress=False)
-    ref = reference_stats(minilm, SAMPLE)
-    assert r.n_sentences == len(SAMPLE) and r.n_skipped == 0
+    ref = reference_stats(minilm, [s for s in SAMPLE if s.strip()])  # a blank line is no sentence
+    assert r.n_sentences == len(SAMPLE) - 1 and r.skipped == (SAMPLE.index(""),)
     assert r.keys() == list(corpus.STATS)
     for name in corpus.STATS:
         assert r[name].shape == (6, 12)
@@ -71,7 +71,7 @@ def test_invariants_and_ranking(minilm):
     values = [v for _, _, v in top]
     assert values == sorted(values, reverse=True) and values[0] == pytest.approx(float(r["prev"].max()))
     assert r.top("entropy", 1, largest=False)[0][2] == pytest.approx(float(r["entropy"].min()))
-    assert len(r.table(k=3)) == 15 and "over 14 sentences" in repr(r)
+    assert len(r.table(k=3)) == 15 and "over 13 sentences, 1 skipped" in repr(r)
     with pytest.raises(KeyError, match="head_stats computes"):
         r["clss"]
 
@@ -87,11 +87,35 @@ def test_deterministic_and_independent_of_batch_size(small):
 
 def test_a_batch_over_the_budget_is_traced_in_pieces(small):
     whole = corpus.batch_sums(small, SAMPLE)
-    one_trace = bv.trace.estimate_trace_bytes(small.config, 40, keep=["attn.probs"])
+    one_trace = bv.trace.estimate_trace_bytes(small.config, 40, keep=["attn.probs"]) + \
+        bv.trace.estimate_working_bytes(small.config, 40) + corpus._stats_bytes(small.config, 40)
     pieces = corpus.batch_sums(small, SAMPLE, max_bytes=3 * one_trace)  # three sentences at a time
     assert pieces.n_sentences == whole.n_sentences
     for name in corpus.STATS:
         np.testing.assert_allclose(pieces.sums[name], whole.sums[name], atol=1e-6)
+
+
+def test_any_batch_size_is_cut_into_pieces_the_budget_allows(small, monkeypatch):
+    """batch_size=10**9 is one batch; it is traced in pieces, each padded to its own longest input,
+    whose attention maps, working memory and statistics fit the budget (they once reached 6.7 GB)."""
+    ref = corpus.head_stats(small, SENTENCES[:60], batch_size=8, progress=False)
+    seen = []
+    real = corpus.trace_encodings
+
+    def spy(model, encs, texts, **kw):
+        seen.append((len(encs), len(encs[0].ids)))
+        return real(model, encs, texts, **kw)
+
+    monkeypatch.setattr(corpus, "trace_encodings", spy)
+    budget = 4 * 2**20
+    r = corpus.head_stats(small, SENTENCES[:60], batch_size=10**9, progress=False, max_bytes=budget)
+    c = small.config
+    assert len(seen) > 1 and sum(b for b, _ in seen) == 60
+    for b, n in seen:
+        per_input = bv.trace.estimate_trace_bytes(c, n, keep=["attn.probs"]) + bv.trace.estimate_working_bytes(c, n)
+        assert b * per_input <= budget
+    for name in corpus.STATS:
+        np.testing.assert_allclose(r[name], ref[name], atol=1e-6)
 
 
 def test_memory_is_flat_in_the_corpus_size(small):

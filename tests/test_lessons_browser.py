@@ -8,6 +8,7 @@ the lesson, notebooks/course.py and notebooks/exercises/ are copied into its roo
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import nbformat
@@ -50,7 +51,7 @@ def copy_lesson(lab: JupyterLab, name: str) -> tuple[str, int]:
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     heading = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "### Try it" in c.source)
     control = next(i for i in range(heading + 1, len(nb.cells)) if nb.cells[i].cell_type == "code")
-    assert "widgets.interactive(" in nb.cells[control].source
+    assert "try_it(draw" in nb.cells[control].source
     return name, control
 
 
@@ -84,6 +85,17 @@ def plotted(page, index: int) -> dict:
         [index, CELLS])
 
 
+def replotted(page, index: int, before: dict, timeout_s: float = 20.0) -> dict:
+    """The cell's plotly figure once it differs from `before` (a redraw replaces the output by display id;
+    plotly.js re-renders it asynchronously)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        now = plotted(page, index)
+        if now != before or time.monotonic() > deadline:
+            return now
+        page.wait_for_timeout(200)
+
+
 def choose(page, index: int, which: int, label: str) -> None:
     """Pick `label` in the `which`-th dropdown of a cell's control."""
     cell = page.locator(CELLS).nth(index)
@@ -115,8 +127,7 @@ def test_try_it_controls_redraw_from_the_engine(lab, sync_api, trace):
             probs = trace.get("attn.probs", layer=layer, head=new_head)
             j = int(np.argmax(probs[it]))
             wait_text(page, cell03, f"layer {layer}, head {new_head}: 'it' -> '{trace.tokens[j]}' {probs[it, j]:.2f}")
-            page.wait_for_timeout(300)
-            moved = plotted(page, cell03)
+            moved = replotted(page, cell03, first)
             np.testing.assert_allclose(moved["z"], probs, atol=1e-6)
             assert not np.allclose(moved["z"], first["z"])
             page.locator(CELLS).nth(cell03).scroll_into_view_if_needed()
@@ -129,12 +140,12 @@ def test_try_it_controls_redraw_from_the_engine(lab, sync_api, trace):
             except Exception:
                 shoot(page, "lesson06-failed")
                 raise
+            before06 = plotted(page, cell06)
             new_layer = 4
             choose(page, cell06, 0, str(new_layer))
             up = np.asarray(trace.get("ffn.up", layer=new_layer), dtype=np.float64)
             wait_text(page, cell06, f"layer {new_layer}: {(up < 0).mean():.1%} of the pre-activations are negative")
-            page.wait_for_timeout(300)
-            hist = plotted(page, cell06)
+            hist = replotted(page, cell06, before06)
             assert hist["type"] == "histogram" and f"layer {new_layer}" in hist["title"]
             np.testing.assert_allclose(np.asarray(hist["x"], dtype=np.float64), up.ravel(), rtol=1e-5, atol=1e-5)
             page.locator(CELLS).nth(cell06).scroll_into_view_if_needed()

@@ -29,7 +29,7 @@ import numpy as np
 from .. import schema
 from ..backend import to_host
 from ..errors import BertVizError
-from ..params import ParamLedger, group_of, ledger_for_config, reconcile
+from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
 from ..schema_text import plain_formula  # noqa: F401  (public here too)
 
 VIEWS = ("attention", "model", "head", "token", "neuron", "step", "params", "compare")
@@ -348,7 +348,7 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
     statistics, the weights it reads, whether an edit changed it. The tensor is block-averaged to
     at most max_cells per head (and max_rows rows, when given); statistics use every value."""
     key = check_key(trace, key)
-    st, axes = schema.step_of(key), trace.axes(key)
+    st, axes = schema.step_of(key, trace.config), trace.axes(key)
     a = host(trace.real(trace[key], axes))
     check_finite(trace, key, a, allow_neg_inf=st.key == "attn.scores")
     per_head = axes[0] == "head"
@@ -363,6 +363,10 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
     labels = token_labels(trace)
     row_labels = block_labels(labels, re_) if rows_axis in ("token", "query") else [st.symbol.replace("\\", "")]
     col_labels = labels if cols_axis == "key" and len(ce) - 1 == z.shape[2] else None
+    if cols_axis == "label":  # a task head's logits: its labels (config.json's id2label)
+        col_labels = list(trace.labels)
+    elif cols_axis == "token" and len(ce) - 1 == z.shape[2]:  # one score per token (ELECTRA's discriminator)
+        col_labels = labels
     # one scale per head, the same rule as the attention tab (its scores map is this map): clim[slot]
     scale = colour_scale(z, tensor_kind(key), per=1)
     edits = edited_keys(trace)
@@ -373,7 +377,7 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
                  rows_axis=rows_axis, cols_axis=cols_axis, row_labels=row_labels, col_labels=col_labels,
                  col_starts=ce[:-1].tolist(), columns=int(z.shape[2]),
                  row_edges=None if len(re_) - 1 == z.shape[1] else re_.tolist(), scale=scale,
-                 takes=[k for k in schema.takes_keys(key, trace.num_layers)],
+                 takes=[k for k in schema.takes_keys(key, trace.num_layers, proj="embed.proj" in trace)],
                  edited=edits.get(key, ""), arrays=dict(z=zb.astype(np.float32)))
 
 
@@ -390,10 +394,11 @@ def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dic
     else:
         source = "the loaded model's arrays"
     groups = ledger.by_group()
-    rec = reconcile(config)
+    family = config is not None and config.model_type != "bert"  # the sources count BERT; the family's own table
+    rec = family_ledgers() if family else reconcile(config)
     rows = [[v if isinstance(v, (int, str)) else str(v) for v in r] for r in rec.rows]
     title = rec.title
-    if config is not None and config != type(config)():  # not BERT-base: each source's convention, this model
+    if not family and config is not None and config != type(config)():  # not BERT-base: each source's convention
         L = config.num_layers
         rows = [[(c.replace("12 layers", f"{L} layers") if isinstance(c, str) else c) for c in r]
                 for r in rows if r[0] != "the BERT paper"]  # the paper's "110M" is about BERT-base only
@@ -448,7 +453,7 @@ def check_comparable(trace_a, trace_b) -> None:
 
 def compare_rows(trace_a, trace_b) -> list[tuple[str, float, float, float]]:
     """(key, relative change, largest |b - a|, mean cosine) for each key both traces hold (bv.compare's numbers)."""
-    from ..edits import compare as compare_runs
+    from ..comparison import compare as compare_runs
     return [(key, rel, max_abs, cos) for key, max_abs, rel, cos in compare_runs(trace_a, trace_b).rows]
 
 
@@ -461,7 +466,7 @@ def compare_rows(trace_a, trace_b) -> list[tuple[str, float, float, float]]:
 
 def shape_text(trace, key: str) -> str:
     """What goes in and what comes out, e.g. '(n x 768)·(768 x 64) + (64) per head → 12 x n x 64'."""
-    st = schema.step_of(key)
+    st = schema.step_of(key, trace.config)
     sizes = schema.axis_sizes(trace.config, trace.n_real)
     sizes.update(token="n", query="n", key="n")
     out = " x ".join(str(sizes[a]) for a in st.axes)
@@ -470,7 +475,7 @@ def shape_text(trace, key: str) -> str:
 
 def step_stats(trace, key: str, a: np.ndarray | None = None) -> list[tuple[str, str]]:
     """Summary statistics of a step's real values, plus the step's own check (layernorm, softmax)."""
-    st = schema.step_of(key)
+    st = schema.step_of(key, trace.config)
     if a is None:
         a = host(trace.real(trace[key], trace.axes(key)))
     fin = a[np.isfinite(a)]
@@ -492,7 +497,7 @@ def step_weights(trace, key: str, ledger=None) -> list[tuple[str, str, int]]:
     """(weight, shape, parameters) the step reads: from the ledger, or the shapes from the config.
     A tied weight (the mlm output reads W_T) is listed with 0 parameters: its owner counts it."""
     from ..weights import param_shapes
-    st = schema.step_of(key)
+    st = schema.step_of(key, trace.config)
     shapes = param_shapes(trace.config, mlm=True)
     tied = [(f"{n} (tied)", " x ".join(map(str, shapes[n])), 0) for n in st.tied]
     if ledger is not None:
@@ -505,7 +510,7 @@ def step_weights(trace, key: str, ledger=None) -> list[tuple[str, str, int]]:
 
 def stepper_steps(trace) -> list[str]:
     """The trace's keys in forward order (embeddings, each layer's steps, pooler, mlm)."""
-    order = schema.trace_keys(trace.num_layers, mlm=True)
+    order = schema.model_keys(trace.config, mlm=True)
     rank = {k: i for i, k in enumerate(order)}
     return sorted(trace.keys(), key=lambda k: rank.get(k, len(order)))
 

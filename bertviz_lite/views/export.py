@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import html
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 
-from ..errors import BertVizError
+from ..errors import BertVizError, NotARegularFileError
 from . import codec, data
 
 SMALL_MAPS = 96
@@ -150,17 +151,16 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
     compare: a second trace of the same model and length: adds the compare tab.
     max_bytes: the page's size budget (see the module docstring for what is kept first).
     The file is written whole or not at all: an existing page at `path` is replaced only once
-    the new one is complete.
+    the new one is complete (and keeps its mode; a new one follows the umask). A symlink to a
+    page is written through; anything else that is not a regular file (a device, a FIFO, a
+    folder) is refused with NotARegularFileError before the page is built.
     """
     from .explorer import check_trace
     trace = check_trace(trace).to_host()
     if compare is not None:
         data.check_comparable(trace, compare)
         compare = compare.to_host()
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"export_html writes a file; {str(path)!r} is a folder (give a file name, e.g. "
-                                f"{str(path / 'trace.html')!r})")
+    path, target = Path(path), check_target(path)
     title = title or f"bertviz-lite: {trace.model_name or 'bert'}"
     info = data.facts(trace, trace_b=compare,
                       ledger_source="the loaded model's arrays" if ledger is not None else "the config's shapes")
@@ -169,13 +169,63 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
     info["page_note"] = "This page keeps: " + "; ".join(kept) + "."
     state = dict(tab="attention", layer=0, head=0, kind="probs", pair_filter="all",
                  key=data.stepper_steps(trace)[0], query=0)
-    text = render_page(info, state, payloads, title)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_whole(target, render_page(info, state, payloads, title), shown=path)
     return path
+
+
+def check_target(path) -> Path:
+    """The file a page at `path` is written to: `path`, or the regular file its symlink points to.
+
+    Refuses, before any page is built, whatever is not a page's to replace: a folder, a device,
+    a FIFO, a socket, a symlink to one of those or to nothing (a dangling link).
+    """
+    path = Path(path)
+    if not os.path.lexists(path):
+        return path  # a new file
+    try:
+        st = os.stat(path)  # follows symlinks
+    except OSError as e:
+        raise NotARegularFileError(f"export_html will not write to {str(path)!r}: it is a symlink whose target "
+                                   f"cannot be reached ({e.strerror}); remove it or give another file name") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"export_html writes a file; {str(path)!r} is a folder (give a file name, e.g. "
+                                f"{str(path / 'trace.html')!r})")
+    if not stat.S_ISREG(st.st_mode):
+        kind = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO (named "
+                "pipe)", stat.S_IFSOCK: "a socket"}.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        via = " (through a symlink)" if path.is_symlink() else ""
+        raise NotARegularFileError(f"export_html will not replace {str(path)!r}: it is {kind}{via}, not a regular "
+                                   "file; give the name of a new or existing .html file")
+    return Path(os.path.realpath(path))
+
+
+def write_whole(target: Path, text: str, shown: Path) -> None:
+    """Write text to target (a new or a regular file) whole or not at all: a temp file beside it, then
+    os.replace. A new file follows the umask; a replaced one keeps its mode (and its owner, where we may
+    set it: root overwriting another user's page). Errors name `shown`."""
+    try:
+        old = os.stat(target)
+    except FileNotFoundError:
+        old = None
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.part")
+    try:
+        # 0o666 & ~umask, as open() would make it; O_EXCL: never an existing file
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                if old is not None:
+                    if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+                        try:
+                            os.fchown(f.fileno(), old.st_uid, old.st_gid)
+                        except PermissionError:  # only root may give a file to another user
+                            pass
+                    os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
+                f.write(text)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        if e.errno is None:
+            raise
+        raise OSError(e.errno, f"could not write the page: {e.strerror}", str(shown)) from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
@@ -248,9 +249,11 @@ def to_png(vd: dict, path, *, head: int = 0, query: int = 0, dpi: int | None = N
     """A PNG of view data (`data.view_data(...)`): written to path (a file name or a binary file)."""
     if not isinstance(vd, dict) or vd.get("view") not in DRAW:
         raise TypeError("to_png draws view data: data.view_data(trace, view, ...) (for a trace, use save_png)")
-    mfig = DRAW[vd["view"]](vd, head=head, query=query)
-    FigureCanvasAgg(mfig)
-    mfig.savefig(path, format="png", dpi=dpi or mfig.dpi, facecolor="white")
+    # every text is drawn as written: a sentence's `$...$` is not matplotlib mathtext
+    with rc_context({"text.parse_math": False}):
+        mfig = DRAW[vd["view"]](vd, head=head, query=query)
+        FigureCanvasAgg(mfig)
+        mfig.savefig(path, format="png", dpi=dpi or mfig.dpi, facecolor="white")
     return Path(path) if isinstance(path, (str, Path)) else path
 
 
