@@ -31,18 +31,20 @@ def _parser() -> argparse.ArgumentParser:
     model.add_argument("--model", default="minilm",
                        help="minilm (default, trained), random (BERT-base, seeded), a folder or a Hub id")
     model.add_argument("--seed", type=int, default=0, help="seed for --model random")
+    model.add_argument("--all", action="store_true",
+                       help="list every layer (default: the first and the last, the middle layers folded)")
     model.add_argument("--width", type=int, default=None, help="characters per line (default: the terminal's)")
     t = sub.add_parser("trace", parents=[model], help="run the forward pass: the tokens and every tensor's shape")
-    t.add_argument("text")
+    t.add_argument("text", help="the sentence to trace (sentence A)")
     t.add_argument("--pair", default=None, help="second sentence (segment B)")
     t.add_argument("--pad-to", type=int, default=None, help="pad with [PAD] to this many tokens")
-    t.add_argument("--all", action="store_true", help="list every layer's steps (default: the first and the last)")
     t.add_argument("--html", default=None, help="write a self-contained HTML page of every view")
     t.add_argument("--png", default=None, help="write a PNG of one view (--view, default one head's attention map)")
     t.add_argument("--view", default="attention", choices=VIEWS, help="the view --png draws")
-    t.add_argument("--layer", type=int, default=0)
-    t.add_argument("--head", type=int, default=0)
-    t.add_argument("--query", type=int, default=0, help="token index for --view token / neuron")
+    t.add_argument("--layer", type=int, default=0, help="layer --png draws (0..L-1; default 0)")
+    t.add_argument("--head", type=int, default=0, help="head --png draws (0..A-1; default 0)")
+    t.add_argument("--query", type=int, default=0,
+                   help="token index for --view token / neuron (0..n-1 among the real tokens; default 0)")
     sub.add_parser("params", parents=[model], help="print the parameter ledger and the popular totals")
     return p
 
@@ -97,26 +99,65 @@ def tokens_text(tr, width: int) -> str:
                                        break_on_hyphens=False)
 
 
+def fold_layers(rows, L: int, key_of, folded_row) -> list:
+    """rows with those of layers 1..L-2 replaced by one line, folded_row(count of layer 1's rows)
+    (the shape table and the parameter table both fold this way; --all keeps every row)."""
+    from . import schema
+    out, done = [], False
+    middle = [r for r in rows if (schema.split_key(key_of(r))[0] or 0) == 1]
+    for r in rows:
+        layer = schema.split_key(key_of(r))[0]
+        if layer is not None and 0 < layer < L - 1:
+            if not done:
+                out.append(folded_row(len(middle)))
+                done = True
+            continue
+        out.append(r)
+    return out
+
+
 def shapes_table(tr, everything: bool = False, unicode: bool = True) -> Table:
     """Every recorded key with its shape and formula (Unicode sub/superscripts, or _x / ^x where the
     terminal cannot show them); the middle layers folded into one line unless `everything`."""
     from . import schema
-    from .views.data import plain_formula
+    from .schema_text import plain_formula
     L = tr.num_layers
-    rows, folded = [], False
-    for key in tr.keys():
-        layer, _ = schema.split_key(key)
-        if not everything and layer is not None and 0 < layer < L - 1:
-            if not folded:
-                steps = sum(1 for k in tr.keys() if k.startswith("layer.1."))
-                rows.append((f"layer.1 .. layer.{L - 2}", "", f"the same {steps} steps and shapes as layer.0 (--all "
-                             "lists them)"))
-                folded = True
-            continue
-        rows.append((key, tuple(tr[key].shape),
-                     plain_formula(schema.step_of(key, tr.config).formula, html=False, unicode=unicode)))
+    rows = [(key, tuple(tr[key].shape),
+             plain_formula(schema.step_of(key, tr.config).formula, html=False, unicode=unicode))
+            for key in tr.keys()]
+    if not everything:
+        rows = fold_layers(rows, L, lambda r: r[0], lambda k: (
+            f"layer.1 .. layer.{L - 2}", "", f"the same {k} steps and shapes as layer.0 (--all lists them)"))
     return Table(("key", "shape", "formula"), rows,
                  title=f"trace of {tr.n} tokens, {len(tr.keys())} tensors, {tr.nbytes / 2**20:,.1f} MiB")
+
+
+def params_table(ledger, L: int, everything: bool = False) -> Table:
+    """The parameter ledger, the middle layers folded into one line unless `everything`."""
+    table = ledger.table()
+    if everything:
+        return table
+    per_layer = sum(r[3] for r in ledger.rows if r[1].startswith("layer.1."))
+    rows = fold_layers(list(table.rows), L, lambda r: r[0], lambda k: (
+        f"layer.1 .. layer.{L - 2}", f"the same {k} weights as layer.0", "", per_layer * (L - 2)))
+    return Table(table.columns, rows, title=table.title + (" (--all lists every layer)" if L > 2 else ""))
+
+
+def check_selection(args, model, tr=None) -> None:
+    """--layer, --head and --query checked against the model (and the tokens) before any work:
+    one line naming the option and its range."""
+    c = model.config
+    if not 0 <= args.layer < c.num_layers:
+        raise BertVizError(f"--layer {args.layer} is out of range: this model has {c.num_layers} layers, "
+                           f"0..{c.num_layers - 1}")
+    if not 0 <= args.head < c.num_heads:
+        raise BertVizError(f"--head {args.head} is out of range: this model has {c.num_heads} heads, "
+                           f"0..{c.num_heads - 1}")
+    if tr is not None:
+        n = sum(tr.mask)
+        if not 0 <= args.query < n:
+            raise BertVizError(f"--query {args.query} is out of range: the input has {n} tokens, 0..{n - 1} "
+                               f"({' '.join(t for t, m in zip(tr.tokens, tr.mask) if m)})")
 
 
 def cmd_trace(args, out) -> None:
@@ -124,6 +165,7 @@ def cmd_trace(args, out) -> None:
     if args.html:  # a target that is not a page's to replace is refused before any work
         _views_function("export", "check_target", "--html")(args.html)
     model = _load(args)
+    check_selection(args, model, model.tokenize(args.text, args.pair, pad_to=args.pad_to))
     tr = model.trace(args.text, pair=args.pair, pad_to=args.pad_to)
     ledger = count_params(model)
     width = _width(args)
@@ -150,7 +192,7 @@ def cmd_params(args, out) -> None:
     model = _load(args)
     ledger = count_params(model)
     width = _width(args)
-    print(ledger.table().format(width), file=out)
+    print(params_table(ledger, model.config.num_layers, args.all).format(width), file=out)
     print(file=out)
     print(_groups(ledger).format(width), file=out)
     print(file=out)
@@ -158,12 +200,7 @@ def cmd_params(args, out) -> None:
         from .params import family_ledgers
         print(family_ledgers().format(width), file=out)
         return
-    rec = reconcile(model.config)
-    numbers = Table(rec.columns[:4], [r[:4] for r in rec.rows], title=rec.title)
-    print(numbers.format(width), file=out)
-    for row in rec.rows:
-        print(textwrap.fill(f"{row[0]}: includes {row[4]}; leaves out {row[5]}", width=width, initial_indent="- ",
-                            subsequent_indent="  "), file=out)
+    print(reconcile(model.config).format(width), file=out)  # the prose columns wrap under the numbers
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -229,7 +229,7 @@ def reconcile(config: BertConfig | None = None) -> Table:
                      "how it counted: the paper gives no exact count"))
     return Table(("source", "total", "vs BertModel", "rounded", "includes", "leaves out"), rows,
                  title=f"BERT parameter totals reconciled (L={c.num_layers}, H={c.hidden_size}, "
-                       f"n_h={c.num_heads}, F={c.ffn_size})")
+                       f"n_h={c.num_heads}, F={c.ffn_size})", notes=("includes", "leaves out"))
 
 
 # published config.json values of the family's base checkpoints (the fields that set a count), from

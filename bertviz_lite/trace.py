@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from . import backend, schema
 from .errors import OutOfRangeError, PatternError, TraceTooLargeError, as_int
+from .schema_text import plain_formula
 from .table import Table  # noqa: F401  (kept importable from here)
 
 DEFAULT_MAX_TRACE_BYTES = 2 * 1024**3  # a 512-token BERT-base trace in float32 is ~0.7 GB
@@ -203,6 +204,66 @@ class Trace:
         self.keep = keep
         self.edits = tuple(edits)  # ((key, what was done), ...) in forward order; () for a plain run
 
+    @classmethod
+    def from_attentions(cls, attentions, tokens: Sequence[str], *, sentence_b_start: int | None = None,
+                        batch_index: int = 0, config=None, model_name: str = "attention") -> "Trace":
+        """A trace holding only attention maps computed elsewhere, for every attention view.
+
+        attentions: Hugging Face's layout, `outputs.attentions` of a model run with
+        output_attentions=True: a sequence of L arrays [batch, heads, n, n] (or [heads, n, n]),
+        NumPy or anything with `__array__` (torch tensors on the cpu, cupy via .get()).
+        tokens: the n token strings. sentence_b_start: where sentence B starts (bertviz's
+        argument), for the pair filters. The trace records `layer.{l}.attn.probs` only, so the
+        views that need more (neuron, step, compare of other keys) say what is missing.
+
+            out = hf_model(**enc, output_attentions=True)
+            tr = bv.Trace.from_attentions([a.detach().numpy() for a in out.attentions], tokens)
+        """
+        from .config import BertConfig
+        if isinstance(attentions, (str, bytes)) or not hasattr(attentions, "__len__"):
+            raise TypeError("attentions must be a sequence of L arrays [batch, heads, n, n] "
+                            f"(Hugging Face's outputs.attentions), got {type(attentions).__name__}")
+        tokens = [str(t) for t in tokens]
+        n = len(tokens)
+        maps = []
+        for layer, a in enumerate(attentions):
+            a = backend.host_real_array(a, f"attentions[{layer}] (NumPy or anything with __array__; torch: "
+                                           ".detach().cpu().numpy())")
+            if a.ndim == 4:
+                if not 0 <= batch_index < a.shape[0]:
+                    raise OutOfRangeError(f"batch_index {batch_index} is out of range: attentions[{layer}] "
+                                          f"holds a batch of {a.shape[0]}")
+                a = a[batch_index]
+            if a.ndim != 3 or a.shape[1:] != (n, n):
+                raise ValueError(f"attentions[{layer}] has shape {tuple(a.shape)}; expected [batch, heads, n, n] "
+                                 f"or [heads, n, n] with n = {n} tokens")
+            if backend.host_bad_values(a):
+                raise ValueError(f"attentions[{layer}] holds NaN or inf values")
+            if maps and a.shape[0] != maps[0].shape[0]:
+                raise ValueError(f"attentions[{layer}] has {a.shape[0]} heads, attentions[0] has {maps[0].shape[0]}")
+            sums = a.sum(axis=-1)
+            if a.min() < -1e-6 or abs(sums - 1).max() > 1e-3:
+                raise ValueError(f"attentions[{layer}]'s rows do not sum to 1 (they run {sums.min():.3g}.."
+                                 f"{sums.max():.3g}): pass the attention weights after the softmax, not the scores")
+            maps.append(a)
+        if not maps:
+            raise ValueError("attentions is empty: pass one array per layer")
+        if sentence_b_start is not None and not 0 < int(sentence_b_start) < n:
+            raise OutOfRangeError(f"sentence_b_start must be a token index 1..{n - 1}, got {sentence_b_start!r}")
+        A = maps[0].shape[0]
+        if config is None:  # only the layer and head counts are known; d_head is a placeholder of 64
+            config = BertConfig(num_layers=len(maps), num_heads=A, hidden_size=64 * A, ffn_size=256 * A,
+                                max_positions=max(512, n))
+        elif (config.num_layers, config.num_heads) != (len(maps), A):
+            raise ValueError(f"config has {config.num_layers} layers x {config.num_heads} heads; "
+                             f"attentions hold {len(maps)} x {A}")
+        segments = [0] * n if sentence_b_start is None else [int(i >= sentence_b_start) for i in range(n)]
+        mask = [int(t != "[PAD]") for t in tokens]
+        values = {f"layer.{layer}.attn.probs": m for layer, m in enumerate(maps)}
+        texts = (" ".join(tokens),)
+        return cls(values, config=config, tokens=tokens, ids=[0] * n, segments=segments, mask=mask, texts=texts,
+                   model_name=model_name, keep=("attn.probs",))
+
     def is_edited(self, key: str) -> bool:
         """Whether an edit or a patch changed this key in the run that made the trace."""
         return any(k == key for k, _ in self.edits)
@@ -329,12 +390,13 @@ class Trace:
 
     # --- shapes and memory
     def shapes(self) -> Table:
-        """Every recorded key with its shape, named axes, and formula."""
+        """Every recorded key with its shape, named axes, and formula (Unicode, as it prints; the
+        LaTeX is `bv.STEPS`' formula)."""
         rows = []
         edited = dict(self.edits)
         for key, v in self._values.items():
             step = schema.step_of(key, self.config)
-            row = (key, tuple(v.shape), " x ".join(step.axes), step.formula)
+            row = (key, tuple(v.shape), " x ".join(step.axes), plain_formula(step.formula, html=False, unicode=True))
             rows.append(row + (edited.get(key, ""),) if edited else row)
         columns = ("key", "shape", "axes", "formula") + (("edited",) if edited else ())
         note = f", {len(edited)} edited" if edited else ""

@@ -369,6 +369,18 @@ def test_head_importance_is_the_cosine_change_when_each_head_is_ablated(small):
     assert bv.analysis is analysis
 
 
+def test_head_importance_shows_progress_unless_told_not_to(small, capsys):
+    from bertviz_lite import analysis
+    pairs = [("a cat sat", "a dog sat")]
+    a = analysis.head_importance(small, pairs)
+    err = capsys.readouterr().err
+    n = SMALL["num_layers"] * SMALL["num_heads"]
+    assert "head_importance: ablating heads" in err and f"{n}/{n}" in err
+    b = analysis.head_importance(small, pairs, progress=False)
+    assert capsys.readouterr().err == ""
+    np.testing.assert_array_equal(a, b)
+
+
 # ---------------------------------------------------------------------------------------------
 # an edit cannot change its input, nor a key recorded before it
 # ---------------------------------------------------------------------------------------------

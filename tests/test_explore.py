@@ -219,14 +219,14 @@ def test_static_returns_the_tabs_figure(padded):
     assert explore(padded, static=True, tab="params").layout.meta["view"] == "params"
 
 
-def test_without_widget_libraries_it_warns_and_draws_a_figure(padded, monkeypatch):
-    import plotly.graph_objects as go
+@pytest.mark.parametrize("static, gone", [(False, "anywidget"), (True, "plotly")])
+def test_without_the_views_extra_one_error_names_it(padded, monkeypatch, static, gone):
+    import importlib.util
     from bertviz_lite.views import explorer as module
-    monkeypatch.setattr(module, "widgets_available", lambda: False)
-    with pytest.warns(UserWarning, match="static figure"):
-        fig = module.explore(padded, layer=2, head=1)
-    assert isinstance(fig, go.Figure)
-    np.testing.assert_array_equal(np.asarray(fig.data[0].z), real_map(padded, 2, 1))
+    real_find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == gone else real_find(name, *a))
+    with pytest.raises(bv.BertVizError, match=rf"\[views\] extra \({gone} is not installed\).*bertviz-lite\[views\]"):
+        module.explore(padded, static=static)
 
 
 def test_a_saved_notebook_keeps_a_picture_and_the_key_facts(padded):
@@ -246,6 +246,18 @@ def test_a_saved_notebook_keeps_a_picture_and_the_key_facts(padded):
     assert " ".join(padded.tokens[i] for i in real_idx(padded)) in text
     img = np.asarray(Image.open(io.BytesIO(base64.b64decode(out["image/png"]))).convert("RGB"), dtype=float)
     assert img.shape[0] > 200 and img.std() > 10
+
+
+def test_the_explorer_shows_as_a_widget_then_its_picture(padded, monkeypatch):
+    # a saved notebook reopened without its kernel cannot draw the widget output in JupyterLab 4 or
+    # Notebook 7: the separate PNG output is what a reader sees (tests/test_saved_notebook_browser.py)
+    import IPython.display
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda data, raw=False, **kw: shown.append(data))
+    explore(padded, layer=1, head=3)._ipython_display_()
+    widget, picture = shown
+    assert "application/vnd.jupyter.widget-view+json" in widget and "image/png" not in widget
+    assert set(picture) == {"image/png", "text/plain"} and "layer 1, head 3" in picture["text/plain"]
 
 
 # ------------------------------------------------------------------------------------------

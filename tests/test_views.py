@@ -66,8 +66,11 @@ def test_one_colour_rule_per_kind_of_tensor(padded):
     st = data.view_data(padded, "step", key="layer.0.attn.probs")
     assert st["scale"]["name"] == "Blues" and st["scale"]["clim"] == probs["scale"]["clim"]
     assert st["col_labels"] == st["row_labels"] == probs["labels"]
+    # the scores map: the same per-head scale in the attention tab and the step-through
+    st_scores = data.view_data(padded, "step", key="layer.0.attn.scores")
+    assert st_scores["scale"]["clim"] == scores["scale"]["clim"]
     ffn = data.view_data(padded, "step", key="layer.0.ffn.up")
-    lo, hi = ffn["scale"]["clim"]
+    [[lo, hi]] = ffn["scale"]["clim"]  # one slice: not a per-head tensor
     assert ffn["scale"]["name"] == "RdBu_r" and lo == -hi and hi > 0
     # the plotly figures take the colours from the view data
     fig = attention_heatmap(padded, 0, 3)
@@ -444,3 +447,164 @@ def test_the_page_needs_neither_plotly_nor_matplotlib(small, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "page.html").stat().st_size > 10_000
+
+
+# ------------------------------------------------------------------------------------------
+# one drawing rule per view: the renderers draw the view model's limits
+# ------------------------------------------------------------------------------------------
+
+
+def plotly_limits(fig) -> list[tuple[float, float]]:
+    return [(float(t.zmin), float(t.zmax)) for t in fig.data if t.type == "heatmap"]
+
+
+def mpl_limits(vd, **kw) -> list[tuple[float, float]]:
+    from matplotlib.collections import QuadMesh
+    from matplotlib.image import AxesImage
+
+    from bertviz_lite.views import static
+    mfig = static.DRAW[vd["view"]](vd, **kw)
+    return [tuple(map(float, a.get_clim())) for ax in mfig.axes for a in ax.get_children()
+            if isinstance(a, (AxesImage, QuadMesh)) and not getattr(ax, "_colorbar", None)
+            and ax.get_label() != "<colorbar>"]
+
+
+def approx_pairs(got, want):
+    assert len(got) == len(want), (got, want)
+    for g, w in zip(got, want):
+        assert g == pytest.approx(tuple(w), rel=1e-6), (got, want)
+
+
+def test_compare_maps_share_one_scale_that_covers_both_runs(small):
+    # B is scaled up 3x: its maps are sharper than A's; A and B are drawn at one limit per head,
+    # the larger of the two maps' largest weights, so B is never clipped
+    from bertviz_lite.views import figures
+    a = small.trace("The cat sat on the mat.")
+    b = small.trace("The cat sat on the mat.", edits=bv.scale("layer.1.attn.scores", 3.0))
+    vd = data.view_data(a, "compare", trace_b=b, layer=1)
+    for h in range(a.num_heads):
+        top = max(vd["arrays"]["a"][h].max(), vd["arrays"]["b"][h].max())
+        assert vd["scale"]["clim"][h] == [0.0, pytest.approx(float(top))]
+    assert any(vd["arrays"]["b"][h].max() > vd["arrays"]["a"][h].max() for h in range(a.num_heads))
+    grid = vd["arrays"]["grid"]
+    assert vd["scale_grid"]["name"] == "Reds" and vd["scale_grid"]["clim"] == [0.0, pytest.approx(float(np.nanmax(grid)))]
+    h = 2
+    want = [vd["scale"]["clim"][h], vd["scale"]["clim"][h], vd["scale_diff"]["clim"][h], vd["scale_grid"]["clim"]]
+    approx_pairs(plotly_limits(figures.draw_compare(vd, h)), want)
+    approx_pairs(mpl_limits(vd, head=h), want)
+
+
+@pytest.mark.parametrize("view, args, kw", [
+    ("attention", dict(layer=1, kind="probs"), dict(head=2)),
+    ("attention", dict(layer=1, kind="scores"), dict(head=3)),
+    ("step", dict(key="layer.1.attn.scores"), dict(head=3)),
+    ("step", dict(key="layer.0.ffn.up"), dict(head=0)),
+    ("step", dict(key="embed.ln"), dict(head=0)),
+    ("model", dict(kind="probs"), {}),
+    ("token", dict(query=2), {}),
+    ("neuron", dict(layer=1), dict(head=1, query=2)),
+])
+def test_every_renderer_draws_the_view_models_limits(padded, view, args, kw):
+    from bertviz_lite.views import figures
+    vd = data.view_data(padded, view, **args)
+    sc = vd["scale"]
+    if view == "attention" or view == "step":
+        want = [sc["clim"][kw["head"]]]
+    elif view == "model":
+        want = [lim for row in sc["clim"] for lim in row]
+    elif view == "token":  # each (layer, head) row divided by its own largest weight: 0..1
+        want = [(0.0, 1.0)]
+        rows = vd["arrays"]["rows"]
+        np.testing.assert_allclose(np.asarray(sc["clim"])[..., 1], rows.max(axis=-1), rtol=1e-6)
+    else:  # neuron: q and k at the q/k limit, q*k at the head's own limit (fixed while the query moves)
+        lim, plim = sc["clim"][1], vd["scale_prod"]["clim"][kw["head"]][1]
+        want = [(-lim, lim), (-lim, lim), (-plim, plim)]
+        q, k = vd["arrays"]["q"][kw["head"]].astype(float), vd["arrays"]["k"][kw["head"]].astype(float)
+        assert plim == pytest.approx(np.abs(q[:, None, :] * k[None, :, :]).max())
+    fig = figures.DRAW[view](vd, **kw) if view != "attention" else figures.draw_attention(vd, kw["head"])
+    approx_pairs(plotly_limits(fig), want)
+    approx_pairs(mpl_limits(vd, **kw), want)
+
+
+def test_scores_share_a_scale_in_the_attention_tab_and_the_step_through(padded):
+    att = data.view_data(padded, "attention", layer=1, kind="scores")
+    st = data.view_data(padded, "step", key="layer.1.attn.scores")
+    assert st["scale"]["clim"] == att["scale"]["clim"]
+
+
+def test_head_view_lines_start_at_the_view_models_min_weight(padded):
+    from bertviz_lite.views import figures
+    # the front-end draws the head view from the attention view data: the rule travels with it
+    assert data.view_data(padded, "attention", layer=1)["min_weight"] == data.MIN_WEIGHT
+    vd = data.view_data(padded, "head", layer=1, heads=[0])
+    assert vd["min_weight"] == data.MIN_WEIGHT
+    vd["min_weight"] = 0.15
+    fig = figures.draw_head(vd)
+    lows = [t.meta["low"] for t in fig.data if t.meta and "low" in t.meta]
+    assert min(lows) == 0.15
+    z = vd["arrays"]["maps"][0]
+    drawn = sum(np.isfinite(np.asarray(t.y, dtype=float)).sum() // 2 for t in fig.data if t.meta and "low" in t.meta)
+    assert drawn == int((z >= 0.15).sum())
+
+
+def test_one_request_per_selection():
+    assert data.request("head", layer=2, head=3) == dict(layer=2, heads=[3])
+    assert data.request("step", layer=1) == dict(key="layer.1.attn.probs")
+    assert data.request("compare", layer=1, kind="scores") == dict(layer=1, kind="scores")
+    with pytest.raises(ValueError, match="view must be one of"):
+        data.request("heads")
+
+
+# ------------------------------------------------------------------------------------------
+# attention from anywhere (Hugging Face's outputs.attentions)
+# ------------------------------------------------------------------------------------------
+
+
+class Tensorish:
+    """Anything with __array__ (a torch tensor on the cpu, say)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __array__(self, dtype=None, copy=None):
+        return self.a if dtype is None else self.a.astype(dtype)
+
+
+def hf_attentions(tr):
+    """The trace's maps in Hugging Face's layout: a tuple of L arrays [batch=1, heads, n, n]."""
+    return tuple(Tensorish(to_host(tr.get("attn.probs", layer=ly))[None]) for ly in range(tr.num_layers))
+
+
+def test_head_view_and_model_view_take_hugging_face_attention(small):
+    from bertviz_lite.views import figures
+    tr = small.trace("The cat sat on the mat.")
+    att = hf_attentions(tr)
+    ours = head_view(tr, 1)
+    theirs = head_view(att, list(tr.tokens), layer=1)
+    lines = [[np.asarray(t.y, dtype=float) for t in f.data if t.meta and "low" in t.meta] for f in (ours, theirs)]
+    assert len(lines[0]) == len(lines[1]) and all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*lines))
+    assert head_view(att, list(tr.tokens)).layout.meta["layer"] == 0  # bertviz's call
+    m = model_view(att, list(tr.tokens))
+    np.testing.assert_allclose(np.asarray(m.data[5].z), np.asarray(model_view(tr).data[5].z), rtol=1e-6)
+    t2 = bv.Trace.from_attentions(att, tr.tokens)
+    assert t2.keys() == [f"layer.{ly}.attn.probs" for ly in range(tr.num_layers)]
+    for view, args in [("attention", dict(layer=1)), ("token", dict(query=2)), ("model", {}), ("head", dict(layer=0))]:
+        data.view_data(t2, view, **args)  # every attention view takes it
+    pair = bv.Trace.from_attentions(att, tr.tokens, sentence_b_start=4)
+    assert pair.has_pair and data.pair_positions(pair, "A->B")[1] == list(range(4, tr.n))
+    assert isinstance(figures.as_trace(tr), bv.Trace)
+
+
+def test_attention_from_elsewhere_is_checked(small):
+    tr = small.trace("The cat sat.")
+    att = [to_host(tr.get("attn.probs", layer=ly))[None] for ly in range(tr.num_layers)]
+    with pytest.raises(ValueError, match=r"expected \[batch, heads, n, n\].*n = 4"):
+        bv.Trace.from_attentions(att, tr.tokens[:4])
+    with pytest.raises(ValueError, match="do not sum to 1.*not the scores"):
+        bv.Trace.from_attentions([a * 2 for a in att], tr.tokens)
+    with pytest.raises(ValueError, match="attentions is empty"):
+        bv.Trace.from_attentions([], tr.tokens)
+    with pytest.raises(bv.OutOfRangeError, match="batch_index 1"):
+        bv.Trace.from_attentions(att, tr.tokens, batch_index=1)
+    with pytest.raises(TypeError, match="needs its tokens"):
+        model_view(att)

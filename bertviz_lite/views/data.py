@@ -30,6 +30,7 @@ from .. import schema
 from ..backend import to_host
 from ..errors import BertVizError
 from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
+from ..schema_text import plain_formula  # noqa: F401  (public here too)
 
 VIEWS = ("attention", "model", "head", "token", "neuron", "step", "params", "compare")
 TITLES = {"attention": "attention", "model": "model view", "head": "head view", "token": "one token",
@@ -43,7 +44,10 @@ HEAD_COLOURS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100"
 # colour: one rule per kind of tensor
 # ------------------------------------------------------------------------------------------
 
-SCALES = {"weights": "Blues", "signed": "RdBu_r", "difference": "PuOr_r"}
+SCALES = {"weights": "Blues", "signed": "RdBu_r", "difference": "PuOr_r", "change": "Reds"}
+UNITS = {"weights": "weight", "signed": "value", "difference": "difference", "change": "relative change"}
+# the head view's lines: weights under MIN_WEIGHT are not drawn; opacity and width grow with the weight
+MIN_WEIGHT = 0.02
 CLIP_PERCENTILE = 99.5
 # the colour scales' stops, low to high (ColorBrewer's, as plotly and matplotlib ship them): the
 # front-end, the plotly figures and the PNGs all colour through these, so no renderer needs plotly's tables
@@ -63,12 +67,12 @@ def tensor_kind(key: str) -> str:
 
 
 def colour_scale(values, kind: str, per: int = 0) -> dict:
-    """The colour scale for a kind of tensor ('weights', 'signed', 'difference'), one [low, high]
-    per slice of the first `per` axes (per=1: one per head). Non-finite values are ignored.
+    """The colour scale for a kind of tensor ('weights', 'signed', 'difference', 'change'), one
+    [low, high] per slice of the first `per` axes (per=1: one per head). Non-finite values are ignored.
 
-    weights: [0, the slice's largest value] (white is 0); signed: symmetric, at the 99.5th
-    percentile of |x| (so a few outliers do not wash out the rest; `clipped` says so);
-    difference: symmetric at the largest |x|.
+    weights and change (a relative change, >= 0): [0, the slice's largest value] (white is 0);
+    signed: symmetric, at the 99.5th percentile of |x| (so a few outliers do not wash out the rest;
+    `clipped` says so); difference: symmetric at the largest |x|.
     """
     if kind not in SCALES:
         raise ValueError(f"kind of tensor must be one of {sorted(SCALES)}, got {kind!r}")
@@ -78,7 +82,7 @@ def colour_scale(values, kind: str, per: int = 0) -> dict:
     for row in flat:
         fin = row[np.isfinite(row)]
         mag = np.abs(fin)
-        if kind == "weights":
+        if kind in ("weights", "change"):
             top = float(fin.max()) if fin.size and fin.max() > 0 else 1.0
             lims.append([0.0, top])
             continue
@@ -92,7 +96,7 @@ def colour_scale(values, kind: str, per: int = 0) -> dict:
         lims.append([-lim, lim])
     clim = np.asarray(lims).reshape(tuple(a.shape[:per]) + (2,)).tolist() if per else lims[0]
     return dict(name=SCALES[kind], kind=kind, clim=clim, clipped=clipped,
-                unit={"weights": "weight", "signed": "value", "difference": "difference"}[kind])
+                unit=UNITS[kind])
 
 
 def lut(name: str, size: int = 256) -> list[list[int]]:
@@ -261,7 +265,7 @@ def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None 
     return _base(trace, "attention", layer=layer, kind=kind, key=key, formula=step.formula, symbol=step.symbol,
                  axes=list(trace.axes(key)[1:]), scale=scale, edges=None if edges is None else edges.tolist(),
                  labels=labels if edges is None else block_labels(labels, edges), edited=key in edited_keys(trace),
-                 arrays=dict(maps=maps.astype(np.float32)))
+                 min_weight=MIN_WEIGHT, arrays=dict(maps=maps.astype(np.float32)))
 
 
 def model(trace, kind: str = "probs", *, max_tokens: int = 48) -> dict:
@@ -285,7 +289,7 @@ def head(trace, layer: int, heads=None) -> dict:
     """bertviz's head view: the layer's weights (as `attention`) and the heads to start with."""
     vd = attention(trace, layer, "probs")
     heads = [0] if heads is None else [trace.check_head(h) for h in heads]
-    vd.update(view="head", heads=heads, colours=list(HEAD_COLOURS), min_weight=0.02)
+    vd.update(view="head", heads=heads, colours=list(HEAD_COLOURS))  # lines from vd["min_weight"] up
     return vd
 
 
@@ -316,7 +320,16 @@ def neuron(trace, layer: int) -> dict:
     return _base(trace, "neuron", layer=layer, d_k=d_k, scale_factor=1 / math.sqrt(d_k), labels=token_labels(trace),
                  formulas={s: st.formula for s, st in steps.items()},
                  scale=colour_scale(np.concatenate([arrays["q"].ravel(), arrays["k"].ravel()]), "signed"),
-                 arrays=arrays)
+                 scale_prod=product_scale(arrays["q"], arrays["k"]), arrays=arrays)
+
+
+def product_scale(q: np.ndarray, k: np.ndarray) -> dict:
+    """The neuron view's q*k colour scale, one per head: symmetric at the largest |q_i k_i| over every
+    query and key of the head, so stepping through queries keeps one scale (q, k: (head, token, d_k))."""
+    qa, ka = np.abs(q.astype(np.float64)), np.abs(k.astype(np.float64))
+    top = qa.max(axis=1) * ka.max(axis=1)  # max over tokens of |q_i| times of |k_i|, per coordinate
+    lims = [[-float(t), float(t)] if t > 0 else [-1.0, 1.0] for t in top.max(axis=1)]
+    return dict(name=SCALES["signed"], kind="signed", clim=lims, clipped=False, unit="qᵢ kᵢ")
 
 
 def neuron_numbers(vd: dict, head: int, query: int) -> dict:
@@ -354,8 +367,8 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
         col_labels = list(trace.labels)
     elif cols_axis == "token" and len(ce) - 1 == z.shape[2]:  # one score per token (ELECTRA's discriminator)
         col_labels = labels
-    kind = tensor_kind(key)
-    scale = colour_scale(z, kind, per=1 if kind == "weights" else 0)
+    # one scale per head, the same rule as the attention tab (its scores map is this map): clim[slot]
+    scale = colour_scale(z, tensor_kind(key), per=1)
     edits = edited_keys(trace)
     return _base(trace, "step", key=key, step=st.key, formula=st.formula, symbol=st.symbol,
                  plain=plain_formula(st.formula, html=False), note=schema.note_text(key, trace.config),
@@ -412,14 +425,15 @@ def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:
             grid[layer_steps.index(rel_key), ly] = rel
     a, b = (attention(t, layer, kind) for t in (trace_a, trace_b))
     ma, mb = a["arrays"]["maps"], b["arrays"]["maps"]
+    # A and B share one scale per head that covers both runs (keys side by side: (head, query, 2 key))
+    shared = colour_scale(np.concatenate([ma, mb], axis=-1), "weights" if kind == "probs" else "signed", per=1)
     diff = (np.nan_to_num(mb.astype(np.float64)) - np.nan_to_num(ma.astype(np.float64)))
     edits = {**edited_keys(trace_a), **edited_keys(trace_b)}
     return _base(trace_a, "compare", layer=layer, kind=kind, labels=a["labels"], labels_b=b["labels"],
                  texts=[" | ".join(t.texts) for t in (trace_a, trace_b)], steps=layer_steps,
                  rows=[[k, r, m, c] for k, r, m, c in rows], edits=[[k, d] for k, d in edits.items()],
-                 scale=a["scale"], scale_diff=colour_scale(diff, "difference", per=1),
-                 scale_grid=dict(name="Reds", kind="change", clim=[0.0, float(np.nanmax(grid)) if
-                                 np.isfinite(grid).any() and np.nanmax(grid) > 0 else 1.0], unit="relative change"),
+                 scale=shared, scale_diff=colour_scale(diff, "difference", per=1),
+                 scale_grid=colour_scale(grid, "change"),
                  arrays=dict(a=ma, b=mb, diff=diff.astype(np.float32), grid=grid.astype(np.float32)))
 
 
@@ -447,41 +461,7 @@ def compare_rows(trace_a, trace_b) -> list[tuple[str, float, float, float]]:
 # step texts: formulas without LaTeX, shapes, statistics, weights
 # ------------------------------------------------------------------------------------------
 
-_GREEK = {r"\gamma": "\u03b3", r"\beta": "\u03b2", r"\top": "\u1d40", r"\dots": "\u2026", r"\tanh": "tanh"}
-_SUBS = str.maketrans("0123456789+-=()aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ")
-_SUPS = str.maketrans("0123456789+-=()TOKVabdefghiklmnoprtuw",
-                      "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ᵀᴼᴷⱽᵃᵇᵈᵉᶠᵍʰⁱᵏˡᵐⁿᵒᵖʳᵗᵘʷ")
-
-
-def plain_formula(latex: str, html: bool = True, unicode: bool = False) -> str:
-    """A schema formula without LaTeX: `<sub>`/`<sup>` tags (html=True, for plotly and the pages),
-    Unicode sub/superscripts where they exist (unicode=True, for a terminal), or `_x`/`^x` text."""
-    import re
-    s = re.sub(r"\\mathrm\{([^{}]*)\}", r"\1", latex)
-    s = re.sub(r"\\tilde\s*\{?(\w)\}?", "\\1\u0303", s)
-    s = re.sub(r"\\bar\s*\{?(\w)\}?", "\\1\u0304", s)
-    s = re.sub(r"\\sqrt\{([^{}]*)\}", "\u221a\\1", s)
-    s = s.replace(r"^\top", "^T") if not unicode else s.replace(r"^\top", "\u1d40")
-    for word, sym in list(_GREEK.items()) + [(r"\,", " "), ("{:}", ":")]:
-        s = s.replace(word, sym)
-    sub, sup = r"_\{([^{}]*)\}|_(\\?[A-Za-z0-9])", r"\^\{([^{}]*)\}|\^(\\?[A-Za-z0-9]+)"
-
-    if html:
-        s = re.sub(sub, lambda m: f"<sub>{m.group(1) or m.group(2)}</sub>", s)
-        s = re.sub(sup, lambda m: f"<sup>{m.group(1) or m.group(2)}</sup>", s)
-    elif unicode:
-        def conv(m, table, mark):
-            text = m.group(1) or m.group(2)
-            out = text.translate(table)
-            # a letter with no Unicode sub/superscript keeps the plain mark: d_k, not a half-converted mix
-            return out if all(ord(c) in table for c in text) else f"{mark}{text}" if len(text) == 1 else \
-                f"{mark}({text})"
-        s = re.sub(sub, lambda m: conv(m, _SUBS, "_"), s)
-        s = re.sub(sup, lambda m: conv(m, _SUPS, "^"), s)
-    else:
-        s = re.sub(sub, lambda m: "_" + (m.group(1) or m.group(2)), s)
-        s = re.sub(sup, lambda m: "^" + (m.group(1) or m.group(2)), s)
-    return s.replace("{", "").replace("}", "").replace("\\", "")
+# plain_formula (formulas without LaTeX) lives in the engine's text module: tr.shapes() prints it too
 
 
 def shape_text(trace, key: str) -> str:
@@ -540,6 +520,19 @@ def stepper_steps(trace) -> list[str]:
 # ------------------------------------------------------------------------------------------
 
 BUILDERS = {"attention": attention, "model": model, "head": head, "token": token, "neuron": neuron, "step": step}
+
+
+def request(view: str, *, layer: int = 0, head: int = 0, query: int = 0, kind: str = "probs",
+            key: str | None = None) -> dict:
+    """The view-data arguments of a selection (view, layer, head, query, kind, key): the one mapping
+    the explorer, the exported page's first view, the PNG path and the CLI use. key defaults to the
+    selected layer's attention map; head picks the head view's first head."""
+    if view not in VIEWS:
+        raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
+    return dict(attention=dict(layer=layer, kind=kind), model=dict(kind=kind), head=dict(layer=layer, heads=[head]),
+                token=dict(query=query), neuron=dict(layer=layer),
+                step=dict(key=key if key is not None else f"layer.{layer}.attn.probs"), params={},
+                compare=dict(layer=layer, kind=kind))[view]
 
 
 def view_data(trace, view: str, *, trace_b=None, ledger=None, **args) -> dict:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import io
-import warnings
 from pathlib import Path
 
 from ..params import ParamLedger, count_params
@@ -178,9 +177,8 @@ def _widget_class():
         def view_data(self, tab: str | None = None) -> dict:
             """The view data of a tab at the current selection."""
             tab = check_tab(tab or self.tab, self.trace_b is not None)
-            args = dict(attention=dict(layer=self.layer, kind=self.kind), head=dict(layer=self.layer),
-                        token=dict(query=self.query), model=dict(kind=self.kind), neuron=dict(layer=self.layer),
-                        step=dict(key=self.key), params={}, compare=dict(layer=self.layer))[tab]
+            args = data.request(tab, layer=self.layer, head=self.head, query=self.query, kind=self.kind,
+                                key=self.key)
             return data.view_data(self.trace, tab, trace_b=self.trace_b, ledger=self.ledger, **args)
 
         def figure(self, tab: str | None = None):
@@ -222,18 +220,48 @@ def _widget_class():
                 pass
             return bundle
 
+        def _ipython_display_(self):
+            """Two outputs: the widget, then its picture (a PNG of the starting map).
+
+            JupyterLab 4 and Notebook 7 draw the widget output whenever their widget manager runs:
+            the output area picks the highest-ranked type of a trusted bundle (the widget view) and
+            never falls back to the bundle's image/png, so a saved notebook reopened without its
+            kernel says "Error displaying widget: model not found" there. A separate PNG output is
+            drawn by every front-end without a kernel (and on GitHub); while the widget is live,
+            the front-end hides it in the page (app.js, hideSavedPicture)."""
+            from IPython.display import display
+            bundle = self._repr_mimebundle_()
+            data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+            png = data.pop("image/png", None)
+            display(data, metadata=meta, raw=True)
+            if png is not None:
+                display({"image/png": png, "text/plain": f"<saved picture of the explorer: layer {self.layer}, "
+                                                         f"head {self.head}>"}, raw=True)
+
     Explorer.__qualname__ = "Explorer"
     _EXPLORER = Explorer
     return Explorer
 
 
 def widgets_available() -> bool:
-    try:
-        import anywidget  # noqa: F401
-        import ipywidgets  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return not missing_modules(("anywidget", "ipywidgets"))
+
+
+def missing_modules(names) -> list[str]:
+    """Which of these modules cannot be imported (without importing them)."""
+    import importlib.util
+    return [n for n in names if importlib.util.find_spec(n) is None]
+
+
+def require_views_extra(static: bool) -> None:
+    """One clear error when the [views] extra is not installed: the widget needs anywidget and
+    ipywidgets, static=True needs plotly."""
+    missing = missing_modules(("plotly",) if static else ("anywidget", "ipywidgets"))
+    if missing:
+        from ..errors import BertVizError
+        raise BertVizError(f"bv.explore{'(static=True)' if static else ''} needs the [views] extra "
+                           f"({', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed): "
+                           "pip install 'bertviz-lite[views]'")
 
 
 def explore(trace, model=None, *, compare=None, tab: str = "attention", layer: int = 0, head: int = 0,
@@ -254,20 +282,15 @@ def explore(trace, model=None, *, compare=None, tab: str = "attention", layer: i
     ledger: ParamLedger | None = count_params(model) if model is not None else None
     if static is not True and static is not False:
         raise TypeError(f"static must be True or False, got {static!r}")
-    if not static and not widgets_available():
-        warnings.warn("bv.explore: ipywidgets and anywidget are needed for the interactive explorer "
-                      "(pip install 'bertviz-lite[views]'); returning the static figure instead", stacklevel=2)
-        static = True
+    require_views_extra(static)
     if static:
         from .figures import figure
         check_tab(tab, compare is not None)
         data.check_kind(trace, kind)
         data.pair_positions(trace, pair_filter)
         layer, head, query = trace.check_layer(layer), trace.check_head(head), check_query(trace, query)
-        args = dict(attention=dict(layer=layer, kind=kind), head=dict(layer=layer, heads=[head]),
-                    token=dict(query=query), model=dict(kind=kind), neuron=dict(layer=layer),
-                    step=dict(key=data.check_key(trace, key if key is not None else data.stepper_steps(trace)[0])),
-                    params={}, compare=dict(layer=layer))[tab]
+        args = data.request(tab, layer=layer, head=head, query=query, kind=kind,
+                            key=data.check_key(trace, key if key is not None else data.stepper_steps(trace)[0]))
         vd = data.view_data(trace, tab, trace_b=compare, ledger=ledger, **args)
         return figure(vd, head=head, query=query, pair_filter=pair_filter, trace=trace)
     return _widget_class()(trace, model=model, ledger=ledger, compare=compare, tab=tab, layer=layer, head=head,

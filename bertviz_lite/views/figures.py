@@ -64,9 +64,23 @@ def draw_attention(vd: dict, head: int, pair_filter: str = "all", trace=None) ->
     return fig
 
 
-def model_view(trace, *, kind: str = "probs", max_tokens: int = 48) -> go.Figure:
+def as_trace(trace_or_attention, tokens=None, **kwargs):
+    """A Trace as is, or attention computed elsewhere (Hugging Face's `outputs.attentions`: L arrays
+    [batch, heads, n, n]) with its tokens, through `Trace.from_attentions` (bertviz's calls)."""
+    from ..trace import Trace
+    if isinstance(trace_or_attention, Trace):
+        return trace_or_attention
+    if tokens is None:
+        raise TypeError("attention from elsewhere needs its tokens: head_view(attention, tokens) "
+                        "(or pass a bertviz_lite Trace)")
+    return Trace.from_attentions(trace_or_attention, tokens, **kwargs)
+
+
+def model_view(trace, tokens=None, *, kind: str = "probs", max_tokens: int = 48,
+               sentence_b_start: int | None = None) -> go.Figure:
     """A layers x heads grid of thumbnails (block means above max_tokens tokens); each panel's
     `meta` is {"layer": l, "head": h}."""
+    trace = as_trace(trace, tokens, sentence_b_start=sentence_b_start)
     return draw_model(data.model(trace, kind, max_tokens=max_tokens))
 
 
@@ -96,15 +110,26 @@ def draw_model(vd: dict) -> go.Figure:
     return fig
 
 
-def head_view(trace, layer: int, *, heads=None, pair_filter: str = "all") -> go.Figure:
-    """bertviz's head view: queries on the left, keys on the right, a line per weight >= 0.02 whose
-    opacity and width grow with the weight; one colour per head (legend toggles). Starts with head 0
-    unless heads= names others."""
+def head_view(trace, layer_or_tokens=0, /, *, layer: int | None = None, heads=None, pair_filter: str = "all",
+              sentence_b_start: int | None = None) -> go.Figure:
+    """bertviz's head view: queries on the left, keys on the right, a line per weight >= min_weight
+    (the view data's, 0.02) whose opacity and width grow with the weight; one colour per head
+    (legend toggles). Starts with head 0 unless heads= names others.
+
+    head_view(tr, layer) draws a trace; head_view(attention, tokens, layer=0, sentence_b_start=None)
+    draws attention computed elsewhere (Hugging Face's outputs.attentions), as bertviz's does."""
+    from ..trace import Trace
+    if isinstance(trace, Trace):
+        layer = layer_or_tokens if layer is None else layer
+    else:  # bertviz's order: (attention, tokens)
+        trace = as_trace(trace, None if isinstance(layer_or_tokens, (int, np.integer)) else layer_or_tokens,
+                         sentence_b_start=sentence_b_start)
+        layer = 0 if layer is None else layer
     data.pair_positions(trace, pair_filter)
     return draw_head(data.head(trace, layer, heads), pair_filter, trace)
 
 
-_BINS = (0.02, 0.1, 0.25, 0.5, 1.01)
+_BINS = (0.1, 0.25, 0.5, 1.01)  # line width and opacity steps above the view data's min_weight
 
 
 def draw_head(vd: dict, pair_filter: str = "all", trace=None) -> go.Figure:
@@ -114,7 +139,8 @@ def draw_head(vd: dict, pair_filter: str = "all", trace=None) -> go.Figure:
         z, rows, cols = _pick(vd, h, pair_filter, trace)
         ys_q, ys_k = -np.arange(len(rows), dtype=float), -np.arange(len(cols), dtype=float)
         colour = vd["colours"][h % len(vd["colours"])]
-        for b, (lo, hi) in enumerate(zip(_BINS[:-1], _BINS[1:])):
+        bins = (vd["min_weight"],) + tuple(b for b in _BINS if b > vd["min_weight"])
+        for b, (lo, hi) in enumerate(zip(bins[:-1], bins[1:])):
             qi, ki = np.nonzero((z >= lo) & (z < hi))
             xs = np.tile([0.03, 0.97, np.nan], len(qi))
             ys = np.column_stack([ys_q[qi], ys_k[ki], np.full(len(qi), np.nan)]).ravel()
@@ -179,7 +205,7 @@ def draw_neuron(vd: dict, head: int, query: int) -> go.Figure:
     num = data.neuron_numbers(vd, head, query)
     labels, d = vd["labels"], vd["d_k"]
     lim = vd["scale"]["clim"][1]
-    plim = float(np.abs(num["prod"]).max()) or 1.0
+    plim = vd["scale_prod"]["clim"][head][1]
     fig = make_subplots(rows=2, cols=4, row_heights=[0.06, 0.94], column_widths=[0.3, 0.3, 0.2, 0.2],
                         specs=[[{}, None, None, None], [{}, {}, {}, {}]], horizontal_spacing=0.06,
                         vertical_spacing=0.03,
@@ -219,7 +245,7 @@ def step_view(trace, key: str, *, ledger=None, head: int = 0, max_cells: int = 4
 
 def draw_step(vd: dict, head: int = 0) -> go.Figure:
     z = vd["arrays"]["z"][head]
-    clim = vd["scale"]["clim"][head] if vd["scale"]["kind"] == "weights" else vd["scale"]["clim"]
+    clim = vd["scale"]["clim"][head]
     x = vd["col_labels"] or vd["col_starts"]
     heat_px = int(np.clip(22 * z.shape[0] + 60, 150, 520))
     table_px = 40 + 24 * max(len(vd["stats"]), len(vd["weights"]) + 1)
@@ -299,9 +325,9 @@ def draw_compare(vd: dict, head: int = 0) -> go.Figure:
                         subplot_titles=(f"A: layer {vd['layer']}, head {head}", "B", "B \u2212 A",
                                         "relative change \u2016B \u2212 A\u2016 / \u2016A\u2016, "
                                         "every step down the layers"))
-    top = max(vd["scale"]["clim"][head][1], 1e-9)
     for col, name in ((1, "a"), (2, "b")):
-        fig.add_trace(go.Heatmap(z=vd["arrays"][name][head], x=labels, y=labels, **_colours(vd["scale"], (0, top)),
+        fig.add_trace(go.Heatmap(z=vd["arrays"][name][head], x=labels, y=labels,
+                                 **_colours(vd["scale"], vd["scale"]["clim"][head]),
                                  showscale=False, hovertemplate="%{y} \u2192 %{x}: %{z:.3f}<extra></extra>"),
                       row=1, col=col)
     clim = vd["scale_diff"]["clim"][head]
@@ -310,7 +336,7 @@ def draw_compare(vd: dict, head: int = 0) -> go.Figure:
                              hovertemplate="%{y} \u2192 %{x}: %{z:.3f}<extra></extra>"), row=1, col=3)
     g = vd["arrays"]["grid"]
     fig.add_trace(go.Heatmap(z=g, x=[f"layer {i}" for i in range(g.shape[1])], y=vd["steps"],
-                             **_colours(vd["scale_grid"], (0, vd["scale_grid"]["clim"][1])),
+                             **_colours(vd["scale_grid"], vd["scale_grid"]["clim"]),
                              colorbar=dict(title=dict(text="relative<br>change"), len=0.4, y=0.2),
                              hovertemplate="layer.%{x}.%{y}: %{z:.4f}<extra></extra>"), row=2, col=1)
     for col in (1, 2, 3):

@@ -141,7 +141,7 @@ def _neuron(vd, head=0, query=0, **_):
     mfig = Figure(figsize=(12, max(3.5, 0.3 * n + 1.8)), dpi=110, layout="constrained")
     grid = mfig.add_gridspec(2, 4, height_ratios=[1, max(2, n)], width_ratios=[3, 3, 1.4, 1.4])
     cm, lim = cmap(vd["scale"]["name"]), vd["scale"]["clim"][1]
-    plim = float(np.abs(num["prod"]).max()) or 1.0
+    plim = vd["scale_prod"]["clim"][head][1]
     axq = mfig.add_subplot(grid[0, 0])
     axq.imshow(num["q"][None], cmap=cm, vmin=-lim, vmax=lim, aspect="auto")
     axq.set_yticks([0], [f"q: {labels[query]}"], fontsize=9)
@@ -169,7 +169,7 @@ def _neuron(vd, head=0, query=0, **_):
 
 def _step(vd, head=0, **_):
     z = vd["arrays"]["z"][head if vd["per_head"] else 0]
-    clim = vd["scale"]["clim"][head] if vd["scale"]["kind"] == "weights" else vd["scale"]["clim"]
+    clim = vd["scale"]["clim"][head]
     heat_in = min(6.0, 1.2 + 0.22 * z.shape[0])
     table_in = 0.5 + 0.24 * max(len(vd["stats"]), len(vd["weights"]) + 1)
     mfig = Figure(figsize=(10, 1.2 + heat_in + table_in), dpi=110, layout="constrained")
@@ -222,11 +222,10 @@ def _compare(vd, head=0, **_):
     labels = _words(vd["labels"])
     mfig = Figure(figsize=(15, 10), dpi=100, layout="constrained")
     grid = mfig.add_gridspec(2, 3)
-    top = max(vd["scale"]["clim"][head][1], 1e-9)
     for col, (name, title) in enumerate((("a", "A"), ("b", "B"), ("diff", "B \u2212 A"))):
         ax = mfig.add_subplot(grid[0, col])
         sc = vd["scale_diff"] if name == "diff" else vd["scale"]
-        clim = sc["clim"][head] if name == "diff" else [0, top]
+        clim = sc["clim"][head]
         _heat(mfig, ax, vd["arrays"][name][head], sc["name"], clim, sc["unit"])
         ax.set_aspect("equal")
         _ticks(ax, labels, "x")
@@ -262,11 +261,7 @@ def save_png(trace, path, view: str = "attention", layer: int = 0, head: int = 0
              query: int = 0, ledger=None, kind: str = "probs", compare=None) -> Path:
     """Build a view of a trace and save it as a PNG. view: one of data.VIEWS ('attention', 'model',
     'head', 'token', 'neuron', 'step', 'params', 'compare' with compare=second_trace)."""
-    args = dict(attention=dict(layer=layer, kind=kind), model=dict(kind=kind), head=dict(layer=layer, heads=[head]),
-                token=dict(query=query), neuron=dict(layer=layer), step=dict(key=key or f"layer.{layer}.attn.probs"),
-                params={}, compare=dict(layer=layer))
-    if view not in args:
-        raise ValueError(f"view must be one of {data.VIEWS}, got {view!r}")
+    args = data.request(view, layer=layer, head=head, query=query, kind=kind, key=key)
     head = trace.check_head(head)
-    vd = data.view_data(trace, view, trace_b=compare, ledger=ledger, **args[view])
+    vd = data.view_data(trace, view, trace_b=compare, ledger=ledger, **args)
     return to_png(vd, path, head=head, query=query)

@@ -149,9 +149,11 @@ function Heatmap(opts = {}) {
     for (const i of d.rowSplits || []) { ctx.beginPath(); ctx.moveTo(0, i * ch); ctx.lineTo(W, i * ch); ctx.stroke(); }
     for (const j of d.colSplits || []) { ctx.beginPath(); ctx.moveTo(j * cw, 0); ctx.lineTo(j * cw, H); ctx.stroke(); }
     h.drawn = { ...d, cw, ch };
+    h.heat.limits = d.rowClim || [d.clim]; // the limits drawn, read by the tests (the view model's, never decided here)
     labels(h.rowLabels, d.rowLabels, ch, "rows", d.rowSplits, d.rowGroup);
     labels(h.colLabels, d.colLabels, cw, "cols", d.colSplits, d.colGroup);
-    colorbar(h.bar, d.lut, d.rowClim ? [0, 1] : d.clim, Math.max(80, Math.min(H, 320)), d.unit, d.rowClim ? ["0", "", "row max"] : null);
+    h.bar.style.display = d.noBar ? "none" : "";
+    if (!d.noBar) colorbar(h.bar, d.lut, d.rowClim ? [0, 1] : d.clim, Math.max(80, Math.min(H, 320)), d.unit, d.rowClim ? ["0", "", "row max"] : null);
     h.title.textContent = d.title || "";
     h.title.style.display = d.title ? "block" : "none";
     h.xTitle.textContent = d.xTitle || ""; h.yTitle.textContent = d.yTitle || "";
@@ -199,6 +201,29 @@ function Heatmap(opts = {}) {
 }
 
 // ---------------------------------------------------------------- the app
+// A saved notebook keeps a picture: the kernel shows the explorer as two outputs, the widget and
+// then a PNG of it (Explorer._ipython_display_). JupyterLab 4 and Notebook 7 draw a widget output
+// only while its model lives (reopened without a kernel they print "model not found"), so the PNG
+// is what a reader sees then. While the widget is live, the PNG is hidden here, in the page only:
+// the saved file keeps it.
+function hideSavedPicture(host, tries = 0) {
+  if (!host.isConnected) { // the widget is drawn before it is placed in the page
+    if (tries < 100) setTimeout(() => hideSavedPicture(host, tries + 1), 100);
+    return;
+  }
+  const mine = host.closest(".jp-OutputArea-child");
+  if (!mine || !mine.parentElement) return; // the exported page, VS Code: nothing to hide
+  const hide = () => {
+    const next = mine.nextElementSibling;
+    if (next && next.querySelector(".jp-RenderedImage")) { next.style.display = "none"; return true; }
+    return false;
+  };
+  if (hide()) return;
+  const watch = new MutationObserver(() => { if (hide()) watch.disconnect(); }); // the PNG output may come later
+  watch.observe(mine.parentElement, { childList: true, subtree: true });
+  setTimeout(() => watch.disconnect(), 30000);
+}
+
 function render({ model, el: host }) {
   const info = model.get("info");
   const n = info.n;
@@ -222,6 +247,7 @@ function render({ model, el: host }) {
   root.append(header, nav, error, ...Object.values(sections));
   if (info.page_note) root.appendChild(el("div", { class: "bvl-x-note bvl-page-note", text: info.page_note }));
   host.appendChild(root);
+  hideSavedPicture(host);
   const width = () => Math.max(320, (root.clientWidth || 900) - 150);
 
   function showError(text) { error.textContent = text; error.style.display = text ? "block" : "none"; }
@@ -385,6 +411,7 @@ function render({ model, el: host }) {
     for (const b of hv.heads.children) b.classList.toggle("bvl-on", hv.on.has(+b.dataset.head));
     const vd = have("attention", { layer, kind: "probs" });
     if (!vd) { later("attention", { layer, kind: "probs" }, () => model.get("tab") === "head" && drawHead()); return; }
+    hv.note.textContent = hv.note.textContent.replace(/under [0-9.]+ are/, `under ${vd.min_weight} are`);
     const labs = vd.labels, N = labs.length, rowH = N > 128 ? 12 : 18, top = 24, segs = segsOf(vd);
     const dpr = window.devicePixelRatio || 1, W = Math.min(760, Math.max(420, width())), H = top + N * rowH + 8;
     const c = hv.canvas, ctx = c.getContext("2d");
@@ -404,7 +431,7 @@ function render({ model, el: host }) {
         for (let j = 0; j < N; j++) {
           if (hov && hov.side === "k" && hov.i !== j) continue;
           const w = m[i * side + j];
-          if (!(w >= 0.02)) continue;
+          if (!(w >= vd.min_weight)) continue; // the view model's rule (the plotly and PNG head views use it too)
           ctx.globalAlpha = Math.min(1, 0.1 + 0.9 * w); ctx.lineWidth = 0.5 + 3 * w;
           ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
         }
@@ -474,9 +501,11 @@ function render({ model, el: host }) {
     for (const l of range(info.layers)) {
       mv.grid.appendChild(el("div", { class: "bvl-x-label", text: `L${l}` }));
       for (const h of range(info.heads)) {
-        const c = el("canvas", { class: "bvl-thumb", title: `layer ${l}, head ${h}: click to open`, "data-layer": String(l), "data-head": String(h),
+        const on = l === model.get("layer") && h === model.get("head"); // the selected head, as in the other tabs
+        const c = el("canvas", { class: `bvl-thumb${on ? " bvl-on" : ""}`, title: `layer ${l}, head ${h}: click to open`, "aria-selected": String(on), "data-layer": String(l), "data-head": String(h),
           onclick: () => setSel({ layer: l, head: h, tab: "attention" }) });
         paint(c, m.slice(l * info.heads + h), side, side, lutOf(vd.scale), vd.scale.clim[l][h]);
+        c.limits = [vd.scale.clim[l][h]];
         c.style.width = c.style.height = `${px}px`;
         c.bvl = { layer: l, head: h };
         mv.grid.appendChild(c);
@@ -516,8 +545,9 @@ function render({ model, el: host }) {
     const prod = new Float32Array(N * d), scores = new Float64Array(N);
     for (let j = 0; j < N; j++) { let s = 0; for (let c = 0; c < d; c++) { const p = qv[c] * kall[j * d + c]; prod[j * d + c] = p; s += p; } scores[j] = s * vd.scale_factor; }
     const mx = Math.max(...scores), ex = Array.from(scores, (s) => Math.exp(s - mx)), tot = ex.reduce((a, b) => a + b, 0), w = ex.map((e) => e / tot);
-    let pmax = 0; for (const p of prod) pmax = Math.max(pmax, Math.abs(p)); pmax = pmax || 1;
+    const pmax = vd.scale_prod.clim[head][1]; // one q*k scale per head, decided by the view model
     const lim = vd.scale.clim[1], lut = lutOf(vd.scale), dpr = window.devicePixelRatio || 1;
+    nv.canvas.limits = [[-lim, lim], [-pmax, pmax]];
     const cw = Math.max(3, Math.min(12, Math.floor(Math.min(320, (width() - 420) / 2) / d))), rh = N > 128 ? 8 : 16, lab = 120;
     const x0 = lab, x1 = x0 + d * cw + 24, x2 = x1 + d * cw + 16, top = 48, W = x2 + 290, H = top + N * rh + 10;
     const c = nv.canvas, ctx = c.getContext("2d");
@@ -597,7 +627,7 @@ function render({ model, el: host }) {
       ? el("a", { href: "#", text: k, onclick: (ev) => { ev.preventDefault(); setSel({ key: k }); } }) : k])] : ["reads only weights and the input ids"]));
     st.edit.textContent = vd.edited ? `\u270e edited: ${vd.edited}` : ""; st.edit.style.display = vd.edited ? "block" : "none";
     const z = vd.arrays.z, [S, R, C] = z.shape, slot = vd.per_head ? head : 0;
-    const clim = vd.scale.kind === "weights" ? vd.scale.clim[slot] : vd.scale.clim;
+    const clim = vd.scale.clim[slot];
     const cl = vd.col_labels, starts = vd.col_starts;
     st.map.draw({ values: z.slice(slot), R, C, rowLabels: vd.row_labels, colLabels: cl || null, lut: lutOf(vd.scale), clim, width: width(), square: !!cl,
       maxCell: cl ? 26 : 8, unit: vd.scale.unit, colSplits: cl ? splitsOf(range(n), info.segments) : [], rowSplits: vd.rows_axis === "token" || vd.rows_axis === "query" ? splitsOf(range(R), vd.row_edges ? vd.row_edges.slice(0, -1).map((e) => info.segments[e]) : info.segments) : [],
@@ -651,15 +681,19 @@ function render({ model, el: host }) {
     if (!vd) { later("compare", { layer }, () => model.get("tab") === "compare" && drawCompare()); return; }
     const N = vd.labels.length, wEach = Math.max(120, Math.floor((width() + 150) / 3) - 250); // labels and colour bar beside each
     const names = { a: "A", b: "B", diff: "B \u2212 A" };
+    const row = cv.maps[0].node.parentElement;
+    row.classList.add("bvl-x-nowrap");
     ["a", "b", "diff"].forEach((name, i) => {
       const diff = name === "diff", sc = diff ? vd.scale_diff : vd.scale;
       cv.maps[i].draw({ values: vd.arrays[name].slice(head), R: N, C: N, rowLabels: (name === "b" ? vd.labels_b : vd.labels), colLabels: (name === "b" ? vd.labels_b : vd.labels),
-        lut: lutOf(sc), clim: diff ? sc.clim[head] : [0, Math.max(vd.scale.clim[head][1], 1e-9)], width: wEach, maxCell: 18, unit: sc.unit,
+        lut: lutOf(sc), clim: sc.clim[head], width: wEach, maxCell: 18, unit: sc.unit, noBar: name === "a", // A shares B's bar
         title: `${names[name]}: layer ${layer}, head ${head}` + (diff && !vd.arrays.diff.slice(head).some((v) => v !== 0)
           ? " \u2014 identical (the edit acts after this map, or not in this layer: see the steps below)" : ""),
         xTitle: "key \u2192", yTitle: "query",
         hover: (r, c, v) => `${vd.labels[r]} \u2192 ${vd.labels[c]}\n${names[name]} ${fmt(v, 4)}` });
     });
+    // three maps side by side when they fit; else B \u2212 A goes to the next line (never cut off)
+    if (row.scrollWidth > row.clientWidth + 1) row.classList.remove("bvl-x-nowrap");
     const g = vd.arrays.grid;
     cv.grid.draw({ values: g.slice(0), R: g.shape[0], C: g.shape[1], rowLabels: vd.steps, colLabels: range(info.layers).map((l) => `layer ${l}`), lut: info.luts[vd.scale_grid.name],
       clim: vd.scale_grid.clim, width: Math.min(width(), 40 * info.layers), square: false, rowHeight: 14, maxCell: 40, unit: vd.scale_grid.unit,
@@ -669,7 +703,7 @@ function render({ model, el: host }) {
     cv.rows.replaceChildren(el("table", { class: "bvl-table" }, [el("caption", { text: "largest changes" }), el("tr", {}, ["key", "relative change", "max |B \u2212 A|", "mean cosine"].map((h) => el("th", { text: h }))),
       ...top.map((r) => el("tr", {}, [r[0], fmt(r[1], 4), fmt(r[2], 4), fmt(r[3], 4)].map((c) => el("td", { text: c }))))]));
     cv.note.textContent = (vd.edits.length ? `edits: ${vd.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}. ` : "") +
-      "A and B share one colour scale (white 0 \u2192 the larger map's largest weight); B \u2212 A: orange where B attends more, purple where less";
+      "A and B share one colour scale, B's bar (white 0 \u2192 the larger of the two maps' largest weights); B \u2212 A: orange where B attends more, purple where less";
     cv.grid.heat.bvl = { layer, head };
     root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: "compare", layer, head } }));
   }
@@ -685,7 +719,16 @@ function render({ model, el: host }) {
   }
   for (const name of STATE) model.on(`change:${name}`, show);
   show();
+  // canvas labels take the theme's ink when drawn: redraw at once when JupyterLab's theme (or the
+  // system's colour scheme) changes
+  const redraw = () => requestAnimationFrame(() => requestAnimationFrame(show));
+  const themeWatch = new MutationObserver(redraw);
+  themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  const scheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  if (scheme) scheme.addEventListener("change", redraw);
   return () => {
+    themeWatch.disconnect();
+    if (scheme) scheme.removeEventListener("change", redraw);
     clearTimeout(waitTimer);
     model.off("msg:custom", onMessage);
     for (const name of STATE) model.off(`change:${name}`, show);
