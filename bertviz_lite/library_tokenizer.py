@@ -8,8 +8,8 @@ library that defines them runs them, and this module only turns its output into 
 
 from __future__ import annotations
 
-from .errors import BertVizError, InputTooLongError, as_int
-from .tokenizer import Encoding
+from .errors import BertVizError, InputTooLongError
+from .tokenizer import Encoding, check_pad_to
 
 PAD_TOKENS = ("<pad>", "[PAD]")  # roberta's, albert's
 
@@ -78,13 +78,7 @@ class LibraryTokenizer:
                  for s, special, (a, b) in zip(enc.sequence_ids, enc.special_tokens_mask, enc.offsets)]
         n_real = len(ids)
         if pad_to is not None:
-            pad_to = as_int(pad_to, "pad_to")
-            if pad_to > max_length:
-                raise InputTooLongError(f"pad_to={pad_to} is more than the model's {max_length} positions")
-            if pad_to < n_real:
-                raise ValueError(f"pad_to={pad_to} is shorter than the input's {n_real} tokens; padding never "
-                                 f"cuts tokens (use pad_to>={n_real})")
-            extra = pad_to - n_real
+            extra = check_pad_to(pad_to, n_real, max_length) - n_real
             tokens += [self.id_to_token(self.pad_token_id)] * extra
             ids += [self.pad_token_id] * extra
             segments += [0] * extra

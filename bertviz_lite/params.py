@@ -213,8 +213,8 @@ def reconcile(config: BertConfig | None = None) -> Table:
     if c.model_type != "bert" or c.head is not None:
         c = c.replace(model_type="bert", head=None, labels=())  # the sources count BERT's body: no family switches
         if c.embedding_size is not None or c.shared_layers or c.position_offset or not c.type_vocab_size:
-            raise ValueError(f"reconcile() compares the sources' counts of BERT; this config is not a BERT's "
-                             f"(embedding_size, shared_layers, no segments): see family_ledgers()")
+            raise ValueError("reconcile() compares the sources' counts of BERT; this config is not a BERT's "
+                             "(embedding_size, shared_layers, no segments): see family_ledgers()")
     base = convention_total(c)
     rows = []
     for name, conv, includes, leaves_out in SOURCES:

@@ -307,13 +307,7 @@ class WordPieceTokenizer:
             segments += [which] * (len(part) + 1)
         n_real = len(tokens)
         if pad_to is not None:
-            pad_to = as_int(pad_to, "pad_to")
-            if pad_to > max_length:
-                raise InputTooLongError(f"pad_to={pad_to} is more than the model's {max_length} positions")
-            if pad_to < n_real:
-                raise ValueError(f"pad_to={pad_to} is shorter than the input's {n_real} tokens; padding never "
-                                 f"cuts tokens (use pad_to>={n_real}, or truncate=True with a shorter text)")
-            extra = pad_to - n_real
+            extra = check_pad_to(pad_to, n_real, max_length) - n_real
             tokens += ["[PAD]"] * extra
             spans += [None] * extra
             segments += [0] * extra
@@ -375,3 +369,14 @@ def _nfd_runs(chars):
         run.append((ch, i))
     if run:
         yield run
+
+
+def check_pad_to(pad_to, n_real: int, max_length: int) -> int:
+    """pad_to as an int, checked: within the model's positions and not shorter than the real tokens."""
+    pad_to = as_int(pad_to, "pad_to")
+    if pad_to > max_length:
+        raise InputTooLongError(f"pad_to={pad_to} is more than the model's {max_length} positions")
+    if pad_to < n_real:
+        raise ValueError(f"pad_to={pad_to} is shorter than the input's {n_real} tokens; padding never "
+                         f"cuts tokens (use pad_to>={n_real}, or truncate=True with a shorter text)")
+    return pad_to

@@ -11,12 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -170,29 +168,10 @@ def test_untied_checkpoint_round_trips_and_needs_its_decoder(tmp_path, untied):
 
 
 @pytest.fixture
-def silent_server():
-    """127.0.0.1:port that accepts every connection and never writes a byte; stopped after the test."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    srv.settimeout(0.2)
-    held, stop = [], threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            try:
-                held.append(srv.accept()[0])
-            except OSError:
-                pass
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.getsockname()[1]}", held
-    stop.set()
-    t.join(2)
-    for conn in held:
-        conn.close()
-    srv.close()
+def silent_server(silent_port):
+    """A Hugging Face endpoint that accepts every connection and never answers (conftest's silent_port)."""
+    port, held = silent_port
+    return f"http://127.0.0.1:{port}", held
 
 
 def test_hub_that_never_answers_fails_within_seconds_with_the_advice(tmp_path, silent_server):

@@ -34,7 +34,6 @@ from bertviz_lite import cli, corpus
 from bertviz_lite.errors import NotARegularFileError
 from bertviz_lite.views import export, export_html, save_png
 
-from .conftest import SMALL
 from .test_reliability import write_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,29 +183,10 @@ def test_cli_html_refuses_a_fifo_before_loading_the_model(tmp_path, monkeypatch,
 
 
 @pytest.fixture
-def silent_tcp():
-    """tcp://127.0.0.1:port that accepts every connection and never writes a byte; stopped by the test."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    srv.settimeout(0.2)
-    held, stop = [], threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            try:
-                held.append(srv.accept()[0])
-            except OSError:
-                pass
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    yield f"tcp://127.0.0.1:{srv.getsockname()[1]}", held
-    stop.set()
-    t.join(2)
-    for conn in held:
-        conn.close()
-    srv.close()
+def silent_tcp(silent_port):
+    """A scheduler address that accepts every connection and never answers (conftest's silent_port)."""
+    port, held = silent_port
+    return f"tcp://127.0.0.1:{port}", held
 
 
 def test_a_silent_scheduler_address_fails_within_the_connect_timeout(small, silent_tcp, monkeypatch):
