@@ -250,13 +250,14 @@ class Trace:
             raise ValueError("attentions is empty: pass one array per layer")
         if sentence_b_start is not None and not 0 < int(sentence_b_start) < n:
             raise OutOfRangeError(f"sentence_b_start must be a token index 1..{n - 1}, got {sentence_b_start!r}")
-        A = maps[0].shape[0]
-        if config is None:  # only the layer and head counts are known; d_head is a placeholder of 64
-            config = BertConfig(num_layers=len(maps), num_heads=A, hidden_size=64 * A, ffn_size=256 * A,
+        n_h = maps[0].shape[0]
+        if config is None:  # the maps fix only L and n_h; H and d_ffnn are nominal (64-wide heads, as BERT's):
+            # the attention views never read them, though the page's header line prints H and d_k
+            config = BertConfig(num_layers=len(maps), num_heads=n_h, hidden_size=64 * n_h, ffn_size=256 * n_h,
                                 max_positions=max(512, n))
-        elif (config.num_layers, config.num_heads) != (len(maps), A):
+        elif (config.num_layers, config.num_heads) != (len(maps), n_h):
             raise ValueError(f"config has {config.num_layers} layers x {config.num_heads} heads; "
-                             f"attentions hold {len(maps)} x {A}")
+                             f"attentions hold {len(maps)} x {n_h}")
         segments = [0] * n if sentence_b_start is None else [int(i >= sentence_b_start) for i in range(n)]
         mask = [int(t != "[PAD]") for t in tokens]
         values = {f"layer.{layer}.attn.probs": m for layer, m in enumerate(maps)}

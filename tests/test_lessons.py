@@ -241,10 +241,6 @@ def test_exercises_have_stubs_and_solutions(lesson):
         assert f'check("{i}"' in "\n".join(c.source for c in nb.cells), f"{lesson.name}: nothing checks {i}"
 
 
-# Lessons the hint, prediction and symbol rules of issue 18 do not yet apply to (none: keep it that way).
-KNOWN_EXCEPTIONS: set[str] = set()
-
-
 def solution_lines(lesson: Path) -> list[str]:
     """The code of each solution line (comments dropped) and, for an assignment, its right-hand side:
     what a hint must not hold. Whitespace is dropped, so spacing cannot hide a copy."""
@@ -268,8 +264,6 @@ def lesson_exercises(lesson: Path) -> list:
 @pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
 def test_hints_do_not_give_the_solution_line(lesson):
     """issue 18 section 2: a hint names the idea, then a partial step; the full line lives only in solutions/."""
-    if lesson.stem in KNOWN_EXCEPTIONS:
-        pytest.skip(f"{lesson.stem}: rewritten on another branch (KNOWN_EXCEPTIONS)")
     lines = solution_lines(lesson)
     found = [(ex.id, line) for ex in lesson_exercises(lesson) for hint in ex.hints for line in lines
              if line in re.sub(r"\s+", "", hint)]
@@ -290,8 +284,6 @@ def test_solution_lines_are_found_in_hints():
 def test_predictions_are_marked(lesson):
     """A stub that asks for a prediction is registered with prediction=True, so the solutions run checks
     that no number printed above it passes (test_lesson_runs_with_solutions)."""
-    if lesson.stem in KNOWN_EXCEPTIONS:
-        pytest.skip(f"{lesson.stem}: rewritten on another branch (KNOWN_EXCEPTIONS)")
     nb = nbformat.read(lesson, as_version=4)
     asks = {i for i, cell in exercise_cells(nb).items() if re.search(r"predict", cell.source, re.I)}
     marked = {ex.id for ex in lesson_exercises(lesson) if ex.prediction}
@@ -300,7 +292,7 @@ def test_predictions_are_marked(lesson):
 
 def test_readme_prints_no_solution():
     text = re.sub(r"\s+", "", (NOTEBOOKS / "README.md").read_text())
-    found = [(lesson.stem, line) for lesson in LESSONS if lesson.stem not in KNOWN_EXCEPTIONS
+    found = [(lesson.stem, line) for lesson in LESSONS
              for line in solution_lines(lesson) if line in text]
     assert not found, f"notebooks/README.md prints solution lines: {found}"
 
@@ -347,8 +339,6 @@ def test_no_A_for_the_number_of_heads(lesson):
     sol = SOLUTIONS / f"{lesson.stem}.py"
     texts += [sol.read_text()] if sol.exists() else []
     found = sorted({m.group(0) for t in texts for m in HEADS_AS_A.finditer(t)})
-    if lesson.stem in KNOWN_EXCEPTIONS and found:
-        pytest.skip(f"{lesson.stem}: {found} (rewritten on another branch; KNOWN_EXCEPTIONS)")
     assert not found, f"{lesson.name} writes A for the number of heads: {found}; write n_h"
 
 
@@ -358,8 +348,6 @@ def test_symbol_table_as_markdown(lesson):
     a lesson that carries the package's whole table carries today's (course.symbol_table(), from schema.SYMBOLS)."""
     nb = nbformat.read(lesson, as_version=4)
     tables = [c.source for c in nb.cells if c.cell_type == "markdown" and "**One symbol per thing.**" in c.source]
-    if not tables and lesson.stem in KNOWN_EXCEPTIONS:
-        pytest.skip(f"{lesson.stem}: rewritten on another branch (KNOWN_EXCEPTIONS)")
     assert tables, f"{lesson.name}: no markdown cell with the **One symbol per thing.** table"
     assert any("n_h" in t for t in tables), f"{lesson.name}: its symbol table does not name n_h, the number of heads"
     full = course.symbol_table()
@@ -462,6 +450,6 @@ def test_lesson_runs_with_solutions(lesson, monkeypatch):
     assert not report["failed"], report
     assert sorted(cells) == [i for i in report["passed"] if i in cells], report
     assert not report["accepted_wrong"], f"checkers accepted wrong answers: {report['accepted_wrong']}"
-    spoiled = [x for x in report["spoiled"] if lesson.stem not in KNOWN_EXCEPTIONS]
+    spoiled = report["spoiled"]
     assert not spoiled, (f"{lesson.name}: numbers shown above a prediction's stub (in markdown or a stored output) "
                          f"pass its checker, so the prediction is spoiled: {spoiled}")
