@@ -15,7 +15,7 @@ from pathlib import Path
 
 # hidden_act values of a hugging face config -> the activation the engine computes.
 # "gelu" is the exact erf form BERT was trained with; the others are the approximations
-# and the relu that popular write-ups use (see lesson 06).
+# and the relu that popular write-ups use (see lesson 07).
 ACTIVATIONS = {
     "gelu": "gelu",  # x * Phi(x), Phi via erf
     "gelu_new": "gelu_tanh",  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
@@ -43,7 +43,7 @@ class BertConfig:
     hidden_act: str = "gelu"  # exact erf gelu; see ACTIVATIONS for the others
     initializer_range: float = 0.02  # std of the N(0, 0.02) initialisation
     pad_token_id: int = 0  # [PAD] in the bert vocabulary
-    attention_scale: float | None = None  # None: 1/sqrt(d_k). a what-if knob for lesson 11 (1/sqrt(H))
+    attention_scale: float | None = None  # None: 1/sqrt(d_k). a what-if knob for lesson 13 (1/sqrt(H))
     tie_word_embeddings: bool = True  # the mlm output matrix is W_T itself; False: a separate decoder W_out
     # the family's switches (FAMILIES sets them from config.json's model_type; BERT's values are the defaults)
     model_type: str = "bert"  # bert, roberta, distilbert, electra or albert: one engine, these switches

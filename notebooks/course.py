@@ -4,7 +4,7 @@ In a lesson, the student's cell holds a `...` stub; the cell after it checks the
 
     from course import check
     my_scores = ...                       # your code here
-    check("03.1", my_scores, tr=tr)       # "✅ correct (03.1): ..." or "❌ not yet (03.1): ... hint: ..."
+    check("04.1", my_scores, tr=tr)       # "✅ correct (04.1): ..." or "❌ not yet (04.1): ... hint: ..."
 
 `check` never raises for a wrong answer (a committed lesson with its stubs runs cleanly under
 nbval) unless the environment sets BERTVIZ_COURSE_STRICT=1: then a failed check raises
@@ -72,7 +72,7 @@ _TRIES: dict[str, int] = {}  # wrong answers so far, per exercise: which hint co
 
 def exercise(id: str, *, hint: str | tuple[str, ...] | list[str], wrong: Callable[..., list] | None = None,
              prediction: bool = False):
-    """Register the checker of exercise `id` ("03.1"). `hint` is shown when an answer is not yet
+    """Register the checker of exercise `id` ("04.1"). `hint` is shown when an answer is not yet
     right: one string, or graded hints (a tuple), the first after the first wrong try (the idea:
     which formula line, what the shapes must be), the next after the next (a partial step). A hint
     never holds the solution's code line (tests/test_lessons.py checks it against notebooks/solutions/).
@@ -94,7 +94,7 @@ def exercise(id: str, *, hint: str | tuple[str, ...] | list[str], wrong: Callabl
 def _split(id: str) -> str:
     lesson, _, number = str(id).partition(".")
     if not (len(lesson) == 2 and lesson.isdigit() and number):
-        raise ValueError(f"an exercise id is 'NN.k' (lesson number, dot, exercise), like '03.1'; got {id!r}")
+        raise ValueError(f"an exercise id is 'NN.k' (lesson number, dot, exercise), like '04.1'; got {id!r}")
     return lesson
 
 

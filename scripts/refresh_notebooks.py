@@ -1,7 +1,7 @@
 """Run lesson notebooks and store only the outputs nbval checks.
 
     .venv/bin/python scripts/refresh_notebooks.py                 # every notebooks/NN_*.ipynb
-    .venv/bin/python scripts/refresh_notebooks.py notebooks/03_one_head.ipynb
+    .venv/bin/python scripts/refresh_notebooks.py notebooks/04_one_head.ipynb
 
 Each notebook is executed top to bottom in notebooks/ (as nbval does), and its widget state is
 dropped (plotly's FigureWidget would add ~5 MB of JavaScript per widget). Then every output is

@@ -3,7 +3,7 @@ solution, every lesson runs with its solutions filled in under strict checking, 
 checker rejects wrong answers (the replay of each `check` call with wrong ones).
 
     .venv/bin/python -m pytest tests/test_lessons.py -q                 # all lessons
-    .venv/bin/python -m pytest tests/test_lessons.py -q -k 03_one_head   # one lesson
+    .venv/bin/python -m pytest tests/test_lessons.py -q -k 04_one_head   # one lesson
 
 The solutions run takes as long as the lesson (each <= 90 s), so those tests are marked slow.
 """
@@ -274,8 +274,8 @@ def test_hints_do_not_give_the_solution_line(lesson):
 
 def test_solution_lines_are_found_in_hints():
     """The rule above can fail: a hint copied from a solution is caught, with other spacing too."""
-    lesson = NOTEBOOKS / "03_one_head.ipynb"
-    line = next(l for l in solutions(lesson)["03.2"].splitlines() if "@" in l)
+    lesson = NOTEBOOKS / "04_one_head.ipynb"
+    line = next(l for l in solutions(lesson)["04.2"].splitlines() if "@" in l)
     rhs = line.split("=", 1)[1]
     assert re.sub(r"\s+", "", rhs.replace(" ", "  ")) in solution_lines(lesson)
 
@@ -429,7 +429,7 @@ def test_lesson_runs_with_solutions(lesson, monkeypatch):
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     # store_widget_state=True: nbclient's Output-widget hook raises KeyError without it (nothing is written).
     # Every write nbclient makes on the shell channel while it waits there for a cell's reply can swallow
-    # the reply's wake-up (the run then idles for the whole cell timeout: lessons 01, 03 and 06 once took
+    # the reply's wake-up (the run then idles for the whole cell timeout: the tokens, one-head and feed-forward lessons once took
     # 300 s longer). It writes only for output captured by an Output widget, so a lesson must cause none
     # (course.try_it draws Try-it controls without one): counted here, and the run is not retried.
     from nbclient import output_widget

@@ -103,8 +103,8 @@ def choose(page, index: int, which: int, label: str) -> None:
 
 
 def test_try_it_controls_redraw_from_the_engine(lab, sync_api, trace):
-    lesson03, cell03 = copy_lesson(lab, "03_one_head.ipynb")
-    lesson06, cell06 = copy_lesson(lab, "06_feed_forward.ipynb")
+    lesson03, cell03 = copy_lesson(lab, "04_one_head.ipynb")
+    lesson06, cell06 = copy_lesson(lab, "07_feed_forward.ipynb")
     it, cat = trace.tokens.index("it"), trace.tokens.index("cat")
     with sync_api.sync_playwright() as p:
         ctx = launch_browser(p)
@@ -113,7 +113,7 @@ def test_try_it_controls_redraw_from_the_engine(lab, sync_api, trace):
             page = ctx.new_page()
             urls = record_requests(page, lab)
 
-            # lesson 03: the head picker starts at the head where 'it' looks hardest at 'cat'
+            # lesson 04: the head picker starts at the head where 'it' looks hardest at 'cat'
             run_lesson(page, lab, lesson03)
             A = trace.stack("attn.probs")[:, :, it, cat]
             layer, head = (int(i) for i in np.unravel_index(A.argmax(), A.shape))
@@ -133,7 +133,7 @@ def test_try_it_controls_redraw_from_the_engine(lab, sync_api, trace):
             page.locator(CELLS).nth(cell03).scroll_into_view_if_needed()
             shoot(page, "lesson03-try-it")
 
-            # lesson 06: the layer dropdown redraws the histogram of that layer's pre-activations
+            # lesson 07: the layer dropdown redraws the histogram of that layer's pre-activations
             run_lesson(page, lab, lesson06)
             try:
                 wait_text(page, cell06, "of the pre-activations are negative", 90_000)

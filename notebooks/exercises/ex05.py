@@ -1,38 +1,42 @@
-"""Lesson 05 · Residuals and LayerNorm: the checkers."""
+"""Lesson 05 · Twelve heads: the checkers."""
 import numpy as np
 
-from course import close, exercise, within
+from course import close, equals, exercise
 
 
-def _stats(x, eps):
-    x = np.asarray(x, dtype=np.float64)
-    return x.mean(-1, keepdims=True), x.var(-1, keepdims=True), eps
-
-
-@exercise("05.1", hint=("LayerNorm(x) = gamma * (x - mean) / sqrt(var + eps) + beta, the mean and variance of each "
-                        "token's own H features",
-                        "take the mean and the variance over the last axis with keepdims=True; eps is BERT's 1e-12"))
+@exercise("05.1", hint=("concatenation puts the heads' outputs side by side: token i's row is head 0's 64 numbers, "
+                        "then head 1's, and so on: [n, heads * d_k]",
+                        "Zh is [head, n, d_k]: bring the token axis first (transpose), then reshape"))
 def _(answer, *, tr, layer):
-    x = np.asarray(tr.get("attn.resid", layer=layer), dtype=np.float64)
-    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
-    x_hat = (x - mu) / np.sqrt(var + tr.config.layer_norm_eps)
-    mu0, var0 = x.mean(0, keepdims=True), x.var(0, keepdims=True)
-    return close(answer, tr.get("attn.ln", layer=layer), atol=1e-4, mistakes={
-        "that is x_hat: multiply by gamma and add beta": x_hat,
-        "you normalised over the tokens (axis 0): LayerNorm normalises each token over its features":
-            (x - mu0) / np.sqrt(var0 + tr.config.layer_norm_eps)})
+    Zh = np.asarray(tr.get("attn.context", layer=layer), dtype=np.float64)
+    heads, n, d = Zh.shape
+    return close(answer, tr.get("attn.concat", layer=layer), atol=1e-6, mistakes={
+        "you reshaped without moving the token axis first: each row then mixes tokens of one head":
+            Zh.reshape(n, heads * d)})
 
 
-@exercise("05.2", hint=("undo the last step of LayerNorm: it multiplied by gamma and added beta",
-                        "start from the layer's attn.ln output, subtract beta, then divide by gamma"))
-def _(answer, *, tr, layer):
-    resid = np.asarray(tr.get("attn.resid", layer=layer), dtype=np.float64)
-    expected = (resid - resid.mean(-1, keepdims=True)) / resid.std(-1, keepdims=True)  # mean 0, std 1 per row
-    return close(answer, expected, atol=1e-3)
+def _wrong_parts(answer, **_):
+    return [lambda h: 2 * answer(h), lambda h: answer(0), None]
 
 
-@exercise("05.3", hint=("with gamma = 1 and beta = 0, the output is (x - mu) / sqrt(sigma^2 + eps): what standard "
-                        "deviation does a row have after you divide it by its own?",),
-          prediction=True, wrong=lambda answer, actual: [0.0, 0.5, 768.0])
+@exercise("05.2", hint=("concat W^O splits by head: head h's d_k columns of the concatenation meet W^O's rows "
+                        "h * d_k to (h + 1) * d_k",
+                        "inside the function: take the layer's W_O from W, slice its rows for head h, and "
+                        "multiply head h's output Zh[h] by that slice"),
+          wrong=_wrong_parts)
+def _(answer, *, tr, layer, weights):
+    if not callable(answer):
+        return False, "my_head_part must be a function of the head index h"
+    heads = tr.config.num_heads
+    parts = [np.asarray(answer(h), dtype=np.float64) for h in range(heads)]
+    total = sum(parts) + weights[f"layer.{layer}.attn.b_O"]
+    return close(total, tr.get("attn.out", layer=layer), atol=1e-4)
+
+
+@exercise("05.3", hint=("predict first: every later weight was trained on W^O's mix of the heads; "
+                        "would they still work on the heads' raw outputs?",),
+          prediction=True)
 def _(answer, *, actual):
-    return within(answer, actual - 0.05, actual + 0.05, "your prediction")
+    if not isinstance(answer, (bool, np.bool_)):
+        return False, f"answer True or False (a bool); got {type(answer).__name__}"
+    return equals(bool(answer), actual)

@@ -1,34 +1,38 @@
-"""Lesson 06 · The feed-forward block: the checkers."""
+"""Lesson 06 · Residuals and LayerNorm: the checkers."""
 import numpy as np
-from scipy.special import erf
 
 from course import close, exercise, within
 
 
-@exercise("06.1", hint=("BERT's GELU is exact: x times Phi(x), the standard normal's cumulative distribution, "
-                        "which is written with erf",
-                        "Phi(x) = (1 + erf(x / sqrt(2))) / 2; apply it to the layer's ffn.up, element by element"))
+def _stats(x, eps):
+    x = np.asarray(x, dtype=np.float64)
+    return x.mean(-1, keepdims=True), x.var(-1, keepdims=True), eps
+
+
+@exercise("06.1", hint=("LayerNorm(x) = gamma * (x - mean) / sqrt(var + eps) + beta, the mean and variance of each "
+                        "token's own H features",
+                        "take the mean and the variance over the last axis with keepdims=True; eps is BERT's 1e-12"))
 def _(answer, *, tr, layer):
-    x = np.asarray(tr.get("ffn.up", layer=layer), dtype=np.float64)
-    return close(answer, tr.get("ffn.act", layer=layer), atol=1e-5, mistakes={
-        "you used ReLU, max(0, x) (the card's activation): BERT uses GELU": np.maximum(x, 0.0),
-        "you used the tanh approximation of GELU: BERT-base uses the exact erf form": 0.5 * x * (
-            1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
-        "you used the sigmoid approximation x * sigmoid(1.702 x): BERT-base uses the exact erf form":
-            x / (1 + np.exp(-1.702 * x)),
-        "you computed Phi(x) alone: GELU is x * Phi(x)": 0.5 * (1 + erf(x / np.sqrt(2)))})
+    x = np.asarray(tr.get("attn.resid", layer=layer), dtype=np.float64)
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    x_hat = (x - mu) / np.sqrt(var + tr.config.layer_norm_eps)
+    mu0, var0 = x.mean(0, keepdims=True), x.var(0, keepdims=True)
+    return close(answer, tr.get("attn.ln", layer=layer), atol=1e-4, mistakes={
+        "that is x_hat: multiply by gamma and add beta": x_hat,
+        "you normalised over the tokens (axis 0): LayerNorm normalises each token over its features":
+            (x - mu0) / np.sqrt(var0 + tr.config.layer_norm_eps)})
 
 
-@exercise("06.2", hint=("ReLU drops the negative side, where most pre-activations are (the Check section): "
-                        "how far does that turn the block's output?",),
-          prediction=True, wrong=lambda answer, actual: [1.0, -1.0, 2.0, "0.5", actual + 0.15, actual - 0.15])
+@exercise("06.2", hint=("undo the last step of LayerNorm: it multiplied by gamma and added beta",
+                        "start from the layer's attn.ln output, subtract beta, then divide by gamma"))
+def _(answer, *, tr, layer):
+    resid = np.asarray(tr.get("attn.resid", layer=layer), dtype=np.float64)
+    expected = (resid - resid.mean(-1, keepdims=True)) / resid.std(-1, keepdims=True)  # mean 0, std 1 per row
+    return close(answer, expected, atol=1e-3)
+
+
+@exercise("06.3", hint=("with gamma = 1 and beta = 0, the output is (x - mu) / sqrt(sigma^2 + eps): what standard "
+                        "deviation does a row have after you divide it by its own?",),
+          prediction=True, wrong=lambda answer, actual: [0.0, 0.5, 768.0])
 def _(answer, *, actual):
-    return within(answer, actual - 0.1, actual + 0.1, "your prediction")
-
-
-@exercise("06.3", hint=("the block's output is LayerNorm(its input + W_down applied to the activations), "
-                        "every row on its own",
-                        "down-project ffn.act with W_down and b_down, add the layer's attn.ln (the residual), "
-                        "then the LayerNorm with the ffn.ln gamma and beta"))
-def _(answer, *, tr, layer):
-    return close(answer, tr.get("ffn.ln", layer=layer), atol=1e-4)
+    return within(answer, actual - 0.05, actual + 0.05, "your prediction")

@@ -1,38 +1,30 @@
-"""Exercises of lesson 08 (parameters): the formula exercises take a function, checked on several models."""
-import bertviz_lite as bv
-from bertviz_lite.params import ledger_for_config
-from course import equals, exercise, formula
+"""Exercises of lesson 08 (the stack)."""
+import numpy as np
+
+from bertviz_lite import analysis
+from course import close, equals, exercise
 
 
-def _configs(config):
-    small = bv.BertConfig(vocab_size=1000, hidden_size=64, num_layers=2, num_heads=4, ffn_size=256,
-                          max_positions=128, type_vocab_size=2)
-    large = bv.BertConfig(hidden_size=1024, num_layers=24, num_heads=16, ffn_size=4096)
-    return [config, bv.BertConfig(), large, small]
+@exercise("08.1", hint=("cosine similarity: the dot product of the two vectors divided by the product of their lengths",
+                        "np.linalg.norm gives a vector's length; both vectors are [H]"))
+def _(answer, *, tr, t):
+    return close(answer, analysis.representation_similarity(tr, against="input")[tr.num_layers, t], atol=1e-6)
 
 
-@exercise("08.1", hint=("BertModel = embeddings + L encoder layers + the pooler; write each as a formula of the sizes",
-                        "embeddings (V + P + 2) H + 2H; a layer 4(H^2 + H) for Q, K, V, O, then the FFN's two "
-                        "matrices with their biases, then two LayerNorms (2H each); the pooler H^2 + H"))
-def _(answer, *, config):
-    cases = [(dict(V=c.vocab_size, H=c.hidden_size, L=c.num_layers, F=c.ffn_size, P=c.max_positions),
-              ledger_for_config(c).total) for c in _configs(config)]
-    return formula(answer, cases, "my_total(V, H, L, F, P)")
+@exercise("08.2", hint=("make every row a unit vector; then one matrix product gives every pair's cosine, [n, n]",
+                        "average the off-diagonal entries only: the diagonal is each token with itself (1); "
+                        "there are n * (n - 1) of them"))
+def _(answer, *, tr):
+    Z = np.asarray(tr.get("ffn.ln", layer=tr.num_layers - 1), dtype=np.float64)
+    U = Z / np.linalg.norm(Z, axis=1, keepdims=True)
+    n = len(U)
+    return close(answer, analysis.mean_token_similarity(tr)[tr.num_layers], atol=1e-6, mistakes={
+        "you averaged the diagonal in too (each token with itself, cos 1): leave it out": (U @ U.T).mean()})
 
 
-@exercise("08.2", hint=("each layer has one W^O (H x H) and one bias b^O (H)",
-                        "count one layer's W^O and b^O, then multiply by the number of layers"))
-def _(answer, *, config):
-    def wo(c):
-        return sum(n for _, name, _, n in ledger_for_config(c).rows if name.endswith(("attn.W_O", "attn.b_O")))
-
-    cases = [(dict(L=c.num_layers, H=c.hidden_size), wo(c)) for c in _configs(config)]
-    return formula(answer, cases, "my_wo(L, H)")
-
-
-@exercise("08.3", hint=("predict first: BERT-large has twice BERT-base's layers, each a third wider; its attention "
-                        "and feed-forward matrices grow with H squared",),
-          prediction=True, wrong=lambda answer, config: [answer + 5, answer + 1, answer - 1, str(answer), 110])
-def _(answer, *, config):
-    total = bv.reconcile(config).rows[0][1]
-    return equals(answer, round(total / 1e6))
+@exercise("08.3", hint=("predict first: the layer (1..L) whose output is least like its input, "
+                        "cos(Z_l, Z_l-1) smallest; a whole number",),
+          prediction=True, wrong=lambda answer, tr: [answer - 1, answer + 1, str(answer)])
+def _(answer, *, tr):
+    to_prev = np.asarray(analysis.representation_similarity(tr, against="previous"))
+    return equals(answer, int(np.argmin(to_prev.mean(axis=1)[1:])) + 1)

@@ -1,69 +1,38 @@
-"""Exercises of lesson 09 (pooler and masked-language modelling).
-
-The checkers compare with the trace and name the known mistakes: the formula card's pooler without
-its bias, the MLM logits without the output bias, and GELU's tanh approximation (as 06.1 does).
-They run on weights whose biases are not zero (the fitted head's, a pooler bias drawn in the lesson),
-so leaving a bias out changes the answer.
-"""
-import numpy as np
-
-from course import close, equals, exercise
+"""Exercises of lesson 09 (parameters): the formula exercises take a function, checked on several models."""
+import bertviz_lite as bv
+from bertviz_lite.params import ledger_for_config
+from course import equals, exercise, formula
 
 
-def _f64(a):
-    return np.asarray(a, dtype=np.float64)
+def _configs(config):
+    small = bv.BertConfig(vocab_size=1000, hidden_size=64, num_layers=2, num_heads=4, ffn_size=256,
+                          max_positions=128, type_vocab_size=2)
+    large = bv.BertConfig(hidden_size=1024, num_layers=24, num_heads=16, ffn_size=4096)
+    return [config, bv.BertConfig(), large, small]
 
 
-def _pooler_without_bias(tr, model):
-    Z_L = _f64(tr[f"layer.{model.config.num_layers - 1}.ffn.ln"])
-    return np.tanh(Z_L[0] @ _f64(model.weights["pooler.W"]))
+@exercise("09.1", hint=("BertModel = embeddings + L encoder layers + the pooler; write each as a formula of the sizes",
+                        "embeddings (V + P + 2) H + 2H; a layer 4(H^2 + H) for Q, K, V, O, then the FFN's two "
+                        "matrices with their biases, then two LayerNorms (2H each); the pooler H^2 + H"))
+def _(answer, *, config):
+    cases = [(dict(V=c.vocab_size, H=c.hidden_size, L=c.num_layers, F=c.ffn_size, P=c.max_positions),
+              ledger_for_config(c).total) for c in _configs(config)]
+    return formula(answer, cases, "my_total(V, H, L, F, P)")
 
 
-def _mlm_row(tr, model, m, *, gelu="erf", bias=True):
-    """The head's logits at row m, computed the right way or with one known mistake."""
-    import scipy.special
-    w = {k: _f64(v) for k, v in model.weights.items() if k.startswith("mlm.") or k == "embed.W_T"}
-    x = _f64(tr[f"layer.{model.config.num_layers - 1}.ffn.ln"])[m] @ w["mlm.W_t"] + w["mlm.b_t"]
-    if gelu == "erf":
-        x = 0.5 * x * (1 + scipy.special.erf(x / np.sqrt(2)))
-    else:  # the tanh approximation (hugging face's gelu_new)
-        x = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
-    x = (x - x.mean()) / np.sqrt(x.var() + model.config.layer_norm_eps) * w["mlm.ln.gamma"] + w["mlm.ln.beta"]
-    return x @ w["embed.W_T"].T + (w["mlm.bias"] if bias else 0.0)
+@exercise("09.2", hint=("each layer has one W^O (H x H) and one bias b^O (H)",
+                        "count one layer's W^O and b^O, then multiply by the number of layers"))
+def _(answer, *, config):
+    def wo(c):
+        return sum(n for _, name, _, n in ledger_for_config(c).rows if name.endswith(("attn.W_O", "attn.b_O")))
+
+    cases = [(dict(L=c.num_layers, H=c.hidden_size), wo(c)) for c in _configs(config)]
+    return formula(answer, cases, "my_wo(L, H)")
 
 
-def _named(answer, expected, mistakes, atol, rtol=1e-4):
-    """close(answer, expected), and when it is not, the name of a known mistake the answer matches."""
-    ok, detail = close(answer, expected, atol=atol, rtol=rtol)
-    if ok:
-        return ok, detail
-    for what, wrong in mistakes:
-        if close(answer, wrong, atol=atol, rtol=rtol)[0]:
-            return False, what
-    return ok, detail
-
-
-@exercise("09.1", hint=("the pooler reads one row of Z_L only, the [CLS] row, and gives a vector of shape [H]",
-                        "that row times the pooler's matrix, plus its bias, then tanh: the formula card drops the bias"),
-          wrong=lambda answer, tr, model: [_pooler_without_bias(tr, model), np.tanh(_f64(answer))])
-def _(answer, *, tr, model):
-    return _named(answer, tr["pooler.out"], [("you left out the bias b, as the formula card does",
-                                              _pooler_without_bias(tr, model))], atol=1e-5)
-
-
-@exercise("09.2", hint=("four steps on row m of Z_L: a dense H x H layer (mlm.W_t, mlm.b_t), GELU with erf, LayerNorm "
-                        "over the H features, then one score per vocabulary piece: the answer has shape [V]",
-                        "the last step reuses the token table W_T (tied): which way round must it be to map H to V? "
-                        "and every piece has its own output bias"),
-          wrong=lambda answer, tr, m, model: [_mlm_row(tr, model, m, bias=False),
-                                               _mlm_row(tr, model, m, gelu="tanh"), _f64(answer)[::-1]])
-def _(answer, *, tr, m, model):
-    mistakes = [("the output bias b^mlm is missing: every piece has its own", _mlm_row(tr, model, m, bias=False)),
-                ("that is GELU's tanh approximation; BERT uses the exact form with erf (see 06.1)",
-                 _mlm_row(tr, model, m, gelu="tanh"))]
-    return _named(answer, tr["mlm.logits"][m], mistakes, atol=2e-4, rtol=1e-5)
-
-
-@exercise("09.3", hint="run the cell: one [MASK] holds one word piece; count the pieces", prediction=True)
-def _(answer, *, model, word):
-    return equals(answer, len(model.tokenize(word).tokens) - 2)
+@exercise("09.3", hint=("predict first: BERT-large has twice BERT-base's layers, each a third wider; its attention "
+                        "and feed-forward matrices grow with H squared",),
+          prediction=True, wrong=lambda answer, config: [answer + 5, answer + 1, answer - 1, str(answer), 110])
+def _(answer, *, config):
+    total = bv.reconcile(config).rows[0][1]
+    return equals(answer, round(total / 1e6))

@@ -1,33 +1,114 @@
-"""Exercises of lesson 11 (errata and what-ifs)."""
+"""Exercises of lesson 11 (training the output layer): gradients checked against central finite differences.
+
+The checkers never look at bertviz_lite.mlm's backward functions: they nudge the input one entry at a time
+(up and down by h) and compare the slope of the loss with the student's gradient at those entries: every
+target piece, each row's highest logit, and a seeded sample of other pieces.
+"""
 import numpy as np
-from scipy.special import erf
 
 from course import close, equals, exercise
 
-
-@exercise("11.1", hint=("the article's GELU is x times the logistic sigmoid of 1.702 x",
-                        "the logistic sigmoid of z is 1 / (1 + exp(-z)); here z = 1.702 x, element by element"))
-def _(answer, *, tr):
-    x = np.asarray(tr.get("ffn.up", layer=0), dtype=np.float64)
-    return close(answer, tr.get("ffn.act", layer=0), atol=1e-5, mistakes={
-        "that is the exact erf GELU: this what-if uses the article's sigmoid form": 0.5 * x * (1 + erf(x / np.sqrt(2))),
-        "you used ReLU: this what-if uses x * sigmoid(1.702 x)": np.maximum(x, 0.0)})
+H_STEP = 1e-6
 
 
-@exercise("11.2", hint=("the article's erratum divides the scores by sqrt of the model width H, not of the head "
-                        "width d_k",
-                        "Q and K are [head, n, d_k]: swap the last two axes of K, multiply, then divide by sqrt(H)"))
-def _(answer, *, tr):
-    expected = np.asarray(tr.get("attn.scores", layer=0), dtype=np.float64)
-    d_k = tr.config.hidden_size // tr.config.num_heads
-    return close(answer, expected, atol=1e-4, mistakes={
-        "you divided by sqrt(d_k): this what-if divides by sqrt(H), the model width":
-            expected * np.sqrt(tr.config.hidden_size) / np.sqrt(d_k)})
+def _entries(shape, targets, rng, per_row=12):
+    """(row, piece) pairs to differentiate at: the targets, each row's first piece, and a sample of others."""
+    rows, V = shape
+    picks = [(i, int(t)) for i, t in enumerate(targets)] + [(i, 0) for i in range(rows)]
+    picks += [(i, int(j)) for i in range(rows) for j in rng.integers(0, V, per_row)]
+    return sorted(set(picks))
 
 
-@exercise("11.3", hint=("predict first: without W^O, attn.out is the concatenation, so one head owns d_k columns; "
-                        "then ffn.up reads every column of the LayerNorm's output",),
-          prediction=True,
-          wrong=lambda answer, **ctx: [(ctx["actual"][0], ctx["actual"][0]), (0, 0), ctx["actual"][0]])
-def _(answer, *, actual):
-    return equals(tuple(answer) if isinstance(answer, (list, tuple)) else answer, tuple(actual))
+def _slopes(loss, x, entries):
+    """Central finite differences of loss(x) at the entries of x (x float64, copied)."""
+    x = np.array(x, dtype=np.float64)
+    out = []
+    for idx in entries:
+        old = x[idx]
+        x[idx] = old + H_STEP
+        up = loss(x)
+        x[idx] = old - H_STEP
+        down = loss(x)
+        x[idx] = old
+        out.append((up - down) / (2 * H_STEP))
+    return np.array(out)
+
+
+def _ce(y, targets):
+    m = y.max(axis=-1, keepdims=True)
+    logp = y - m - np.log(np.exp(y - m).sum(axis=-1, keepdims=True))
+    return -np.mean(logp[np.arange(len(targets)), targets])
+
+
+def _compare(answer, shape, entries, slopes, mistakes):
+    a = np.asarray(answer, dtype=np.float64) if hasattr(answer, "__array__") else None
+    if a is None or a.shape != shape:
+        got = "not an array" if a is None else f"shape {a.shape}"
+        return False, f"{got}, expected {shape}"
+    picked = np.array([a[e] for e in entries])
+    ok, detail = close(picked, slopes, atol=1e-6, rtol=1e-4)
+    if ok:
+        return True, f"matches the finite differences at {len(entries)} entries within 1e-6"
+    for what, transform in mistakes:
+        if close(transform(picked), slopes, atol=1e-6, rtol=1e-4)[0]:
+            return False, what
+    return False, f"against finite differences at {len(entries)} entries: {detail}"
+
+
+def _wrong_dy(answer, **context):
+    a = np.asarray(answer, dtype=np.float64)
+    return [a * len(a), -a, np.exp(a)]
+
+
+@exercise("11.1", hint=("the loss is the mean over the N chosen rows of -log softmax(y_i)[t_i]; differentiate one row "
+                        "first: the answer has y's shape (N, V)",
+                        "for one row the gradient is its softmax with 1 taken off at the target's column; then "
+                        "remember the mean over the rows"), wrong=_wrong_dy)
+def _(answer, *, y, targets):
+    y = np.asarray(y, dtype=np.float64)
+    entries = _entries(y.shape, targets, np.random.default_rng(17))
+    slopes = _slopes(lambda x: _ce(x, targets), y, entries)
+    n = len(targets)
+    return _compare(answer, y.shape, entries, slopes, [
+        ("right up to a factor N: the loss is the mean over the rows, so divide by N", lambda p: p / n),
+        ("the sign is flipped: onehot - softmax is the gradient of -loss (the direction to step in)", lambda p: -p)])
+
+
+def _head_loss(params, Z, targets, W_T, eps):
+    import scipy.special
+    a = Z @ params["mlm.W_t"] + params["mlm.b_t"]
+    g = 0.5 * a * (1 + scipy.special.erf(a / np.sqrt(2)))
+    mu, var = g.mean(-1, keepdims=True), g.var(-1, keepdims=True)
+    h = (g - mu) / np.sqrt(var + eps) * params["mlm.ln.gamma"] + params["mlm.ln.beta"]
+    return _ce(h @ W_T.T + params["mlm.bias"], targets)
+
+
+def _wrong_dbias(answer, **context):
+    a = np.asarray(answer, dtype=np.float64)
+    return [a / len(context["targets"]), -a, a[:-1]]
+
+
+@exercise("11.2", hint=("the output bias is added to every row of y: which rows does one bias entry touch? "
+                        "the answer is one number per vocabulary piece, shape (V,)",
+                        "each row's d loss / d y passes straight to the bias; combine the rows' contributions"),
+          wrong=_wrong_dbias)
+def _(answer, *, params, Z, targets, W_T, eps):
+    p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
+    Z, W_T = np.asarray(Z, dtype=np.float64), np.asarray(W_T, dtype=np.float64)
+    entries = [e[1] for e in _entries((len(targets), W_T.shape[0]), targets, np.random.default_rng(172), 8)]
+    entries = sorted(set(entries))
+
+    def loss(b):
+        return _head_loss({**p, "mlm.bias": b}, Z, targets, W_T, eps)
+
+    slopes = _slopes(loss, p["mlm.bias"], [(j,) for j in entries])
+    n = len(targets)
+    return _compare(answer, p["mlm.bias"].shape, [(j,) for j in entries], slopes, [
+        ("divided by N twice: d loss / d y already holds the 1/N of the mean; sum its rows", lambda q: q * n),
+        ("the sign is flipped", lambda q: -q)])
+
+
+@exercise("11.3", hint="BERT chooses 15% of the word pieces, rounded, [CLS] and [SEP] not counted, and at least one",
+          prediction=True)
+def _(answer, *, pieces):
+    return equals(answer, max(1, int(round(0.15 * pieces))))

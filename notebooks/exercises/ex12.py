@@ -1,24 +1,33 @@
-"""Exercises of lesson 12 (the same trace on a GPU)."""
+"""Exercises of lesson 12 (exploring attention)."""
 import numpy as np
 
-from course import close, equals, exercise, within
+from bertviz_lite import analysis
+from course import close, equals, exercise
+
+TARGETS = ("[CLS]", "[SEP]", "punct", "prev", "next")
 
 
-@exercise("12.1", hint=("the largest absolute difference over every entry of the two arrays",
-                        "subtract, take the absolute value, then the maximum"))
-def _(answer, *, a_trace, b_trace):
-    a = np.asarray(a_trace.get("ffn.act", layer=0), dtype=np.float64)
-    b = np.asarray(b_trace.get("ffn.act", layer=0), dtype=np.float64)
-    return close(answer, np.abs(a - b).max(), atol=1e-12, rtol=1e-9)
+@exercise("12.1", hint=("a row's entropy is -sum_j p_j log p_j; the head's entropy is the mean over the n rows",
+                        "0 log 0 counts as 0: keep only the entries where P > 0 (np.where) before the log"))
+def _(answer, *, tr, layer, head):
+    expected = analysis.head_entropy(tr)[layer, head]
+    return close(answer, expected, atol=1e-6, mistakes={"you dropped the minus sign": -expected,
+                                                       "you summed over the rows: divide by n": expected * tr.n})
 
 
-@exercise("12.2", hint=("attn.probs holds one n x n map per head per layer, each entry a float32 of 4 bytes",
-                        "multiply the number of layers, the heads per layer, n_long twice and the bytes per number"))
-def _(answer, *, model, text):
-    return equals(answer, model.trace(text, keep=["attn.probs"]).nbytes)
+@exercise("12.2", hint=("attention to itself is the map's diagonal, A[q, q]; average it over the queries, one "
+                        "number per head",
+                        "P0 is [head, query, key]: np.diagonal with axis1 and axis2 the query and key axes gives "
+                        "[head, n]"))
+def _(answer, *, tr):
+    return close(answer, analysis.attention_to(tr, ["self"])["self"][0], atol=1e-6)
 
 
-@exercise("12.3", hint=("predict first: 12 layers x 12 heads of 512 x 512 float32 maps, in MiB (2**20 bytes)",),
-          prediction=True, wrong=lambda answer, **ctx: [ctx["actual"] * 2, ctx["actual"] / 12])
-def _(answer, *, actual):
-    return within(answer, 0.95 * actual, 1.05 * actual, "your prediction (MiB)")
+@exercise("12.3", hint=("predict first: in a middle layer, which of the five targets gets the most weight on "
+                        "average? one of " + ", ".join(TARGETS),),
+          prediction=True, wrong=lambda answer, **ctx: [t for t in TARGETS if t != answer][:2] + [3])
+def _(answer, *, tr, layer):
+    if not isinstance(answer, str):
+        return False, f"answer one of {TARGETS} as text (a str); got {type(answer).__name__}"
+    share = analysis.attention_to(tr, TARGETS)
+    return equals(answer, max(TARGETS, key=lambda t: float(np.mean(share[t][layer]))))

@@ -1,40 +1,33 @@
-"""Exercises of lesson 13 (batching and masks)."""
+"""Exercises of lesson 13 (errata and what-ifs)."""
 import numpy as np
-import scipy.special
+from scipy.special import erf
 
 from course import close, equals, exercise
 
 
-@exercise("13.1", hint=("a [PAD] key is hidden from every query: the mask is one row, the same for every query, "
-                        "0 for a real key and -inf for [PAD]",
-                        "build that row from mask[b] with np.where, then broadcast it to (n, n) with a new first axis"),
-          wrong=lambda answer, **ctx: [np.zeros_like(np.asarray(answer, dtype=float)),
-                                       np.asarray(answer, dtype=float).T])
+@exercise("13.1", hint=("the article's GELU is x times the logistic sigmoid of 1.702 x",
+                        "the logistic sigmoid of z is 1 / (1 + exp(-z)); here z = 1.702 x, element by element"))
 def _(answer, *, tr):
-    scores = np.asarray(tr.get("attn.scores", layer=0, head=0), dtype=np.float64)
-    expected = np.where(np.isneginf(scores), -np.inf, 0.0)
-    return close(answer, expected, mistakes={
-        "your mask is transposed: it hides [PAD] queries (rows); it must hide [PAD] keys (columns)": expected.T,
-        "you used -1e9 (the article's mask): BERT adds -inf, so a [PAD] key gets exactly 0":
-            np.where(np.isneginf(expected), -1e9, 0.0)})
+    x = np.asarray(tr.get("ffn.up", layer=0), dtype=np.float64)
+    return close(answer, tr.get("ffn.act", layer=0), atol=1e-5, mistakes={
+        "that is the exact erf GELU: this what-if uses the article's sigmoid form": 0.5 * x * (1 + erf(x / np.sqrt(2))),
+        "you used ReLU: this what-if uses x * sigmoid(1.702 x)": np.maximum(x, 0.0)})
 
 
-@exercise("13.2", hint=("a causal mask hides the future: query i may see keys 0..i only, so -inf above the diagonal",
-                        "np.triu(..., k=1) marks the entries above the diagonal; add the mask to E0 and take the "
-                        "softmax over the keys (the last axis)"))
+@exercise("13.2", hint=("the article's erratum divides the scores by sqrt of the model width H, not of the head "
+                        "width d_k",
+                        "Q and K are [head, n, d_k]: swap the last two axes of K, multiply, then divide by sqrt(H)"))
 def _(answer, *, tr):
-    s = np.asarray(tr.get("attn.scores", layer=0), dtype=np.float64)
-    n = s.shape[-1]
-    future = np.triu(np.ones((n, n), bool), k=1)
-    expected = scipy.special.softmax(s + np.where(future, -np.inf, 0.0), axis=-1)
-    return close(answer, expected, atol=1e-6, mistakes={
-        "your mask hides the past (below the diagonal): hide the keys after the query":
-            scipy.special.softmax(s + np.where(future.T, -np.inf, 0.0), axis=-1),
-        "you took the softmax over the queries (axis -2): each query's row sums to 1":
-            scipy.special.softmax(s + np.where(future, -np.inf, 0.0), axis=-2)})
+    expected = np.asarray(tr.get("attn.scores", layer=0), dtype=np.float64)
+    d_k = tr.config.hidden_size // tr.config.num_heads
+    return close(answer, expected, atol=1e-4, mistakes={
+        "you divided by sqrt(d_k): this what-if divides by sqrt(H), the model width":
+            expected * np.sqrt(tr.config.hidden_size) / np.sqrt(d_k)})
 
 
-@exercise("13.3", hint=("predict first: batch first, then what t.stack adds: (B, layer, head, query, key)",),
-          prediction=True)
+@exercise("13.3", hint=("predict first: without W^O, attn.out is the concatenation, so one head owns d_k columns; "
+                        "then ffn.up reads every column of the LayerNorm's output",),
+          prediction=True,
+          wrong=lambda answer, **ctx: [(ctx["actual"][0], ctx["actual"][0]), (0, 0), ctx["actual"][0]])
 def _(answer, *, actual):
     return equals(tuple(answer) if isinstance(answer, (list, tuple)) else answer, tuple(actual))

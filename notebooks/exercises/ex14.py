@@ -1,57 +1,40 @@
-"""Exercises of lesson 14 (sentence embeddings)."""
-import re
-
+"""Exercises of lesson 14 (batching and masks)."""
 import numpy as np
+import scipy.special
 
-from bertviz_lite import analysis
 from course import close, equals, exercise
 
 
-@exercise("14.1", hint=("mean pooling averages the last layer's rows of the real tokens only: [PAD] rows get weight 0",
-                        "multiply each row by its mask value (0 or 1), sum over the tokens, divide by the number of "
-                        "real tokens"))
+@exercise("14.1", hint=("a [PAD] key is hidden from every query: the mask is one row, the same for every query, "
+                        "0 for a real key and -inf for [PAD]",
+                        "build that row from mask[b] with np.where, then broadcast it to (n, n) with a new first axis"),
+          wrong=lambda answer, **ctx: [np.zeros_like(np.asarray(answer, dtype=float)),
+                                       np.asarray(answer, dtype=float).T])
 def _(answer, *, tr):
-    Z = np.asarray(tr.get("ffn.ln", layer=tr.num_layers - 1), dtype=np.float64)
-    return close(answer, analysis.sentence_embedding(tr), atol=1e-5, mistakes={
-        "you averaged over [PAD] too: weight each row by the mask and divide by the real tokens": Z.mean(axis=0),
-        "you took the [CLS] row: this model's sentence vector is the mean of its real tokens": Z[0]})
+    scores = np.asarray(tr.get("attn.scores", layer=0, head=0), dtype=np.float64)
+    expected = np.where(np.isneginf(scores), -np.inf, 0.0)
+    return close(answer, expected, mistakes={
+        "your mask is transposed: it hides [PAD] queries (rows); it must hide [PAD] keys (columns)": expected.T,
+        "you used -1e9 (the article's mask): BERT adds -inf, so a [PAD] key gets exactly 0":
+            np.where(np.isneginf(expected), -1e9, 0.0)})
 
 
-@exercise("14.2", hint=("the cosine of two sentence vectors: dot product over the product of lengths, one per pair",
-                        "loop over pairs, look both sentences up in emb, and give a list or array of the cosines"))
-def _(answer, *, model, pairs):
-    expected = [analysis.pair_similarity(model, a, b) for a, b in pairs]
-    return close(answer, expected, atol=1e-5)
+@exercise("14.2", hint=("a causal mask hides the future: query i may see keys 0..i only, so -inf above the diagonal",
+                        "np.triu(..., k=1) marks the entries above the diagonal; add the mask to E0 and take the "
+                        "softmax over the keys (the last axis)"))
+def _(answer, *, tr):
+    s = np.asarray(tr.get("attn.scores", layer=0), dtype=np.float64)
+    n = s.shape[-1]
+    future = np.triu(np.ones((n, n), bool), k=1)
+    expected = scipy.special.softmax(s + np.where(future, -np.inf, 0.0), axis=-1)
+    return close(answer, expected, atol=1e-6, mistakes={
+        "your mask hides the past (below the diagonal): hide the keys after the query":
+            scipy.special.softmax(s + np.where(future.T, -np.inf, 0.0), axis=-1),
+        "you took the softmax over the queries (axis -2): each query's row sums to 1":
+            scipy.special.softmax(s + np.where(future, -np.inf, 0.0), axis=-2)})
 
 
-def _words(s):
-    return set(re.findall(r"[a-z0-9']+", s.lower()))
-
-
-def _pair_wrong(answer, **ctx):
-    a = answer[0] if isinstance(answer, (tuple, list)) and answer else "A man is playing a guitar."
-    return [(a, a), (a, "The stock market fell sharply today."), "one sentence", (a,)]
-
-
-@exercise("14.3", hint=("two sentences with the same meaning in different words, e.g. a paraphrase with synonyms",
-                        "no word may appear in both (case and punctuation ignored): swap every word, 'the' and 'a' "
-                        "included"), wrong=_pair_wrong)
-def _(answer, *, model):
-    if not (isinstance(answer, (tuple, list)) and len(answer) == 2 and all(isinstance(s, str) and s.strip()
-                                                                          for s in answer)):
-        return False, "give a pair of two non-empty sentences: (\"...\", \"...\")"
-    a, b = answer
-    shared = _words(a) & _words(b)
-    if shared:
-        return False, f"they share {sorted(shared)}"
-    s = analysis.pair_similarity(model, a, b)
-    return (s > 0.5), f"cos = {s:.3f}" + ("" if s > 0.5 else ", not above 0.5 yet")
-
-
-@exercise("14.4", hint=("predict first: the mean of the token vectors; in a role swap the tokens are the same words, "
-                        "each moved a little by its new context",),
-          prediction=True, wrong=lambda answer, actual: [not actual, "True", 1])
+@exercise("14.3", hint=("predict first: batch first, then what t.stack adds: (B, layer, head, query, key)",),
+          prediction=True)
 def _(answer, *, actual):
-    if not isinstance(answer, (bool, np.bool_)):
-        return False, f"answer True or False (a bool); got {type(answer).__name__}"
-    return equals(bool(answer), actual)
+    return equals(tuple(answer) if isinstance(answer, (list, tuple)) else answer, tuple(actual))

@@ -1,37 +1,57 @@
-"""Exercises of lesson 15 (positions)."""
+"""Exercises of lesson 15 (sentence embeddings)."""
+import re
+
 import numpy as np
 
+from bertviz_lite import analysis
 from course import close, equals, exercise
 
 
-def _sinusoids(n, d):
-    angle = np.arange(n)[:, None] / 10000 ** (np.arange(0, d, 2)[None, :] / d)
-    pe = np.zeros((n, d))
-    pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
-    return pe
+@exercise("15.1", hint=("mean pooling averages the last layer's rows of the real tokens only: [PAD] rows get weight 0",
+                        "multiply each row by its mask value (0 or 1), sum over the tokens, divide by the number of "
+                        "real tokens"))
+def _(answer, *, tr):
+    Z = np.asarray(tr.get("ffn.ln", layer=tr.num_layers - 1), dtype=np.float64)
+    return close(answer, analysis.sentence_embedding(tr), atol=1e-5, mistakes={
+        "you averaged over [PAD] too: weight each row by the mask and divide by the real tokens": Z.mean(axis=0),
+        "you took the [CLS] row: this model's sentence vector is the mean of its real tokens": Z[0]})
 
 
-@exercise("15.1", hint=("PE[p, 2i] = sin(p / 10000^(2i/d)) and PE[p, 2i+1] = cos of the same angle, "
-                        "for p in 0..63 and d = 16",
-                        "build the angles as a [64, 8] table by broadcasting a column of positions against a row "
-                        "of 2i = 0, 2, ..., 14; fill columns 0::2 with sin and 1::2 with cos"))
-def _(answer):
-    return close(answer, _sinusoids(64, 16), atol=1e-6)
+@exercise("15.2", hint=("the cosine of two sentence vectors: dot product over the product of lengths, one per pair",
+                        "loop over pairs, look both sentences up in emb, and give a list or array of the cosines"))
+def _(answer, *, model, pairs):
+    expected = [analysis.pair_similarity(model, a, b) for a, b in pairs]
+    return close(answer, expected, atol=1e-5)
 
 
-@exercise("15.2", hint=("the cosine of positions p and p + k, averaged over p, for k = 1..32",
-                        "normalise the rows of W_P; one matrix product gives every pair's cosine; the k-th "
-                        "diagonal above the main one holds the pairs k apart (np.diagonal(..., offset=k))"))
-def _(answer, *, W_P):
-    u = W_P / np.linalg.norm(W_P, axis=1, keepdims=True)
-    c = u @ u.T
-    return close(answer, [np.diagonal(c, offset=k).mean() for k in range(1, 33)], atol=1e-6)
+def _words(s):
+    return set(re.findall(r"[a-z0-9']+", s.lower()))
 
 
-@exercise("15.3", hint=("predict first: are the learned table's neighbours more alike than the sinusoids'? "
-                        "answer True or False",),
-          prediction=True, wrong=lambda answer, **ctx: [not answer, "yes"])
-def _(answer, *, learned, sine):
+def _pair_wrong(answer, **ctx):
+    a = answer[0] if isinstance(answer, (tuple, list)) and answer else "A man is playing a guitar."
+    return [(a, a), (a, "The stock market fell sharply today."), "one sentence", (a,)]
+
+
+@exercise("15.3", hint=("two sentences with the same meaning in different words, e.g. a paraphrase with synonyms",
+                        "no word may appear in both (case and punctuation ignored): swap every word, 'the' and 'a' "
+                        "included"), wrong=_pair_wrong)
+def _(answer, *, model):
+    if not (isinstance(answer, (tuple, list)) and len(answer) == 2 and all(isinstance(s, str) and s.strip()
+                                                                          for s in answer)):
+        return False, "give a pair of two non-empty sentences: (\"...\", \"...\")"
+    a, b = answer
+    shared = _words(a) & _words(b)
+    if shared:
+        return False, f"they share {sorted(shared)}"
+    s = analysis.pair_similarity(model, a, b)
+    return (s > 0.5), f"cos = {s:.3f}" + ("" if s > 0.5 else ", not above 0.5 yet")
+
+
+@exercise("15.4", hint=("predict first: the mean of the token vectors; in a role swap the tokens are the same words, "
+                        "each moved a little by its new context",),
+          prediction=True, wrong=lambda answer, actual: [not actual, "True", 1])
+def _(answer, *, actual):
     if not isinstance(answer, (bool, np.bool_)):
         return False, f"answer True or False (a bool); got {type(answer).__name__}"
-    return equals(bool(answer), bool(learned > sine))
+    return equals(bool(answer), actual)

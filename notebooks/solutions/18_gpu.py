@@ -1,8 +1,8 @@
-# %% 12.1
+# %% 18.1
 my_delta = np.abs(a - b).max()
 
-# %% 12.2
+# %% 18.2
 my_bytes = cfg.num_layers * cfg.num_heads * n_long * n_long * 4
 
-# %% 12.3
+# %% 18.3
 my_prediction = 144  # 12 * 12 * 512 * 512 * 4 / 2**20

@@ -1,10 +1,10 @@
-# %% 17.1
+# %% 11.1
 onehot = np.zeros_like(y)
 onehot[np.arange(N), targets] = 1.0
 my_dy = (softmax - onehot) / N  # the loss is a mean over the N rows
 
-# %% 17.2
+# %% 11.2
 my_dbias = my_dy.sum(axis=0)  # the bias is added to every row: sum the rows' gradients
 
-# %% 17.3
+# %% 11.3
 my_count = 5  # your prediction: round(0.15 * 33) = round(4.95)
