@@ -169,6 +169,8 @@ def load_random(*, seed: int = 0, config: BertConfig | dict | None = None, mlm: 
     if seed < 0:
         raise ValueError(f"seed must be a non-negative int (numpy's generator takes 0 and up), got {seed}")
     check_model_size(c, mlm=mlm, nsp=nsp, what="the config")
+    if nsp and c.head is None:
+        c = c.replace(head="next_sentence")  # as BertForPreTraining's config: the NSP head is traced as head.logits
     tokenizer = WordPieceTokenizer.bert_base_uncased()
     if tokenizer.vocab_size != c.vocab_size:
         tokenizer = None  # another vocabulary size: trace token ids with trace_ids()

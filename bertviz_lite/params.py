@@ -30,8 +30,6 @@ def step_of_param(name: str) -> str:
     for step in schema.STEPS:
         if rel in step.reads:
             return schema.full_key(step.key, layer)
-    if rel.startswith("nsp."):
-        return "nsp (next-sentence head, not traced)"
     raise KeyError(f"no step reads weight {name!r}")
 
 

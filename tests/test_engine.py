@@ -417,6 +417,16 @@ def test_random_bert_for_pretraining_holds_the_seed_total():
         bv.load("minilm", nsp=True)
 
 
+def test_random_next_sentence_head_is_traced():
+    # a random BertForPreTraining records its NSP head like any task head: head.logits from the pooled [CLS]
+    model = bv.load("random", seed=1, config={"num_layers": 1}, nsp=True)
+    assert model.config.head == "next_sentence"
+    tr = model.trace("the cat sat", "on the mat")
+    expected = tr.get("pooler.out").astype(np.float64) @ model.weights["nsp.W"] + model.weights["nsp.b"]
+    np.testing.assert_allclose(tr.get("head.logits"), expected, rtol=1e-5, atol=1e-6)
+    assert bv.params.step_of_param("nsp.W") == "head.logits"
+
+
 # ---------------------------------------------------------------------------------------------
 # backends
 # ---------------------------------------------------------------------------------------------
