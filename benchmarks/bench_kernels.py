@@ -3,7 +3,8 @@ on BERT-base shapes at 512 tokens, in one process, alternating:
 
   - numexpr (`pip install numexpr`; not a dependency): softmax as exp(s - max) / sum, gelu as the
     same rational form (float32 constants, so nothing widens to float64), layernorm's affine part;
-  - the same numpy kernels split over two threads (numpy releases the GIL inside a ufunc).
+  - the same numpy kernels on one thread (BERTVIZ_LITE_THREADS=1) against the default: their rows split
+    over kernel_threads() threads (numpy releases the GIL inside a ufunc).
 
     .venv/bin/python benchmarks/bench_kernels.py [--rounds 3]
 
@@ -16,26 +17,21 @@ import argparse
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bertviz_lite import kernels as K  # noqa: E402
 
-POOL = ThreadPoolExecutor(2)
-
-
-def two_threads(f, a, *rest):
-    """f on each half of a's rows, in two threads, into one output."""
-    flat = a.reshape(-1, a.shape[-1])
-    half = flat.shape[0] // 2
-    out = np.empty_like(flat)
-
-    def part(lo, hi):
-        out[lo:hi] = f(flat[lo:hi], *rest)
-    list(POOL.map(lambda r: part(*r), [(0, half), (half, flat.shape[0])]))
-    return out.reshape(a.shape)
+def one_thread(f):
+    """f with the kernels held to one thread."""
+    def run(*args):
+        os.environ["BERTVIZ_LITE_THREADS"] = "1"
+        try:
+            return f(*args)
+        finally:
+            del os.environ["BERTVIZ_LITE_THREADS"]
+    return run
 
 
 def numexpr_kernels():
@@ -93,8 +89,8 @@ def main() -> None:
     for rnd in range(args.rounds):
         row = []
         for (name, fn, a), ne_fn in zip(cases, ne_fns or [None] * 3):
-            row.append(f"{name}: numpy {median_ms(fn, *a):.1f}")
-            row.append(f"numpy x2 threads {median_ms(lambda *z: two_threads(fn, *z), *a):.1f}")
+            row.append(f"{name}: numpy 1 thread {median_ms(one_thread(fn), *a):.1f}")
+            row.append(f"numpy {K.kernel_threads()} threads {median_ms(fn, *a):.1f}")
             if ne_fn is not None:
                 for th in (1, 2):
                     ne.set_num_threads(th)

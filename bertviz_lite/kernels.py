@@ -6,6 +6,8 @@ dtype, is decided in one table, `backend.FUSED`; `model.trace(..., fast=False)` 
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -18,13 +20,49 @@ SQRT_2 = math.sqrt(2.0)
 
 # ------------------------------------------------------------------------------------------
 # numpy kernels: the engine's elementwise lines, fast. Each computes exactly what the
-# array-api line beside it in engine.py computes (tests compare them), but in blocks small
-# enough to stay in l2 cache and into one output buffer instead of a fresh array per
-# operation. (Splitting the blocks over two threads was slower here: between matrix
-# products the second core is not free, and the threads contend for the GIL per call.)
+# array-api line beside it in engine.py computes (tests compare them), but block by block into
+# one output buffer instead of a fresh array per operation, and, on large inputs, over all the
+# threads BLAS may use: numpy releases the GIL inside each ufunc, so two threads each running a
+# block loop over their half of the rows use two cores.
+#
+# Block size (benchmarks/bench_kernels.py, BERT-base at 512 tokens, 2 cores): with 32 Ki-element
+# blocks two threads gained little (softmax 8.8 -> 6.6 ms, gelu 6.9 -> 5.3): a ufunc call on 128 KiB
+# is so short that the threads queue for the GIL between calls. With 128 Ki elements (512 KiB: a
+# block and its scratch still mostly in a core's 1 MiB l2) softmax takes 4.4 ms and gelu 3.7-4.2 ms,
+# 1.7-2x. Small inputs (a 128-token sentence: 0.6 ms of softmax) stay on one thread: there the
+# hand-over costs what the second core saves.
 # ------------------------------------------------------------------------------------------
 
-_BLOCK = 1 << 15  # float32 elements per block (128 KiB): a block and its scratch stay in l2
+_BLOCK = 1 << 17  # float32 elements per block (512 KiB)
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def kernel_threads() -> int:
+    """How many threads the kernels split a large input over: BERTVIZ_LITE_THREADS if set, else the
+    limit the environment gives BLAS (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS: Dask's
+    workers set 1, the benchmarks their --threads), else the cores this process may run on."""
+    for name in ("BERTVIZ_LITE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on linux
+        return os.cpu_count() or 1
+
+
+def _split(work, n: int, *arrays: np.ndarray) -> None:
+    """work(*(a[lo:hi] for a in arrays)) for consecutive ranges of the n leading rows, on
+    kernel_threads() threads when every thread gets at least two blocks, else at once here."""
+    threads = min(kernel_threads(), 16)
+    size = arrays[0].size
+    if threads < 2 or size < 2 * threads * _BLOCK:
+        work(*arrays)
+        return
+    pool = _POOLS.get(threads) or _POOLS.setdefault(threads, ThreadPoolExecutor(threads, "bertviz-kernel"))
+    cuts = [n * i // threads for i in range(threads + 1)]
+    for f in [pool.submit(work, *(a[lo:hi] for a in arrays)) for lo, hi in zip(cuts, cuts[1:])]:
+        f.result()  # re-raises a worker's exception here
 
 
 # gelu(x) = x Phi(x). With h = Phi(-|x|) = erfc(|x| / sqrt 2) / 2 = t P(t) e^{-x^2/2} / 2 (the rational
@@ -35,10 +73,7 @@ _AS_P_GELU = np.float32(ERF_P / SQRT_2)  # p |x| / sqrt 2 = p' |x|
 _AS_A_HALF = tuple(np.float32(a / 2) for a in ERF_A)  # the 1/2 of erfc / 2, folded in
 
 
-def numpy_gelu(x: np.ndarray) -> np.ndarray:
-    """Exact-form gelu x Phi(x) for float32, as max(x, 0) - |x| Phi(-|x|), block by block in one buffer."""
-    flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty_like(flat)
+def _gelu_into(flat: np.ndarray, out: np.ndarray) -> None:
     a_, t_, e_ = (np.empty(min(_BLOCK, flat.size), dtype=flat.dtype) for _ in range(3))
     for i in range(0, flat.size, _BLOCK):
         j = min(i + _BLOCK, flat.size)
@@ -58,38 +93,56 @@ def numpy_gelu(x: np.ndarray) -> np.ndarray:
         np.multiply(ob, a, out=ob)  # |x| h
         np.maximum(xb, np.float32(0.0), out=a)  # |x| is no longer needed: max(x, 0) in its place
         np.subtract(a, ob, out=ob)
+
+
+def numpy_gelu(x: np.ndarray) -> np.ndarray:
+    """Exact-form gelu x Phi(x) for float32, as max(x, 0) - |x| Phi(-|x|), block by block in one buffer."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty_like(flat)
+    _split(_gelu_into, flat.size, flat, out)
     return out.reshape(x.shape)
 
 
-def _row_blocks(x: np.ndarray):
-    """A fresh output shaped as x's rows (its last axis), and (input, output) blocks of whole rows
-    small enough to stay in l2 while a kernel makes its passes over them."""
-    width = x.shape[-1]
-    rows = np.ascontiguousarray(x).reshape(-1, width)
-    out = np.empty_like(rows)
-    step = max(1, _BLOCK // max(1, width))  # rows per block
-    return out, ((rows[i:i + step], out[i:i + step]) for i in range(0, rows.shape[0], step))
+def _rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x as a contiguous [rows, width] view and a fresh output of that shape."""
+    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    return rows, np.empty_like(rows)
+
+
+def _row_blocks(rows: np.ndarray, out: np.ndarray):
+    """(input, output) blocks of whole rows, small enough to stay in l2 while a kernel makes its passes."""
+    step = max(1, _BLOCK // max(1, rows.shape[-1]))  # rows per block
+    return ((rows[i:i + step], out[i:i + step]) for i in range(0, rows.shape[0], step))
+
+
+def _softmax_into(rows: np.ndarray, out: np.ndarray) -> None:
+    for sb, eb in _row_blocks(rows, out):
+        np.subtract(sb, sb.max(axis=-1, keepdims=True), out=eb)
+        np.exp(eb, out=eb)
+        np.divide(eb, eb.sum(axis=-1, keepdims=True), out=eb)
 
 
 def numpy_softmax(s: np.ndarray) -> np.ndarray:
     """Row-wise softmax, e = exp(s - max); e / sum(e), a block of rows at a time into one buffer."""
-    out, blocks = _row_blocks(s)
-    for sb, eb in blocks:
-        np.subtract(sb, sb.max(axis=-1, keepdims=True), out=eb)
-        np.exp(eb, out=eb)
-        np.divide(eb, eb.sum(axis=-1, keepdims=True), out=eb)
+    rows, out = _rows(s)
+    _split(_softmax_into, rows.shape[0], rows, out)
     return out.reshape(s.shape)
 
 
 def numpy_layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis, into one buffer."""
-    out, blocks = _row_blocks(x)
-    for xb, ob in blocks:
-        np.subtract(xb, xb.mean(axis=-1, keepdims=True), out=ob)  # x - mu
-        var = np.vecdot(ob, ob)[:, None] / np.float32(x.shape[-1])  # biased, as bert and torch; no squared copy
-        np.multiply(ob, np.float32(1.0) / np.sqrt(var + np.float32(eps)), out=ob)  # eps inside the sqrt
-        np.multiply(ob, gamma, out=ob)
-        np.add(ob, beta, out=ob)
+    width = np.float32(x.shape[-1])
+
+    def work(rows, out):
+        for xb, ob in _row_blocks(rows, out):
+            np.subtract(xb, xb.mean(axis=-1, keepdims=True), out=ob)  # x - mu
+            var = np.vecdot(ob, ob)[:, None] / width  # biased, as bert and torch; no squared copy
+            np.multiply(ob, np.float32(1.0) / np.sqrt(var + np.float32(eps)), out=ob)  # eps inside the sqrt
+            np.multiply(ob, gamma, out=ob)
+            np.add(ob, beta, out=ob)
+
+    rows, out = _rows(x)
+    _split(work, rows.shape[0], rows, out)
     return out.reshape(x.shape)
 
 
