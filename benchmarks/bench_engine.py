@@ -56,10 +56,9 @@ def worker_engine(n: int, reps: int) -> dict:
     import resource
     import tracemalloc
 
-    import numpy as np
-
     sys.path.insert(0, ROOT)
-    import bertviz_lite as bv
+    import bertviz_lite as bv  # first, as a user's script would: it sets OpenBLAS's spin time (__init__.py)
+    import numpy as np
 
     model = bv.load("random", seed=0, backend="numpy")
     ids = [101] + list(np.random.default_rng(n).integers(1000, 30000, n - 2)) + [102]
@@ -218,7 +217,9 @@ def main(argv=None) -> None:
                 line += f"  hf {hf['hf_s'] * 1e3:7.1f} ms"
             print(line, flush=True)
 
-    print(f"\nBERT-base, batch 1, float32, {args.threads} threads; ratios per round: median [min-max]")
+    spin = os.environ.get("OPENBLAS_THREAD_TIMEOUT", "4, bertviz_lite's default")
+    print(f"\nBERT-base, batch 1, float32, {args.threads} threads, OPENBLAS_THREAD_TIMEOUT {spin}; "
+          "ratios per round: median [min-max]")
     head = f"{'n':>4}  {'trace/floor':>18}  {'nokeep/floor':>18}  {'trace/hf':>18}  {'trace ms':>9}  {'floor ms':>9}  {'hf ms':>9}"
     print(head)
     for n in sizes:

@@ -10,7 +10,19 @@ The engine (this package's top level) imports no widget library; views live in
 `bertviz_lite.views` and are imported only when used.
 """
 
-from . import analysis, corpus
+import os as _os
+import sys as _sys
+
+if "numpy" not in _sys.modules:
+    # OpenBLAS keeps its worker threads spinning for 2^28 cycles (~0.1 s) after every matrix product,
+    # so between products the second core is busy doing nothing and the threaded softmax and GELU of
+    # the fast path (kernels.py) cannot use it: at 512 tokens they ran 108 and 89 ms per trace instead
+    # of 52 and 52 (benchmarks/bench_engine.py). 2^4 cycles lets the workers sleep at once; the matrix
+    # products did not slow down. OpenBLAS reads this when numpy loads, so it only applies when
+    # bertviz_lite is imported first; a value you set yourself is kept.
+    _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+from . import analysis, corpus  # noqa: E402 (the lines above must run before numpy loads)
 from .batch import BatchTrace
 from .config import BertConfig
 from .comparison import Comparison, compare

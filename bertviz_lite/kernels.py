@@ -26,14 +26,15 @@ SQRT_2 = math.sqrt(2.0)
 # block loop over their half of the rows use two cores.
 #
 # Block size (benchmarks/bench_kernels.py, BERT-base at 512 tokens, 2 cores): with 32 Ki-element
-# blocks two threads gained little (softmax 8.8 -> 6.6 ms, gelu 6.9 -> 5.3): a ufunc call on 128 KiB
-# is so short that the threads queue for the GIL between calls. With 128 Ki elements (512 KiB: a
-# block and its scratch still mostly in a core's 1 MiB l2) softmax takes 4.4 ms and gelu 3.7-4.2 ms,
-# 1.7-2x. Small inputs (a 128-token sentence: 0.6 ms of softmax) stay on one thread: there the
-# hand-over costs what the second core saves.
+# blocks two threads gained little (softmax 8.8 -> 6.0 ms, gelu 7.3 -> 5.0): a ufunc call on 128 KiB
+# is so short that the threads queue for the GIL between calls. With 64 Ki elements (256 KiB: a block
+# and its three scratch blocks fit a core's 1 MiB l2) softmax takes 4.9 ms and gelu 4.3 ms; at 128
+# tokens gelu goes from 1.7 to 1.1 ms. A second thread only helps when the core is free: OpenBLAS
+# spins its idle workers after every matrix product unless OPENBLAS_THREAD_TIMEOUT is small (the
+# package sets 4 when it is imported before numpy: see __init__.py).
 # ------------------------------------------------------------------------------------------
 
-_BLOCK = 1 << 17  # float32 elements per block (512 KiB)
+_BLOCK = 1 << 16  # float32 elements per block (256 KiB)
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
@@ -53,10 +54,10 @@ def kernel_threads() -> int:
 
 def _split(work, n: int, *arrays: np.ndarray) -> None:
     """work(*(a[lo:hi] for a in arrays)) for consecutive ranges of the n leading rows, on
-    kernel_threads() threads when every thread gets at least two blocks, else at once here."""
+    kernel_threads() threads when every thread gets at least a block, else at once here."""
     threads = min(kernel_threads(), 16)
     size = arrays[0].size
-    if threads < 2 or size < 2 * threads * _BLOCK:
+    if threads < 2 or size < threads * _BLOCK:
         work(*arrays)
         return
     pool = _POOLS.get(threads) or _POOLS.setdefault(threads, ThreadPoolExecutor(threads, "bertviz-kernel"))

@@ -509,17 +509,20 @@ def forward_pass(config, n: int, *, highlight=(), long: int | None = None):
     matplotlib Figure; show it with `picture(...)`): every trace key top to bottom, its formula, its
     shape at the lesson's n and at `long` tokens (the card's 512: config.max_positions), and the
     weights it reads. The layer steps sit in one box repeated L times. `highlight` names the keys a
-    lesson computes ("attn.scores", "embed.sum"): they are filled, the rest is grey."""
+    lesson computes ("attn.scores", "embed.sum"): they are filled, the rest is grey; an optional head
+    ("mlm.logits", "head.logits") is drawn only when highlighted."""
     from matplotlib.figure import Figure
     from matplotlib.patches import FancyBboxPatch
 
     from bertviz_lite import schema
 
     long = long or config.max_positions
-    steps = [st for st in schema.STEPS if not st.optional]
+    # every step a BERT runs, and an optional one (the masked-LM or a task head) when highlighted
+    steps = [st for st in schema.STEPS if not st.optional or (st.key in highlight and schema.STEP_BY_KEY[st.key] is st)]
     unknown = set(highlight) - {st.key for st in steps}
     if unknown:
-        raise ValueError(f"forward_pass: no step {sorted(unknown)}; the steps are {[st.key for st in steps]}")
+        known = list(dict.fromkeys(st.key for st in schema.STEPS))
+        raise ValueError(f"forward_pass: no step {sorted(unknown)}; the steps are {known}")
     rows = len(steps)
     fig = Figure(figsize=(12.5, 0.34 * rows + 1.1))
     ax = fig.add_axes((0, 0, 1, 1))
