@@ -282,7 +282,7 @@ class BatchTrace:
 
     def shapes(self) -> Table:
         """Every recorded key with its shape, named axes (batch first), and formula."""
-        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.step_of(key, self.config).formula)
+        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.formula_of(key, self.config))
                 for key, v in self._values.items()]
         return Table(("key", "shape", "axes", "formula"), rows,
                      title=f"batch of {len(self)} inputs x {self.n} tokens, {len(rows)} tensors, "

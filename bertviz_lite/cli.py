@@ -123,7 +123,7 @@ def shapes_table(tr, everything: bool = False, unicode: bool = True) -> Table:
     from .schema_text import plain_formula
     L = tr.num_layers
     rows = [(key, tuple(tr[key].shape),
-             plain_formula(schema.step_of(key, tr.config).formula, html=False, unicode=unicode))
+             plain_formula(schema.formula_of(key, tr.config), html=False, unicode=unicode))
             for key in tr.keys()]
     if not everything:
         rows = fold_layers(rows, L, lambda r: r[0], lambda k: (

@@ -304,6 +304,24 @@ _FFN_ACTS = {"gelu": r"\mathrm{GELU}", "gelu_tanh": r"\mathrm{GELU}_{\tanh}", "g
              "relu": r"\mathrm{ReLU}"}
 
 
+def formula_of(key: str, config) -> str:
+    """The formula (latex) a config runs for a trace key: the step's own, with the config's position
+    offset, segment table, pooler and feed-forward activations written in (BERT: P = W_P[0:n])."""
+    c = config
+    layer, rel = split_key(key)
+    f = step_of(key, c).formula
+    if rel == "embed.position":
+        o = c.position_offset
+        f = r"P = W_P[0{:}n]" if o == 0 else rf"P = W_P[{o}{{:}}{o}+n]"
+    elif rel == "embed.segment" and c.type_vocab_size == 0:
+        f = r"S = 0"  # no segment table
+    elif rel == "pooler.out":
+        f = f.replace(r"\tanh", _POOLER_ACTS[c.pooler_act])
+    elif rel in ("ffn.act", "head.logits", "mlm.logits"):
+        f = f.replace(r"\mathrm{GELU}", _FFN_ACTS[c.activation])
+    return f
+
+
 def forward_lines(config, mlm: bool = False, pooler: bool = True) -> list[str]:
     """The formula lines a config runs (latex), the layer's lines once: what a family changes shows as
     a diff of these against BERT's (the switches are config.py's FAMILIES)."""
@@ -312,18 +330,8 @@ def forward_lines(config, mlm: bool = False, pooler: bool = True) -> list[str]:
         layer, rel = split_key(key)
         if layer not in (None, 0):
             continue
-        f = step_of(key, c).formula
-        if rel == "embed.position":
-            o = c.position_offset
-            f = r"P = W_P[0{:}n]" if o == 0 else rf"P = W_P[{o}{{:}}{o}+n]"
-        elif rel == "embed.segment" and c.type_vocab_size == 0:
-            f = r"S = 0"  # no segment table
-        elif rel == "pooler.out":
-            f = f.replace(r"\tanh", _POOLER_ACTS[c.pooler_act])
-        elif rel in ("ffn.act", "head.logits", "mlm.logits"):
-            f = f.replace(r"\mathrm{GELU}", _FFN_ACTS[c.activation])
         if rel == "attn.q":  # which weights the layers read: their own, or ALBERT's one shared layer
             lines.append(r"\mathrm{layer}\ l\ \mathrm{reads}\ W_{%s}\ (l = 1 \dots %d%s)" % (
                 "1" if c.shared_layers else "l", c.num_layers, r",\ \mathrm{shared}" if c.shared_layers else ""))
-        lines.append(f)
+        lines.append(formula_of(key, c))
     return lines

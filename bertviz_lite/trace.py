@@ -397,7 +397,7 @@ class Trace:
         edited = dict(self.edits)
         for key, v in self._values.items():
             step = schema.step_of(key, self.config)
-            row = (key, tuple(v.shape), " x ".join(step.axes), plain_formula(step.formula, html=False, unicode=True))
+            row = (key, tuple(v.shape), " x ".join(step.axes), plain_formula(schema.formula_of(key, self.config), html=False, unicode=True))
             rows.append(row + (edited.get(key, ""),) if edited else row)
         columns = ("key", "shape", "axes", "formula") + (("edited",) if edited else ())
         note = f", {len(edited)} edited" if edited else ""

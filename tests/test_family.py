@@ -236,3 +236,15 @@ def test_forward_lines_show_each_familys_changes():
     assert any("W^E" in line for line in changed["albert-base-v2"])
     assert any("shared" in line for line in changed["albert-base-v2"])
     assert not any("W^E" in line for line in changed["electra-base-discriminator"])  # E = H: no projection
+
+
+def test_every_output_writes_the_configs_own_position_line():
+    """The shape table, the CLI and the step view print the line a config runs: BERT's positions start
+    at 0 (no undefined offset o), RoBERTa's at 2 (schema.formula_of)."""
+    from bertviz_lite.params import PUBLISHED_CONFIGS
+    roberta = BertConfig.from_hf_dict(PUBLISHED_CONFIGS["roberta-base"])
+    assert schema.formula_of("embed.position", BertConfig()) == r"P = W_P[0{:}n]"
+    assert schema.formula_of("embed.position", roberta) == r"P = W_P[2{:}2+n]"
+    tr = bv.load("random", seed=0, config={"num_layers": 1}).trace("a b")
+    row = next(r for r in tr.shapes().rows if r[0] == "embed.position")
+    assert "W_P[0:n]" in row[3] and "o" not in row[3].split("=")[1]

@@ -370,8 +370,9 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
     # one scale per head, the same rule as the attention tab (its scores map is this map): clim[slot]
     scale = colour_scale(z, tensor_kind(key), per=1)
     edits = edited_keys(trace)
-    return _base(trace, "step", key=key, step=st.key, formula=st.formula, symbol=st.symbol,
-                 plain=plain_formula(st.formula, html=False), note=schema.note_text(key, trace.config),
+    formula = schema.formula_of(key, trace.config)  # the config's own line (BERT: P = W_P[0:n])
+    return _base(trace, "step", key=key, step=st.key, formula=formula, symbol=st.symbol,
+                 plain=plain_formula(formula, html=False), note=schema.note_text(key, trace.config),
                  shape=shape_text(trace, key), stats=step_stats(trace, key, a if per_head else a[0]),
                  weights=[list(w) for w in step_weights(trace, key, ledger)], per_head=per_head,
                  rows_axis=rows_axis, cols_axis=cols_axis, row_labels=row_labels, col_labels=col_labels,
