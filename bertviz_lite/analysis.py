@@ -47,7 +47,7 @@ def _wide(x):
 
 
 def _real_maps(trace, layer: int):
-    """One layer's attention maps over real tokens: [A, n_real, n_real], float64."""
+    """One layer's attention maps over real tokens: [n_h, n_real, n_real], float64."""
     return _wide(trace.real(trace.get("attn.probs", layer=layer), ("head", "query", "key")))
 
 
@@ -82,10 +82,10 @@ def head_entropy(trace, *, normalize: bool = False):
     n = trace.n_real
     out = []
     for layer in range(trace.num_layers):
-        p = _real_maps(trace, layer)  # [A, n, n]
+        p = _real_maps(trace, layer)  # [n_h, n, n]
         xp = backend.namespace_of(p)
-        out.append(xp.mean(_row_entropy(p, xp), axis=-1))  # [A]
-    h = _stack_layers(out, xp)  # [L, A]
+        out.append(xp.mean(_row_entropy(p, xp), axis=-1))  # [n_h]
+    h = _stack_layers(out, xp)  # [L, n_h]
     if normalize:
         h = h / math.log(n) if n > 1 else xp.zeros_like(h)
     return backend.to_host(h)
@@ -142,11 +142,11 @@ def attention_to(trace, which: Iterable[str] = TARGETS, *, per_query: bool = Fal
     which = (which,) if isinstance(which, str) else tuple(which)
     maps = [_real_maps(trace, layer) for layer in range(trace.num_layers)]
     xp = backend.namespace_of(maps[0])
-    p = _stack_layers(maps, xp)  # [L, A, n, n]
+    p = _stack_layers(maps, xp)  # [L, n_h, n, n]
     out = {}
     for target in which:
         cells = target_cells(target, [[trace.tokens[i] for i in trace.real_positions]], xp, p.dtype)[0, ...]  # [n, n]
-        share = xp.sum(p * cells, axis=-1)  # [L, A, n]
+        share = xp.sum(p * cells, axis=-1)  # [L, n_h, n]
         out[target] = backend.to_host(share if per_query else xp.mean(share, axis=-1))
     return out
 
@@ -319,18 +319,18 @@ def head_importance(model, pairs, *, how: str = "zero", progress: bool = True):
     if not pairs or any(not isinstance(p, tuple) or len(p) != 2 or not all(isinstance(s, str) for s in p)
                         for p in pairs):
         raise ValueError("head_importance() takes a non-empty list of (sentence, sentence) pairs of strings")
-    L, A = model.config.num_layers, model.config.num_heads
+    L, n_h = model.config.num_layers, model.config.num_heads
     base = [pair_similarity(model, a, b) for a, b in pairs]
     from tqdm.auto import tqdm  # here, not at import: the engine loads no widget library until asked
 
     values = []
-    for layer, head in tqdm([(ly, h) for ly in range(L) for h in range(A)], desc="head_importance: ablating heads",
+    for layer, head in tqdm([(ly, h) for ly in range(L) for h in range(n_h)], desc="head_importance: ablating heads",
                             unit="head", disable=not progress):
         edit = ablate(heads={layer: [head]}, how=how)
         changes = [abs(pair_similarity(model, a, b, edits=edit) - c) for (a, b), c in zip(pairs, base)]
         values.append(sum(changes) / len(changes))
     hx = backend.namespace_of(backend.to_host(model.weights["embed.W_T"][:1, :1]))
-    return hx.reshape(hx.asarray(values, dtype=hx.float64), (L, A))
+    return hx.reshape(hx.asarray(values, dtype=hx.float64), (L, n_h))
 
 
 # ------------------------------------------------------------------------------------------

@@ -201,7 +201,7 @@ def check_ids(model, ids, segments, mask) -> None:
 class BatchTrace:
     """The recorded forward pass of B inputs padded to n tokens: every key has a leading batch axis.
 
-    `btr["layer.3.attn.probs"]` -> [B, A, n, n]; `btr.get("attn.probs", layer=3)`;
+    `btr["layer.3.attn.probs"]` -> [B, n_h, n, n]; `btr.get("attn.probs", layer=3)`;
     `btr.stack("attn.probs")` -> (batch, layer, head, query, key); `btr.tokens[i]`, `btr.mask[i]`
     (padded to n); `btr[i]` -> example i as a `Trace` without its padding; `len(btr)` = B.
     """

@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--png", default=None, help="write a PNG of one view (--view, default one head's attention map)")
     t.add_argument("--view", default="attention", choices=VIEWS, help="the view --png draws")
     t.add_argument("--layer", type=int, default=0, help="layer --png draws (0..L-1; default 0)")
-    t.add_argument("--head", type=int, default=0, help="head --png draws (0..A-1; default 0)")
+    t.add_argument("--head", type=int, default=0, help="head --png draws (0..n_h-1; default 0)")
     t.add_argument("--query", type=int, default=0,
                    help="token index for --view token / neuron (0..n-1 among the real tokens; default 0)")
     sub.add_parser("params", parents=[model], help="print the parameter ledger and the popular totals")

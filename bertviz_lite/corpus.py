@@ -95,22 +95,22 @@ def key_weights(tokens, mask, xp, dtype):
 
 
 def sentence_stats(probs, tokens, mask, xp):
-    """Each sentence's statistics for one layer: [B, A, n, n] maps -> [B, A, 8] (STATS order).
+    """Each sentence's statistics for one layer: [B, n_h, n, n] maps -> [B, n_h, 8] (STATS order).
 
     Per query i: sum_j A[i, j] w[i, j] for the weighted ones (one batched product) and the row's
     entropy; then the mean over the real queries of each sentence.
     """
-    B, A, n, _ = probs.shape
+    B, n_h, n, _ = probs.shape
     w = key_weights(tokens, mask, xp, probs.dtype)  # [B, 7, n, n]
-    # [B, n, A, n] @ [B, n, n, 7] -> [B, n(query), A, 7]: sum over keys j, for each query i
+    # [B, n, n_h, n] @ [B, n, n, 7] -> [B, n(query), n_h, 7]: sum over keys j, for each query i
     per_query = xp.permute_dims(probs, (0, 2, 1, 3)) @ xp.permute_dims(w, (0, 2, 3, 1))
-    entropy = xp.permute_dims(_row_entropy(probs, xp), (0, 2, 1))  # [B, n, A]
-    per_query = xp.concat([per_query, xp.reshape(entropy, (B, n, A, 1))], axis=-1)  # [B, n, A, 8]
+    entropy = xp.permute_dims(_row_entropy(probs, xp), (0, 2, 1))  # [B, n, n_h]
+    per_query = xp.concat([per_query, xp.reshape(entropy, (B, n, n_h, 1))], axis=-1)  # [B, n, n_h, 8]
     wide = getattr(xp, "float64", None) or probs.dtype
     per_query = xp.astype(per_query, wide)
     real = xp.asarray(mask, dtype=wide)  # [B, n]
     n_real = xp.sum(real, axis=1)  # [B]
-    return xp.sum(per_query * xp.reshape(real, (B, n, 1, 1)), axis=1) / xp.reshape(n_real, (B, 1, 1))  # [B, A, 8]
+    return xp.sum(per_query * xp.reshape(real, (B, n, 1, 1)), axis=1) / xp.reshape(n_real, (B, 1, 1))  # [B, n_h, 8]
 
 
 # the statistics' own working memory per input of n tokens, besides its trace: key_weights
@@ -243,9 +243,9 @@ class HeadStats:
                      title=f"top {k} heads over {self.n_sentences:,} sentences ({self.model_name})")
 
     def __repr__(self) -> str:
-        L, A = self.means[STATS[0]].shape
+        L, n_h = self.means[STATS[0]].shape
         skipped = f", {self.n_skipped} skipped (blank or too long)" if self.skipped else ""
-        return (f"<HeadStats {self.model_name}: {len(self.names)} statistics x {L} layers x {A} heads over "
+        return (f"<HeadStats {self.model_name}: {len(self.names)} statistics x {L} layers x {n_h} heads over "
                 f"{self.n_sentences:,} sentences{skipped}>")
 
 

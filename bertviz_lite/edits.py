@@ -162,14 +162,14 @@ def _head_selector(x, heads, xp):
 
 
 def _zero_heads(x, ctx: Context, heads):
-    xp = ctx.xp  # [.., A, n, d]
+    xp = ctx.xp  # [.., n_h, n, d]
     return xp.where(_head_selector(x, heads, xp), xp.zeros_like(x), x)
 
 
 def _mean_heads(x, ctx: Context, heads):
-    xp = ctx.xp  # [.., A, n, d]; the mean over real tokens, put in every row
+    xp = ctx.xp  # [.., n_h, n, d]; the mean over real tokens, put in every row
     m = xp.reshape(ctx.mask, ctx.mask.shape[:-1] + (1, ctx.mask.shape[-1], 1))  # [.., 1, n, 1]
-    mean = xp.sum(x * m, axis=-2, keepdims=True) / xp.sum(m, axis=-2, keepdims=True)  # [.., A, 1, d]
+    mean = xp.sum(x * m, axis=-2, keepdims=True) / xp.sum(m, axis=-2, keepdims=True)  # [.., n_h, 1, d]
     return xp.where(_head_selector(x, heads, xp), mean + xp.zeros_like(x), x)
 
 

@@ -196,7 +196,7 @@ SOURCES: tuple[tuple[str, Convention, str, str], ...] = (
 )
 
 
-# the sizes the BERT paper states (Devlin et al. 2019, section 3), by (L, H, A, F): two significant figures
+# the sizes the BERT paper states (Devlin et al. 2019, section 3), by (L, H, A, F) in the paper's letters (A = n_h heads): two significant figures
 PAPER_SIZES = {(12, 768, 12, 3072): "110M", (24, 1024, 16, 4096): "340M"}
 
 

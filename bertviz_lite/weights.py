@@ -40,7 +40,7 @@ def embedding_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
 def layer_shapes(c: BertConfig, layer: int) -> dict[str, tuple[int, ...]]:
     H, F, p = c.hidden_size, c.ffn_size, f"layer.{layer}."
     return {
-        p + "attn.W_Q": (H, H), p + "attn.b_Q": (H,),  # all A heads side by side: [H, A * d_head]
+        p + "attn.W_Q": (H, H), p + "attn.b_Q": (H,),  # all n_h heads side by side: [H, n_h * d_k]
         p + "attn.W_K": (H, H), p + "attn.b_K": (H,),
         p + "attn.W_V": (H, H), p + "attn.b_V": (H,),
         p + "attn.W_O": (H, H), p + "attn.b_O": (H,),

@@ -85,11 +85,11 @@ def model_view(trace, tokens=None, *, kind: str = "probs", max_tokens: int = 48,
 
 
 def draw_model(vd: dict) -> go.Figure:
-    L, A = vd["layers"], vd["heads"]
-    fig = make_subplots(rows=L, cols=A, horizontal_spacing=0.004, vertical_spacing=0.004,
-                        row_titles=[f"L{ly}" for ly in range(L)], column_titles=[f"H{h}" for h in range(A)])
+    L, n_h = vd["layers"], vd["heads"]
+    fig = make_subplots(rows=L, cols=n_h, horizontal_spacing=0.004, vertical_spacing=0.004,
+                        row_titles=[f"L{ly}" for ly in range(L)], column_titles=[f"H{h}" for h in range(n_h)])
     for ly in range(L):
-        for h in range(A):
+        for h in range(n_h):
             fig.add_trace(go.Heatmap(
                 z=vd["arrays"]["maps"][ly, h], showscale=False, **_colours(vd["scale"], vd["scale"]["clim"][ly][h]),
                 meta=dict(layer=ly, head=h), name=f"layer {ly} head {h}",
@@ -97,14 +97,14 @@ def draw_model(vd: dict) -> go.Figure:
                 row=ly + 1, col=h + 1)
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, constrain="domain")
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain")
-    for i in range(1, L * A + 1):
+    for i in range(1, L * n_h + 1):
         fig.layout[f"yaxis{i if i > 1 else ''}"].scaleanchor = f"x{i if i > 1 else ''}"
-    cell = max(36, min(62, (WIDTH - 120) // A))
+    cell = max(36, min(62, (WIDTH - 120) // n_h))
     note = "" if vd["shown"] == vd["tokens"] else \
         f"<br><sup>block means: {vd['tokens']} tokens shown as {vd['shown']} x {vd['shown']}</sup>"
     title = f"model view: attention {vd['kind']}, layers (rows) x heads (columns){note}"
     fig.update_layout(title=dict(text=title, x=0.5),
-                      width=max(520, A * cell + 120), height=L * cell + 120, margin=dict(l=20, r=50, t=90, b=20),
+                      width=max(520, n_h * cell + 120), height=L * cell + 120, margin=dict(l=20, r=50, t=90, b=20),
                       meta=dict(view="model", kind=vd["kind"]), plot_bgcolor="white")
     fig.update_annotations(font_size=10)
     return fig
@@ -176,15 +176,15 @@ def token_view(trace, query: int) -> go.Figure:
 
 def draw_token(vd: dict) -> go.Figure:
     rows = vd["arrays"]["rows"]
-    L, A, n = rows.shape
-    z = rows.reshape(L * A, n) / np.asarray(vd["scale"]["clim"])[:, :, 1].reshape(-1, 1)
-    fig = go.Figure(go.Heatmap(z=z, x=vd["labels"], y=[f"L{ly} H{h}" for ly in range(L) for h in range(A)],
+    L, n_h, n = rows.shape
+    z = rows.reshape(L * n_h, n) / np.asarray(vd["scale"]["clim"])[:, :, 1].reshape(-1, 1)
+    fig = go.Figure(go.Heatmap(z=z, x=vd["labels"], y=[f"L{ly} H{h}" for ly in range(L) for h in range(n_h)],
                                colorscale=data.plotly_scale(vd["scale"]["name"]), zmin=0, zmax=1,
-                               customdata=rows.reshape(L * A, n),
+                               customdata=rows.reshape(L * n_h, n),
                                hovertemplate="%{y} \u2192 %{x}<br>weight %{customdata:.3f}<extra></extra>",
                                colorbar=dict(title=dict(text="weight / row max"), thickness=14)))
     fig.update_layout(title=dict(text=f"where {vd['label']} attends, every layer and head", x=0.5),
-                      height=max(400, 6 * L * A + 160),
+                      height=max(400, 6 * L * n_h + 160),
                       xaxis=dict(type="category", side="top", tickangle=-60), yaxis=dict(autorange="reversed"),
                       meta=dict(view="token", query=vd["query"]))
     return fig
