@@ -164,6 +164,8 @@ def cmd_trace(args, out) -> None:
     from .params import count_params
     if args.html:  # a target that is not a page's to replace is refused before any work
         _views_function("export", "check_target", "--html")(args.html)
+    if args.png:  # the same for a PNG (a FIFO would block for ever)
+        _views_function("export", "check_target", "--png")(args.png, what="--png", kind=".png")
     model = _load(args)
     check_selection(args, model, model.tokenize(args.text, args.pair, pad_to=args.pad_to))
     tr = model.trace(args.text, pair=args.pair, pad_to=args.pad_to)

@@ -177,6 +177,38 @@ def test_cli_html_refuses_a_fifo_before_loading_the_model(tmp_path, monkeypatch,
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
+@pytest.mark.parametrize("kind", NOT_FILES)
+def test_save_png_refuses_what_is_not_a_regular_file_before_drawing(tr, tmp_path, monkeypatch, kind):
+    # a PNG written into a FIFO nobody reads blocked for ever; now it is refused like a page
+    from bertviz_lite.views import static
+    target = make_target(tmp_path, kind)
+    before = _snapshot(tmp_path)
+    monkeypatch.setattr(static, "to_png", lambda *a, **k: pytest.fail("the view was drawn"))
+    with pytest.raises(NotARegularFileError) as e:
+        static.save_png(tr, target)
+    assert str(target) in str(e.value) and "save_png" in str(e.value) and len(str(e.value)) < 300
+    assert _snapshot(tmp_path) == before
+
+
+def test_save_png_writes_whole_through_a_symlink(tr, tmp_path):
+    from bertviz_lite.views import static
+    real = tmp_path / "real.png"
+    real.write_bytes(b"old")
+    link = tmp_path / "view.png"
+    link.symlink_to(real)
+    assert static.save_png(tr, link, view="attention") == link
+    assert link.is_symlink() and real.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["real.png", "view.png"]  # no temp file left
+
+
+def test_cli_png_refuses_a_fifo_before_loading_the_model(tmp_path, monkeypatch, capsys):
+    fifo = make_target(tmp_path, "fifo")
+    monkeypatch.setattr(cli, "_load", lambda args: pytest.fail("the model was loaded"))
+    assert cli.main(["trace", "hi", "--png", str(fifo)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(fifo) in err and "FIFO" in err and "--png" in err
+
+
 # ---------------------------------------------------------------------------------------------
 # 2. a scheduler address that accepts the connection and never answers
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ global backend change.
 
 from __future__ import annotations
 
+import io
+
 from pathlib import Path
 
 import numpy as np
@@ -260,8 +262,17 @@ def to_png(vd: dict, path, *, head: int = 0, query: int = 0, dpi: int | None = N
 def save_png(trace, path, view: str = "attention", layer: int = 0, head: int = 0, *, key: str | None = None,
              query: int = 0, ledger=None, kind: str = "probs", compare=None) -> Path:
     """Build a view of a trace and save it as a PNG. view: one of data.VIEWS ('attention', 'model',
-    'head', 'token', 'neuron', 'step', 'params', 'compare' with compare=second_trace)."""
+    'head', 'token', 'neuron', 'step', 'params', 'compare' with compare=second_trace).
+    The file is written whole or not at all (as export_html writes a page); a folder, a device or a
+    FIFO at `path` is refused with NotARegularFileError before anything is drawn (writing a PNG into
+    a FIFO nobody reads would block for ever)."""
+    from .export import check_target, write_whole
     args = data.request(view, layer=layer, head=head, query=query, kind=kind, key=key)
     head = trace.check_head(head)
+    path = Path(path)
+    target = check_target(path, what="save_png", kind=".png")
     vd = data.view_data(trace, view, trace_b=compare, ledger=ledger, **args)
-    return to_png(vd, path, head=head, query=query)
+    buf = io.BytesIO()
+    to_png(vd, buf, head=head, query=query)
+    write_whole(target, buf.getvalue(), shown=path, what="the PNG")
+    return path
