@@ -190,7 +190,7 @@ class Trace:
 
     def __init__(self, values: dict, *, config, tokens: Sequence[str], ids: Sequence[int],
                  segments: Sequence[int], mask: Sequence[int], spans=None, texts=("",),
-                 model_name: str = "", backend_name: str = "numpy", keep=None, edits=()):
+                 model_name: str = "", backend_name: str = "numpy", keep=None, edits=(), nominal=()):
         self._values = dict(values)
         self.config = config
         self.tokens = tuple(tokens)
@@ -203,6 +203,8 @@ class Trace:
         self.backend = backend_name
         self.keep = keep
         self.edits = tuple(edits)  # ((key, what was done), ...) in forward order; () for a plain run
+        # the config sizes nobody measured (Trace.from_attentions knows L and n_h only): views leave them out
+        self.nominal = tuple(nominal)
 
     @classmethod
     def from_attentions(cls, attentions, tokens: Sequence[str], *, sentence_b_start: int | None = None,
@@ -251,10 +253,12 @@ class Trace:
         if sentence_b_start is not None and not 0 < int(sentence_b_start) < n:
             raise OutOfRangeError(f"sentence_b_start must be a token index 1..{n - 1}, got {sentence_b_start!r}")
         n_h = maps[0].shape[0]
+        nominal = ()
         if config is None:  # the maps fix only L and n_h; H and d_ffnn are nominal (64-wide heads, as BERT's):
-            # the attention views never read them, though the page's header line prints H and d_k
+            # the attention views never read them, and the page's header leaves them out (trace.nominal)
             config = BertConfig(num_layers=len(maps), num_heads=n_h, hidden_size=64 * n_h, ffn_size=256 * n_h,
                                 max_positions=max(512, n))
+            nominal = ("H", "d_k", "d_ffnn", "N_V")
         elif (config.num_layers, config.num_heads) != (len(maps), n_h):
             raise ValueError(f"config has {config.num_layers} layers x {config.num_heads} heads; "
                              f"attentions hold {len(maps)} x {n_h}")
@@ -263,7 +267,7 @@ class Trace:
         values = {f"layer.{layer}.attn.probs": m for layer, m in enumerate(maps)}
         texts = (" ".join(tokens),)
         return cls(values, config=config, tokens=tokens, ids=[0] * n, segments=segments, mask=mask, texts=texts,
-                   model_name=model_name, keep=("attn.probs",))
+                   model_name=model_name, keep=("attn.probs",), nominal=nominal)
 
     def is_edited(self, key: str) -> bool:
         """Whether an edit or a patch changed this key in the run that made the trace."""
@@ -416,7 +420,7 @@ class Trace:
     def replace_values(self, values: dict, **changes) -> "Trace":
         kw = dict(config=self.config, tokens=self.tokens, ids=self.ids, segments=self.segments, mask=self.mask,
                   spans=self.spans, texts=self.texts, model_name=self.model_name, backend_name=self.backend,
-                  keep=self.keep, edits=self.edits)
+                  keep=self.keep, edits=self.edits, nominal=self.nominal)
         kw.update(changes)
         return Trace(values, **kw)
 

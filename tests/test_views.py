@@ -592,6 +592,10 @@ def test_head_view_and_model_view_take_hugging_face_attention(small):
         data.view_data(t2, view, **args)  # every attention view takes it
     pair = bv.Trace.from_attentions(att, tr.tokens, sentence_b_start=4)
     assert pair.has_pair and data.pair_positions(pair, "A->B")[1] == list(range(4, tr.n))
+    # the maps fix L and n_h only: the page's sizes hold no nominal H or d_k (a given config's are kept)
+    assert set(data.facts(t2)["sizes"]) == {"L", "n_h"} and set(data.facts(t2.to_host())["sizes"]) == {"L", "n_h"}
+    assert "params" not in data.facts(t2)["views"] and "params" in data.facts(tr)["views"]  # no count of a guess
+    assert data.facts(bv.Trace.from_attentions(att, tr.tokens, config=tr.config))["sizes"]["d_k"] == tr.config.head_size
     assert isinstance(figures.as_trace(tr), bv.Trace)
 
 

@@ -564,13 +564,15 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
         segments=[trace.segments[i] for i in real], has_pair=trace.has_pair,
         pair_filters=list(PAIR_FILTERS) if trace.has_pair else ["all"], kinds=recorded_kinds(trace),
         keys=stepper_steps(trace), edits=[[k, d] for k, d in edits.items()],
-        sizes=dict(H=c.hidden_size, n_h=c.num_heads, d_k=c.head_size, d_ffnn=c.ffn_size, L=c.num_layers,
-                   N_V=c.vocab_size),
+        sizes={k: v for k, v in dict(H=c.hidden_size, n_h=c.num_heads, d_k=c.head_size, d_ffnn=c.ffn_size,
+                                     L=c.num_layers, N_V=c.vocab_size).items()
+               if k not in trace.nominal},  # only what is known (from_attentions: L and n_h)
         symbols=[[s.symbol, s.meaning, list(s.also)] for s in schema.SYMBOLS],
         formulas={k: plain_formula(schema.STEP_BY_KEY[f"attn.{k}"].formula) for k in KINDS},
         neuron=all(f"layer.{ly}.attn.{x}" in trace for ly in range(trace.num_layers) for x in "qk"),
         compare=None if trace_b is None else dict(text=" | ".join(trace_b.texts),
                                                   edits=[[k, d] for k, d in edited_keys(trace_b).items()]),
-        views=[v for v in VIEWS if v != "compare" or trace_b is not None],
+        # no compare tab without a second run; no parameter count for a model whose sizes are nominal
+        views=[v for v in VIEWS if (v != "compare" or trace_b is not None) and (v != "params" or not trace.nominal)],
         titles=TITLES, colours=list(HEAD_COLOURS), ledger_source=ledger_source,
         luts={name: lut(name) for name in list(SCALES.values()) + ["Reds"]})

@@ -88,7 +88,8 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
         p.add("model", dict(kind=kind))
     for key in data.stepper_steps(trace):
         p.add("step", dict(key=key), max_cells=STEP_CELLS, max_rows=STEP_ROWS)
-    p.add("params", {})
+    if not trace.nominal:  # from_attentions: the model's sizes are unknown, so there is no count to show
+        p.add("params", {})
     has_qk = all(f"layer.{ly}.attn.{x}" in trace for ly in range(L) for x in "qk")
     order = layer_order(L)
     full, neuron = [], []
@@ -112,7 +113,10 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
     else:
         kept = [f"attention in full: {_layers(sorted(full), L)}; the other layers as block means ({n} tokens in "
                 f"{SMALL_MAPS} blocks a side)"]
-    kept.append(f"neuron view: {_layers(sorted(neuron), L)}" + (" (q and k as 8-bit)" if n > 128 else ""))
+    if has_qk:
+        kept.append(f"neuron view: {_layers(sorted(neuron), L)}" + (" (q and k as 8-bit)" if n > 128 else ""))
+    else:  # a trace without queries and keys (keep=..., Trace.from_attentions): nothing to keep, no budget spent
+        kept.append("neuron view: none (the trace holds no attn.q and attn.k)")
     kept.append("one-token view: " + ("every token" if len(tokens) == n else
                                       f"tokens 0..{tokens[-1]}" if tokens else "no token (over the size budget)"))
     return p.items, kept

@@ -235,7 +235,8 @@ function render({ model, el: host }) {
   const short = info.title.length > 140 ? info.title.slice(0, 139) + "\u2026" : info.title;
   const header = el("div", { class: "bvl-x-header", title: info.title }, [el("b", { text: short }),
     el("span", { text: `  ${n} tokens${info.n_total > n ? ` (+${info.n_total - n} [PAD] not shown)` : ""}, ` +
-      `${info.layers} layers \u00d7 ${info.heads} heads, H = ${info.sizes.H}, d\u2096 = ${info.sizes.d_k}` })]);
+      `${info.layers} layers \u00d7 ${info.heads} heads` +
+      ("H" in info.sizes ? `, H = ${info.sizes.H}, d\u2096 = ${info.sizes.d_k}` : "") })]);
   if (info.edits.length) header.appendChild(el("div", { class: "bvl-x-edited", text: `\u270e edited run: ${info.edits.map((e) => e[1] || e[0]).join("; ")}` }));
   const nav = el("div", { class: "bvl-x-tabs", role: "tablist" });
   const error = el("div", { class: "bvl-x-error" });
