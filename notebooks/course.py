@@ -550,12 +550,13 @@ def forward_pass(config, n: int, *, highlight=(), long: int | None = None):
                                         facecolor="#ffe9a8", edgecolor="#d39b00", linewidth=1.0))
         key = ("layer.{l}." if st.scope == "layer" else "") + st.key
         ax.text(cols[0], i, key, fontsize=9, family="monospace", va="center", color=colour)
+        line = st.formula if st.optional else schema.formula_of(st.key, config)  # the config's own line
         try:  # the step's formula through mathtext; a formula it cannot parse is written as text
             from matplotlib.mathtext import MathTextParser
-            MathTextParser("path").parse(f"${st.formula}$")
-            formula = f"${st.formula}$"
+            MathTextParser("path").parse(f"${line}$")
+            formula = f"${line}$"
         except Exception:
-            formula = st.formula
+            formula = line
         ax.text(cols[1], i, formula, fontsize=10, va="center", color=colour)
         ax.text(cols[2], i, shape(st.key, n), fontsize=9, va="center", color=colour)
         ax.text(cols[3], i, shape(st.key, long), fontsize=9, va="center", color=colour)
