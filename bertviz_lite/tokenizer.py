@@ -286,13 +286,12 @@ class WordPieceTokenizer:
         n = len(a) + n_special + (len(b) if b is not None else 0)
         truncated = 0
         if n > max_length:
-            how = "truncate=True keeps the first" if b is None else \
-                "truncate=True shortens the longer text first (longest_first) to fit"
+            how = "to keep the first" if b is None else "to shorten the longer text first (longest_first) to fit"
             if not truncate:
                 raise InputTooLongError(
                     f"the input is {n} tokens but the model takes at most {max_length} (including "
-                    f"{'[CLS] and [SEP]' if b is None else '[CLS] and two [SEP]'}); shorten the text or pass "
-                    f"{how} {max_length} tokens")
+                    f"{'[CLS] and [SEP]' if b is None else '[CLS] and two [SEP]'}); shorten the text, or pass "
+                    f"truncate=True {how} {max_length} tokens")
             if max_length < n_special:
                 raise ValueError(f"max_length={max_length} leaves no room for the special tokens")
             keep_a, keep_b = _truncation_lengths(len(a), None if b is None else len(b), max_length - n_special)
