@@ -27,7 +27,7 @@ The peer is never a dependency of bertviz-lite. To install it (its own venv; tor
 process slow each other down, so it runs in separate processes anyway):
     python3 -m venv /tmp/peer && /tmp/peer/bin/pip install torch==2.13.0 transformers==5.23.0
 Threads: every side uses the same count (OMP/OPENBLAS/MKL_NUM_THREADS, default: all cores);
-Dask workers are single-threaded (threads_per_worker=1, and Dask sets one BLAS thread each).
+Dask workers are single-threaded (threads_per_worker=1, and the cluster sets one BLAS and kernel thread each).
 """
 
 from __future__ import annotations
@@ -65,9 +65,8 @@ def load(kind: str):
 
 
 def worker_engine(kind: str, n: int, batch: int) -> dict:
+    bv, model = load(kind)  # bertviz_lite first, as a user's script would: it sets OpenBLAS's spin time
     import numpy as np
-
-    bv, model = load(kind)
     from bertviz_lite import analysis
 
     S = sentences(n)
@@ -118,6 +117,9 @@ def worker_dask(kind: str, n: int, batch: int, workers: int) -> dict:
 
     bv, model = load(kind)
     S = sentences(n)
+    # one thread per worker process (main() starts this one with a one-thread environment, which the workers
+    # inherit: Dask keeps the environment's OMP/OPENBLAS_NUM_THREADS, and 2 workers x 2 threads on 2 cores ran
+    # at 0.48-0.59x of one worker)
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster, Client(cluster) as client:
         bv.corpus.head_stats(model, S[:batch], batch_size=batch, client=client, progress=False)  # workers import
@@ -262,7 +264,10 @@ def main(argv=None) -> None:
     dask = {}
     if args.dask_sentences:
         for w in (1, 2):
-            dask[w] = run_worker(sys.executable, ["minilm", "dask", args.dask_sentences, args.batch, w], env)
+            # each worker process single-threaded from its start: OpenBLAS reads its thread count when numpy
+            # loads, before a worker's env= applies, so the cluster's parent process gets the one-thread env
+            single = dict(env, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+            dask[w] = run_worker(sys.executable, ["minilm", "dask", args.dask_sentences, args.batch, w], single)
             print(f"dask {w} worker(s): {args.dask_sentences / dask[w]['dask_s']:6.1f} sent/s", flush=True)
 
     mem = {}

@@ -248,14 +248,15 @@ def test_a_saved_notebook_keeps_a_picture_and_the_key_facts(padded):
     assert img.shape[0] > 200 and img.std() > 10
 
 
-def test_the_explorer_shows_as_a_widget_then_its_picture(padded, monkeypatch):
+def test_the_explorer_shows_its_picture_then_the_widget(padded, monkeypatch):
     # a saved notebook reopened without its kernel cannot draw the widget output in JupyterLab 4 or
-    # Notebook 7: the separate PNG output is what a reader sees (tests/test_saved_notebook_browser.py)
+    # Notebook 7: the separate PNG output is what a reader sees (tests/test_saved_notebook_browser.py),
+    # first, above the placeholder JupyterLab draws for the widget output
     import IPython.display
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda data, raw=False, **kw: shown.append(data))
     explore(padded, layer=1, head=3)._ipython_display_()
-    widget, picture = shown
+    picture, widget = shown
     assert "application/vnd.jupyter.widget-view+json" in widget and "image/png" not in widget
     assert set(picture) == {"image/png", "text/plain"} and "layer 1, head 3" in picture["text/plain"]
 

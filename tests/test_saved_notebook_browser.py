@@ -1,6 +1,6 @@
 """A saved notebook keeps its picture, in JupyterLab 4 and Notebook 7 (headless chromium).
 
-The explorer is shown as two outputs (`Explorer._ipython_display_`): the widget, then a PNG of it.
+The explorer is shown as two outputs (`Explorer._ipython_display_`): a PNG of it, then the widget.
 Both front-ends draw a widget output only while its model lives: a notebook reopened without its
 kernel says "Error displaying widget: model not found" there, whatever else the bundle holds (the
 output area takes the widget view of a trusted bundle and never falls back). So the test runs the

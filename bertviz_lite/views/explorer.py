@@ -221,22 +221,25 @@ def _widget_class():
             return bundle
 
         def _ipython_display_(self):
-            """Two outputs: the widget, then its picture (a PNG of the starting map).
+            """Two outputs: the widget's picture (a PNG of the starting map), then the widget.
 
             JupyterLab 4 and Notebook 7 draw the widget output whenever their widget manager runs:
             the output area picks the highest-ranked type of a trusted bundle (the widget view) and
             never falls back to the bundle's image/png, so a saved notebook reopened without its
             kernel says "Error displaying widget: model not found" there. A separate PNG output is
             drawn by every front-end without a kernel (and on GitHub); while the widget is live,
-            the front-end hides it in the page (app.js, hideSavedPicture)."""
+            the front-end hides it in the page (app.js, hideSavedPicture). The picture comes first:
+            reopened without a kernel, JupyterLab still draws its widget manager's placeholder
+            ("Loading widget...") for the widget output, and that text, which no output can replace,
+            then sits under the picture instead of above it."""
             from IPython.display import display
             bundle = self._repr_mimebundle_()
             data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
             png = data.pop("image/png", None)
-            display(data, metadata=meta, raw=True)
             if png is not None:
                 display({"image/png": png, "text/plain": f"<saved picture of the explorer: layer {self.layer}, "
                                                          f"head {self.head}>"}, raw=True)
+            display(data, metadata=meta, raw=True)
 
     Explorer.__qualname__ = "Explorer"
     _EXPLORER = Explorer

@@ -163,7 +163,7 @@ def _neuron(vd, head=0, query=0, **_):
         ax.set_yticks([])
         ax.set_title(title, fontsize=10)
         for y, v in zip(ys, vals):
-            ax.text(v, y, f" {v:.2f}", va="center", fontsize=7)
+            ax.text(v, y, f" {v:.2f}", va="center", fontsize=8)
     mfig.suptitle(f"neuron view: layer {vd['layer']}, head {head}, query {labels[query]}:  "
                   f"{data.plain_formula(vd['formulas']['scores'], html=False, unicode=True)}")
     return mfig

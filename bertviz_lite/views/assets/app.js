@@ -213,9 +213,9 @@ function hideSavedPicture(host, tries = 0) {
   }
   const mine = host.closest(".jp-OutputArea-child");
   if (!mine || !mine.parentElement) return; // the exported page, VS Code: nothing to hide
-  const hide = () => {
-    const next = mine.nextElementSibling;
-    if (next && next.querySelector(".jp-RenderedImage")) { next.style.display = "none"; return true; }
+  const hide = () => { // the explorer's saved picture is the output just before the widget's
+    const prev = mine.previousElementSibling;
+    if (prev && prev.querySelector(".jp-RenderedImage")) { prev.style.display = "none"; return true; }
     return false;
   };
   if (hide()) return;
