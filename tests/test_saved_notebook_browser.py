@@ -50,7 +50,7 @@ def test_a_reopened_notebook_shows_its_picture(server, sync_api):
             wait_drawn(page, 1, 2, timeout_ms=60_000)
             # live: the widget draws and its picture is hidden
             page.wait_for_selector(PICTURE, state="attached")
-            assert not page.locator(PICTURE).is_visible()
+            page.wait_for_selector(PICTURE, state="hidden", timeout=10_000)  # once the widget is in the page
             # save, then the file holds the widget output and the picture
             page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputArea-prompt").click()
             page.keyboard.press("Control+s")
