@@ -264,7 +264,7 @@ class Trace:
                              f"attentions hold {len(maps)} x {n_h}")
         segments = [0] * n if sentence_b_start is None else [int(i >= sentence_b_start) for i in range(n)]
         mask = [int(t != "[PAD]") for t in tokens]
-        values = {f"layer.{layer}.attn.probs": m for layer, m in enumerate(maps)}
+        values = {schema.full_key("attn.probs", layer): m for layer, m in enumerate(maps)}
         texts = (" ".join(tokens),)
         return cls(values, config=config, tokens=tokens, ids=[0] * n, segments=segments, mask=mask, texts=texts,
                    model_name=model_name, keep=("attn.probs",), nominal=nominal)

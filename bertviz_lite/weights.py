@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from . import backend
+from . import backend, schema
 from .config import BertConfig
 from .errors import CheckpointError
 
@@ -38,7 +38,7 @@ def embedding_shapes(c: BertConfig) -> dict[str, tuple[int, ...]]:
 
 
 def layer_shapes(c: BertConfig, layer: int) -> dict[str, tuple[int, ...]]:
-    H, F, p = c.hidden_size, c.ffn_size, f"layer.{layer}."
+    H, F, p = c.hidden_size, c.ffn_size, schema.layer_prefix(layer)
     return {
         p + "attn.W_Q": (H, H), p + "attn.b_Q": (H,),  # all n_h heads side by side: [H, n_h * d_k]
         p + "attn.W_K": (H, H), p + "attn.b_K": (H,),

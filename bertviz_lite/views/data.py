@@ -185,7 +185,7 @@ def pair_positions(trace, pair_filter: str = "all") -> tuple[list[int], list[int
 
 def recorded_kinds(trace) -> list[str]:
     """Attention kinds recorded for every layer ('probs'; 'scores' unless keep= dropped them)."""
-    return [k for k in KINDS if all(f"layer.{layer}.attn.{k}" in trace for layer in range(trace.num_layers))]
+    return [k for k in KINDS if all(schema.full_key(f"attn.{k}", layer) in trace for layer in range(trace.num_layers))]
 
 
 def check_kind(trace, kind: str) -> str:
@@ -197,8 +197,8 @@ def check_kind(trace, kind: str) -> str:
 
 
 def check_attention(trace, what: str = "this view"):
-    missing = [f"layer.{layer}.attn.probs" for layer in range(trace.num_layers)
-               if f"layer.{layer}.attn.probs" not in trace]
+    missing = [schema.full_key("attn.probs", layer) for layer in range(trace.num_layers)
+               if schema.full_key("attn.probs", layer) not in trace]
     if missing:
         raise UnknownKeyError(f"{what} needs the attention maps of every layer; this trace lacks {missing[0]!r} "
                               "(trace with keep=None, or a keep= list that includes 'attn.probs')")
@@ -252,7 +252,7 @@ def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None 
     """Every head's map of one layer over the real tokens: arrays["maps"] (head, query, key).
     max_tokens: block means of at most that many tokens a side (the exported page's small maps)."""
     layer, kind = trace.check_layer(layer), check_kind(trace, kind)
-    key = f"layer.{layer}.attn.{kind}"
+    key = schema.full_key(f"attn.{kind}", layer)
     maps = host(trace.real(trace[key], trace.axes(key)))
     check_finite(trace, key, maps, allow_neg_inf=kind == "scores")
     maps = np.where(np.isfinite(maps), maps, np.nan)
@@ -273,7 +273,7 @@ def model(trace, kind: str = "probs", *, max_tokens: int = 48) -> dict:
     kind = check_kind(trace, kind)
     out = None
     for layer in range(trace.num_layers):  # one layer at a time: 512-token maps are big
-        key = f"layer.{layer}.attn.{kind}"
+        key = schema.full_key(f"attn.{kind}", layer)
         maps = host(trace.real(trace[key], trace.axes(key)))
         check_finite(trace, key, maps, allow_neg_inf=kind == "scores")
         z, edges, _ = block_mean(np.where(np.isfinite(maps), maps, 0.0), max_tokens)
@@ -312,7 +312,7 @@ def neuron(trace, layer: int) -> dict:
     layer = trace.check_layer(layer)
     arrays = {}
     for name in ("q", "k"):
-        key = f"layer.{layer}.attn.{name}"
+        key = schema.full_key(f"attn.{name}", layer)
         check_key(trace, key)
         arrays[name] = check_finite(trace, key, host(trace.real(trace[key], trace.axes(key)))).astype(np.float32)
     d_k = trace.config.head_size
@@ -504,7 +504,7 @@ def step_weights(trace, key: str, ledger=None) -> list[tuple[str, str, int]]:
     if ledger is not None:
         return [(name, " x ".join(map(str, shape)), count) for name, shape, count in ledger.for_step(key)] + tied
     layer, _ = schema.split_key(key)
-    prefix = "" if layer is None else f"layer.{layer}."
+    prefix = "" if layer is None else schema.layer_prefix(layer)
     names = [prefix + r for r in st.reads]
     return [(n, " x ".join(map(str, shapes[n])), math.prod(shapes[n])) for n in names if n in shapes] + tied
 
@@ -532,7 +532,7 @@ def request(view: str, *, layer: int = 0, head: int = 0, query: int = 0, kind: s
         raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
     return dict(attention=dict(layer=layer, kind=kind), model=dict(kind=kind), head=dict(layer=layer, heads=[head]),
                 token=dict(query=query), neuron=dict(layer=layer),
-                step=dict(key=key if key is not None else f"layer.{layer}.attn.probs"), params={},
+                step=dict(key=key if key is not None else schema.full_key("attn.probs", layer)), params={},
                 compare=dict(layer=layer, kind=kind))[view]
 
 
@@ -569,7 +569,7 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
                if k not in trace.nominal},  # only what is known (from_attentions: L and n_h)
         symbols=[[s.symbol, s.meaning, list(s.also)] for s in schema.SYMBOLS],
         formulas={k: plain_formula(schema.STEP_BY_KEY[f"attn.{k}"].formula) for k in KINDS},
-        neuron=all(f"layer.{ly}.attn.{x}" in trace for ly in range(trace.num_layers) for x in "qk"),
+        neuron=all(schema.full_key(f"attn.{x}", ly) in trace for ly in range(trace.num_layers) for x in "qk"),
         compare=None if trace_b is None else dict(text=" | ".join(trace_b.texts),
                                                   edits=[[k, d] for k, d in edited_keys(trace_b).items()]),
         # no compare tab without a second run; no parameter count for a model whose sizes are nominal

@@ -29,6 +29,7 @@ import secrets
 import stat
 from pathlib import Path
 
+from .. import schema
 from ..errors import BertVizError, NotARegularFileError
 from . import codec, data
 
@@ -90,7 +91,7 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
         p.add("step", dict(key=key), max_cells=STEP_CELLS, max_rows=STEP_ROWS)
     if not trace.nominal:  # from_attentions: the model's sizes are unknown, so there is no count to show
         p.add("params", {})
-    has_qk = all(f"layer.{ly}.attn.{x}" in trace for ly in range(L) for x in "qk")
+    has_qk = all(schema.full_key(f"attn.{x}", ly) in trace for ly in range(L) for x in "qk")
     order = layer_order(L)
     full, neuron = [], []
     wanted = [(v, ly) for ly in order[:2] for v in ("attention", "neuron")] + \

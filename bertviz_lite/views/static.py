@@ -76,15 +76,15 @@ def _attention(vd, head=0, **_):
 
 
 def _model(vd, **_):
-    L, A = vd["layers"], vd["heads"]
-    width, height = 0.75 * A + 1, 0.75 * L + 1.1
+    L, n_h = vd["layers"], vd["heads"]
+    width, height = 0.75 * n_h + 1, 0.75 * L + 1.1
     mfig = Figure(figsize=(width, height), dpi=110)
-    axes = mfig.subplots(L, A, squeeze=False, gridspec_kw=dict(wspace=0.06, hspace=0.06, left=0.7 / width,
+    axes = mfig.subplots(L, n_h, squeeze=False, gridspec_kw=dict(wspace=0.06, hspace=0.06, left=0.7 / width,
                                                                 right=1 - 0.2 / width, bottom=0.2 / height,
                                                                 top=1 - 0.8 / height))
     cm = cmap(vd["scale"]["name"])
     for ly in range(L):
-        for h in range(A):
+        for h in range(n_h):
             ax = axes[ly][h]
             lo, hi = vd["scale"]["clim"][ly][h]
             ax.imshow(vd["arrays"]["maps"][ly, h], cmap=cm, vmin=lo, vmax=hi, interpolation="nearest", aspect="auto")
@@ -123,16 +123,16 @@ def _head(vd, **_):
 
 def _token(vd, **_):
     rows = vd["arrays"]["rows"]
-    L, A, n = rows.shape
-    z = rows.reshape(L * A, n) / np.asarray(vd["scale"]["clim"])[:, :, 1].reshape(-1, 1)
-    mfig = Figure(figsize=(min(14, 3 + 0.25 * n), min(14, 2 + 0.08 * L * A)), dpi=110, layout="constrained")
+    L, n_h, n = rows.shape
+    z = rows.reshape(L * n_h, n) / np.asarray(vd["scale"]["clim"])[:, :, 1].reshape(-1, 1)
+    mfig = Figure(figsize=(min(14, 3 + 0.25 * n), min(14, 2 + 0.08 * L * n_h)), dpi=110, layout="constrained")
     ax = mfig.add_subplot()
     _heat(mfig, ax, z, vd["scale"]["name"], [0, 1], "weight / row max")
     _ticks(ax, _words(vd["labels"]), "x")
-    ax.set_yticks([ly * A + A / 2 - 0.5 for ly in range(L)], [f"layer {ly}" for ly in range(L)], fontsize=8)
+    ax.set_yticks([ly * n_h + n_h / 2 - 0.5 for ly in range(L)], [f"layer {ly}" for ly in range(L)], fontsize=8)
     for ly in range(1, L):
-        ax.axhline(ly * A - 0.5, color="#c2410c", lw=0.8)
-    ax.set_title(f"where {vd['label']} attends, in every layer (bands of {A} heads)")
+        ax.axhline(ly * n_h - 0.5, color="#c2410c", lw=0.8)
+    ax.set_title(f"where {vd['label']} attends, in every layer (bands of {n_h} heads)")
     return mfig
 
 
