@@ -85,14 +85,19 @@ def _snapshot(tmp_path: Path) -> dict:
     return {p.name: (os.lstat(p).st_mode, os.lstat(p).st_ino, os.lstat(p).st_rdev) for p in tmp_path.iterdir()}
 
 
+@pytest.mark.parametrize("writer", ["export_html", "save_png"])
 @pytest.mark.parametrize("kind", NOT_FILES)
-def test_export_refuses_what_is_not_a_regular_file_before_building(tr, tmp_path, monkeypatch, kind):
+def test_writers_refuse_what_is_not_a_regular_file_before_any_work(tr, tmp_path, monkeypatch, kind, writer):
+    # a page or a PNG written into a FIFO nobody reads would block for ever: both are refused before work
+    from bertviz_lite.views import static
+    module, stage, write = {"export_html": (export, "build_payloads", export_html),
+                            "save_png": (static, "to_png", static.save_png)}[writer]
     target = make_target(tmp_path, kind)
     before = _snapshot(tmp_path)
-    monkeypatch.setattr(export, "build_payloads", lambda *a, **k: pytest.fail("the page was built"))
+    monkeypatch.setattr(module, stage, lambda *a, **k: pytest.fail(f"{writer} started its work"))
     with pytest.raises(NotARegularFileError) as e:
-        export_html(tr, target)
-    assert str(target) in str(e.value) and len(str(e.value)) < 300
+        write(tr, target)
+    assert str(target) in str(e.value) and writer in str(e.value) and len(str(e.value)) < 300
     assert isinstance(e.value, bv.BertVizError) and isinstance(e.value, OSError)
     assert _snapshot(tmp_path) == before  # nothing replaced, nothing left behind
 
@@ -175,19 +180,6 @@ def test_cli_html_refuses_a_fifo_before_loading_the_model(tmp_path, monkeypatch,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(fifo) in err and "FIFO" in err and "Traceback" not in err
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
-
-
-@pytest.mark.parametrize("kind", NOT_FILES)
-def test_save_png_refuses_what_is_not_a_regular_file_before_drawing(tr, tmp_path, monkeypatch, kind):
-    # a PNG written into a FIFO nobody reads blocked for ever; now it is refused like a page
-    from bertviz_lite.views import static
-    target = make_target(tmp_path, kind)
-    before = _snapshot(tmp_path)
-    monkeypatch.setattr(static, "to_png", lambda *a, **k: pytest.fail("the view was drawn"))
-    with pytest.raises(NotARegularFileError) as e:
-        static.save_png(tr, target)
-    assert str(target) in str(e.value) and "save_png" in str(e.value) and len(str(e.value)) < 300
-    assert _snapshot(tmp_path) == before
 
 
 def test_save_png_writes_whole_through_a_symlink(tr, tmp_path):
