@@ -14,6 +14,7 @@ the (small) result comes back to the host with `backend.to_host`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 
@@ -61,6 +62,7 @@ def _stack_layers(values: list, xp):
     return xp.stack(values, axis=0)
 
 
+@functools.lru_cache(maxsize=65536)  # a corpus asks about the same wordpieces again and again
 def is_punctuation(token: str) -> bool:
     """Whether a wordpiece is punctuation only ('.', ',', '?', '$', '##!'): the characters the
     tokenizer splits off as punctuation."""

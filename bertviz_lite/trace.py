@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import functools
 from collections.abc import Iterable, Sequence
 
 from . import backend, schema
@@ -46,6 +47,7 @@ def compile_patterns(patterns, what: str = "keep=") -> tuple[str, ...] | None:
 _compile_keep = compile_patterns
 
 
+@functools.lru_cache(maxsize=8192)  # called for every key of every trace and batch: the same few pairs
 def matches(key: str, pattern: str) -> bool:
     """A pattern matches the full key ('layer.3.attn.probs', 'layer.*.attn.*') or the step key
     inside its layer ('attn.probs' means that step in every layer)."""
