@@ -499,8 +499,8 @@ def symbol_table() -> str:
         return text.replace("|", "\\|")
 
     rows = [f"| `{s.symbol}` | {cell(s.meaning)} | {cell(', '.join(s.also))} |" for s in SYMBOLS]
-    return ("**One symbol per thing.** Every lesson writes the same symbol for the same thing (the package's table "
-            "`bertviz_lite.schema.SYMBOLS`); $A$ is only ever an attention map, the number of heads is $n_h$.\n\n"
+    return ("**The course's table of symbols**, the same in every lesson (the package's "
+            "`bertviz_lite.schema.SYMBOLS`): $A$ is only ever an attention map, the number of heads is $n_h$.\n\n"
             "| symbol | what it is | other names in the sources and code |\n|---|---|---|\n" + "\n".join(rows))
 
 
