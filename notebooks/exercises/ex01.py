@@ -39,12 +39,14 @@ def _(answer, *, tr):
 @exercise("01.3", hint=("long, rare or made-up words split most: try a chemistry word, or a word with several "
                         "prefixes and suffixes",
                         "pieces that start with ## continue a word; tokenizer.tokenize(word) shows them"),
-          wrong=lambda answer, tokenizer: ["playing", "two words", "", 42])
-def _(answer, *, tokenizer):
+          wrong=lambda answer, tokenizer, shown=(): ["playing", "two words", "", 42, *shown[1:2]])
+def _(answer, *, tokenizer, shown=()):
     if not isinstance(answer, str):
         return False, f"answer one word as text (a str); got {type(answer).__name__}"
     if not answer or " " in answer.strip():
         return False, "answer one word, as a string without spaces"
+    if answer.strip().lower() in {w.lower() for w in shown}:
+        return False, f"{answer!r} is printed in Run already: find a word of your own"
     pieces = tokenizer.tokenize(answer.strip())
     if "[UNK]" in pieces:
         return False, f"{answer!r} -> {pieces}: it has [UNK]"

@@ -11,23 +11,46 @@ def _configs(config):
     return [config, bv.BertConfig(), large, small]
 
 
-@exercise("09.1", hint=("BertModel = embeddings + L encoder layers + the pooler; write each as a formula of the sizes",
-                        "embeddings (V + P + 2) H + 2H; a layer 4(H^2 + H) for Q, K, V, O, then the FFN's two "
-                        "matrices with their biases, then two LayerNorms (2H each); the pooler H^2 + H"))
+def _layer(c) -> int:
+    """One encoder layer's parameters, from the ledger (layer 0's rows)."""
+    return sum(n for _, name, _, n in ledger_for_config(c).rows if name.startswith("layer.0."))
+
+
+@exercise("09.1", hint=("with sharing, the model stores the embeddings, ONE encoder layer and the pooler: the L "
+                        "layers read the same arrays; count each of the three from the formula lines",
+                        "one layer is its four H x H projections with biases, the feed-forward's two matrices with "
+                        "their biases and two LayerNorms; does L still appear in the total?"))
 def _(answer, *, config):
     cases = [(dict(V=c.vocab_size, H=c.hidden_size, L=c.num_layers, F=c.ffn_size, P=c.max_positions),
-              ledger_for_config(c).total) for c in _configs(config)]
-    return formula(answer, cases, "my_total(V, H, L, F, P)")
+              ledger_for_config(c).total - (c.num_layers - 1) * _layer(c)) for c in _configs(config)]
+    if callable(answer):
+        (kw, _), c = cases[1], bv.BertConfig()
+        got = answer(**kw)
+        if got == ledger_for_config(c).total:
+            return False, ("that is BertModel with L separate layers (109,482,240 for BERT-base): with sharing, one "
+                           "layer's arrays serve all L layers")
+        if got == ledger_for_config(c).total - c.num_layers * _layer(c):
+            return False, "that leaves the layers out: the one shared layer is still stored once"
+    return formula(answer, cases, "my_shared_total(V, H, L, F, P)")
 
 
-@exercise("09.2", hint=("each layer has one W^O (H x H) and one bias b^O (H)",
-                        "count one layer's W^O and b^O, then multiply by the number of layers"))
+@exercise("09.2", hint=("a bias is a vector added after a matrix product: find every b in the formula lines of one "
+                        "layer (attention and feed-forward), then the pooler's; LayerNorm's beta is not one here",
+                        "each of a layer's four attention projections has an H-long bias; the feed-forward's two "
+                        "biases are as long as each matrix's output; then multiply by L and add the pooler's"))
 def _(answer, *, config):
-    def wo(c):
-        return sum(n for _, name, _, n in ledger_for_config(c).rows if name.endswith(("attn.W_O", "attn.b_O")))
+    def biases(c):
+        return sum(n for _, name, _, n in ledger_for_config(c).rows if name.rsplit(".", 1)[-1].startswith("b"))
 
-    cases = [(dict(L=c.num_layers, H=c.hidden_size), wo(c)) for c in _configs(config)]
-    return formula(answer, cases, "my_wo(L, H)")
+    cases = [(dict(L=c.num_layers, H=c.hidden_size, F=c.ffn_size), biases(c)) for c in _configs(config)]
+    if callable(answer):
+        c = bv.BertConfig()
+        got = answer(L=c.num_layers, H=c.hidden_size, F=c.ffn_size)
+        if got == biases(c) - c.hidden_size:
+            return False, "close: the pooler's tanh(Z W + b) has a bias too"
+        if got == biases(c) - c.num_layers * (c.ffn_size - c.hidden_size):
+            return False, "b^up is as long as W^up's output: F, not H"
+    return formula(answer, cases, "my_biases(L, H, F)")
 
 
 @exercise("09.3", hint=("predict first: BERT-large has twice BERT-base's layers, each a third wider; its attention "

@@ -108,7 +108,12 @@ def _(answer, *, params, Z, targets, W_T, eps):
         ("the sign is flipped", lambda q: -q)])
 
 
-@exercise("11.3", hint="BERT chooses 15% of the word pieces, rounded, [CLS] and [SEP] not counted, and at least one",
-          prediction=True)
+@exercise("11.3", hint=("BERT's recipe chooses 15% of the word pieces: what is 15% of 3, and of 33, before rounding?",
+                        "it rounds to the nearest whole number, and never chooses none: a sentence always has a "
+                        "piece to predict"),
+          prediction=True, wrong=lambda answer, pieces: [(0, 5), (1, 4), (0, 4), 5])
 def _(answer, *, pieces):
-    return equals(answer, max(1, int(round(0.15 * pieces))))
+    actual = tuple(max(1, int(round(0.15 * p))) for p in pieces)
+    if isinstance(answer, (tuple, list)) and len(answer) == 2 and answer[0] == 0:
+        return False, "15% of 3 rounds to 0, but the recipe takes at least one piece: a sentence always has a target"
+    return equals(tuple(answer) if isinstance(answer, (tuple, list)) else answer, actual)

@@ -8,7 +8,7 @@ TARGETS = ("[CLS]", "[SEP]", "punct", "prev", "next")
 
 
 @exercise("12.1", hint=("a row's entropy is -sum_j p_j log p_j; the head's entropy is the mean over the n rows",
-                        "0 log 0 counts as 0: keep only the entries where P > 0 (np.where) before the log"))
+                        "0 log 0 counts as 0: keep only the entries where A > 0 (np.where) before the log"))
 def _(answer, *, tr, layer, head):
     expected = analysis.head_entropy(tr)[layer, head]
     return close(answer, expected, atol=1e-6, mistakes={"you dropped the minus sign": -expected,

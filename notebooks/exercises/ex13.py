@@ -25,9 +25,12 @@ def _(answer, *, tr):
             expected * np.sqrt(tr.config.hidden_size) / np.sqrt(d_k)})
 
 
-@exercise("13.3", hint=("predict first: without W^O, attn.out is the concatenation, so one head owns d_k columns; "
-                        "then ffn.up reads every column of the LayerNorm's output",),
+@exercise("13.3", hint=("predict first: without W^O, attn.out is the concatenation of the heads' outputs, so each "
+                        "head owns its own block of columns; how wide is a block in MiniLM?",
+                        "head h's block starts at column h * d_k; two neighbouring heads own two neighbouring blocks"),
           prediction=True,
-          wrong=lambda answer, **ctx: [(ctx["actual"][0], ctx["actual"][0]), (0, 0), ctx["actual"][0]])
+          wrong=lambda answer, **ctx: [(ctx["actual"][0] // 2, ctx["actual"][1]), (ctx["actual"][0], 0),
+                                       (ctx["actual"][0], ctx["actual"][1] + ctx["actual"][0] // 2),
+                                       (ctx["actual"][0] * 6, 0)])
 def _(answer, *, actual):
     return equals(tuple(answer) if isinstance(answer, (list, tuple)) else answer, tuple(actual))

@@ -9,4 +9,4 @@ my_segments = [0] * (first_sep + 1) + [1] * (len(tokens) - first_sep - 1)
 my_M = np.where(np.array(tr_pad.mask) == 1, 0.0, -np.inf)
 
 # %% 01.3
-my_word = "unbelievably"  # un ##bel ##ie ##va ##bly
+my_word = "electroencephalography"  # electro ##ence ##pha ##log ##raphy

@@ -7,4 +7,4 @@ my_dy = (softmax - onehot) / N  # the loss is a mean over the N rows
 my_dbias = my_dy.sum(axis=0)  # the bias is added to every row: sum the rows' gradients
 
 # %% 11.3
-my_count = 5  # your prediction: round(0.15 * 33) = round(4.95)
+my_count = (1, 5)  # round(0.45) = 0, but at least one; round(0.15 * 33) = round(4.95) = 5
