@@ -186,7 +186,7 @@ def encoder_layer(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
 
 
 def pooler(W: dict, Z_L, rec: Recorder, xp, act=tanh):
-    """p = tanh(W Z_L[0] + b): the [CLS] vector through one dense layer   [..., n, H] -> [..., H].
+    """p = tanh(Z_L[0] W + b): the [CLS] vector through one dense layer   [..., n, H] -> [..., H].
     (DistilBERT's classifier uses relu here, ELECTRA's gelu: config.pooler_act.)"""
     return rec("pooler.out", act(Z_L[..., 0, :] @ W["pooler.W"] + W["pooler.b"], xp))
 

@@ -160,7 +160,7 @@ STEPS: tuple[Step, ...] = (
     Step("ffn.ln", r"Z_l", r"Z_l = \mathrm{LayerNorm}(\bar Z_l + Z^{out}_l)", ("token", "hidden"),
          ("ffn.ln.gamma", "ffn.ln.beta"), "layer", note="the layer's output", inputs=_LN,
          takes=("ffn.resid",), check="layernorm"),
-    Step("pooler.out", "p", r"p = \tanh(W^{final} Z_L[0,:] + b)", ("hidden",), ("pooler.W", "pooler.b"),
+    Step("pooler.out", "p", r"p = \tanh(Z_L[0,:]\,W^{final} + b)", ("hidden",), ("pooler.W", "pooler.b"),
          note="pooled [CLS] vector (the card omits the bias); DistilBERT's classifier uses relu, ELECTRA's gelu",
          inputs="tanh(({H})\u00b7({H} x {H}) + ({H})) on Z_L[0] ([CLS])", takes=("Z_L",)),
     Step("mlm.logits", "y", r"y = \mathrm{LN}(\mathrm{GELU}(Z_L W^t + b^t))\, W_T^\top + b^{mlm}",

@@ -40,7 +40,7 @@ def _(answer, *, config):
                         "biases are as long as each matrix's output; then multiply by L and add the pooler's"))
 def _(answer, *, config):
     def biases(c):
-        return sum(n for _, name, _, n in ledger_for_config(c).rows if name.rsplit(".", 1)[-1].startswith("b"))
+        return sum(n for _, name, _, n in ledger_for_config(c).rows if name.rsplit(".", 1)[-1] == "b" or name.rsplit(".", 1)[-1].startswith("b_"))  # not LayerNorm beta
 
     cases = [(dict(L=c.num_layers, H=c.hidden_size, F=c.ffn_size), biases(c)) for c in _configs(config)]
     if callable(answer):

@@ -18,9 +18,9 @@ def _(answer, *, model, text):
     return equals(answer, model.trace(text, keep=["attn.probs"]).nbytes)
 
 
-@exercise("18.3", hint=("predict first: one map is n x n numbers of 4 bytes, and there is one per head per layer; "
-                        "a MiB is 2**20 bytes",
-                        "BERT-base's maps at 512 tokens are 144 MiB (lesson 04): which of L and n_h change, by how much?"),
-          prediction=True, wrong=lambda answer, **ctx: [ctx["actual"] / 4 * 1.5, ctx["actual"] * 2, ctx["actual"] / 2])
+@exercise("18.3", hint=("predict first: one map is n x n numbers, and there is one per head per layer; a MiB is 2**20 bytes",
+                        "BERT-base's float32 maps at 512 tokens are 144 MiB (lesson 04): which of L, n_h and the bytes "
+                        "per number change, and by how much?"),
+          prediction=True, wrong=lambda answer, **ctx: [ctx["actual"] * 2, ctx["actual"] / 2, 144, ctx["actual"] * 0.75])
 def _(answer, *, actual):
     return within(answer, 0.95 * actual, 1.05 * actual, "your prediction (MiB)")

@@ -5,4 +5,4 @@ my_delta = np.abs(a - b).max()
 my_bytes = cfg.num_layers * cfg.num_heads * n_long * n_long * 4
 
 # %% 18.3
-my_prediction = 384  # 24 * 16 * 512 * 512 * 4 / 2**20 (BERT-base's 144 MiB x 2 layers x 4/3 heads)
+my_prediction = 192  # 24 * 16 * 512 * 512 * 2 / 2**20 (BERT-base's 144 MiB x 2 layers x 4/3 heads / 2 bytes)
