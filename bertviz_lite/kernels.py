@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -39,17 +40,80 @@ _POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
 def kernel_threads() -> int:
-    """How many threads the kernels split a large input over: BERTVIZ_LITE_THREADS if set, else the
-    limit the environment gives BLAS (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS: Dask's
-    workers set 1, the benchmarks their --threads), else the cores this process may run on."""
+    """How many threads the kernels split a large input over: within a forward on a busy machine, the
+    cores left free (threads_for_load); else BERTVIZ_LITE_THREADS if set, else the limit the environment
+    gives BLAS (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS: Dask's workers set 1, the
+    benchmarks their --threads), else the cores this process may run on."""
+    if _BUSY:  # inside threads_for_load() on a busy machine
+        return _BUSY[-1]
     for name in ("BERTVIZ_LITE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         value = os.environ.get(name, "").strip()
         if value.isdigit() and int(value) > 0:
             return int(value)
+    return cores()
+
+
+# ------------------------------------------------------------------------------------------
+# threads on a busy machine. Each matrix product of a trace is split over BLAS's threads, and the
+# fast kernels over kernel_threads(); every split waits for its slowest thread. When other processes
+# keep the cores busy, a thread waits for the scheduler at every product, and a trace becomes many
+# times slower than on fewer threads. So each forward counts the tasks the kernel is running besides
+# this one (/proc/loadavg, instantaneous) and uses only the cores left free, at least one.
+# benchmarks/bench_busy.py, MiniLM, 13 tokens, this 2-core machine, ms a trace, this policy against
+# every core whatever else runs: quiet 18.7 / 18.7; one other busy process 26.4 / 33.7; two 33.1 / 460.
+# ------------------------------------------------------------------------------------------
+
+_BUSY: list[int] = []  # the thread limit of the forward running now (kernel_threads() reads it)
+_CONTROLLER = None
+
+
+def cores() -> int:
+    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on linux
         return os.cpu_count() or 1
+
+
+def other_runnable_tasks() -> int | None:
+    """How many tasks the kernel is running or ready to run right now besides the calling thread
+    (the 4th field of /proc/loadavg, "runnable/total", minus this one); None where there is no
+    /proc/loadavg (not linux)."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return max(0, int(f.read().split()[3].split("/")[0]) - 1)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextmanager
+def threads_for_load():
+    """For the duration of one forward pass: BLAS and the fast kernels use at most the cores that other
+    runnable tasks leave free (at least one), when that is fewer than they would use. On a quiet machine
+    it changes nothing; with BERTVIZ_LITE_THREADS set (an explicit count), or where /proc/loadavg or
+    threadpoolctl is missing, nothing either."""
+    wanted = kernel_threads()
+    explicit = os.environ.get("BERTVIZ_LITE_THREADS", "").strip().isdigit()
+    others = other_runnable_tasks() if wanted > 1 and not explicit else None
+    free = wanted if others is None else max(1, min(wanted, cores() - others))
+    if free >= wanted:
+        yield wanted
+        return
+    global _CONTROLLER
+    try:
+        if _CONTROLLER is None:
+            from threadpoolctl import ThreadpoolController  # the BLAS libraries numpy (or scipy) loaded
+
+            _CONTROLLER = ThreadpoolController()
+        limit = _CONTROLLER.limit(limits=free, user_api="blas")
+    except ImportError:
+        limit = nullcontext()
+    _BUSY.append(free)
+    try:
+        with limit:
+            yield free
+    finally:
+        _BUSY.pop()
 
 
 def _split(work, n: int, *arrays: np.ndarray) -> None:

@@ -357,7 +357,7 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
         if tuple(dec.shape) != tuple(weights["embed.W_T"].shape):
             problems.append(f"{raw_name!r} has shape {tuple(dec.shape)}; bert ties it to the token "
                             f"embeddings {tuple(weights['embed.W_T'].shape)}")
-    found_layers = {int(k.split(".")[1]) for k in weights if k.startswith("layer.")}
+    found_layers = {schema.split_key(k)[0] for k in weights if k.startswith(schema.LAYER_PREFIX)}
     if found_layers and len(found_layers) != config.num_layers and not config.shared_layers:  # say it once, before the tensors it explains
         problems.insert(0, f"config.json says num_hidden_layers={config.num_layers}, the checkpoint holds "
                            f"{len(found_layers)} layer(s)")
@@ -384,7 +384,7 @@ def to_hf_state(weights: Mapping) -> dict:
     state = {}
     prefix = "bert." if any(k.startswith(("mlm.", "nsp.")) for k in weights) else ""
     for hf, ours, transpose in HF_NAME_MAP:
-        layers = sorted({int(k.split(".")[1]) for k in weights if k.startswith("layer.")}) if "{l}" in hf else [None]
+        layers = sorted({schema.split_key(k)[0] for k in weights if k.startswith(schema.LAYER_PREFIX)}) if "{l}" in hf else [None]
         for layer in layers:
             o = ours.replace("{l}", str(layer)) if layer is not None else ours
             if o not in weights:
