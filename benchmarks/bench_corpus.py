@@ -121,7 +121,7 @@ def worker_dask(kind: str, n: int, batch: int, workers: int) -> dict:
     # inherit: Dask keeps the environment's OMP/OPENBLAS_NUM_THREADS, and 2 workers x 2 threads on 2 cores ran
     # at 0.48-0.59x of one worker)
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         bv.corpus.head_stats(model, S[:batch], batch_size=batch, client=client, progress=False)  # workers import
         t = time.perf_counter()
         bv.corpus.head_stats(model, S, batch_size=batch, client=client, progress=False)

@@ -208,7 +208,7 @@ def test_the_corpus_regenerates_byte_for_byte():
 def cluster():
     distributed = pytest.importorskip("distributed", reason="needs the [cluster] extra (dask, distributed)")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as lc:
+                                  dashboard_address="127.0.0.1:0") as lc:
         yield lc
 
 
@@ -253,7 +253,8 @@ def test_a_cluster_without_workers_is_an_error_not_a_hang(small, monkeypatch):
     distributed = pytest.importorskip("distributed", reason="needs the [cluster] extra (dask, distributed)")
     monkeypatch.setattr(corpus, "NO_WORKERS_TIMEOUT", 1.0)
     monkeypatch.setattr(corpus, "POLL_SECONDS", 0.5)
-    with distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None) as empty, \
+    with distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1",
+                                  dashboard_address="127.0.0.1:0") as empty, \
             distributed.Client(empty, set_as_default=False) as client:
         t = time.monotonic()
         with pytest.raises(bv.BertVizError, match="no workers"):

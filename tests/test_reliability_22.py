@@ -493,7 +493,7 @@ def test_a_killed_dask_worker_changes_no_result(small):
     sentences = SENTENCES[:240]
     local = corpus.head_stats(small, sentences, batch_size=4, progress=False)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as lc, \
+                                  dashboard_address="127.0.0.1:0") as lc, \
             distributed.Client(lc, set_as_default=False) as client:
         pids = client.run(os.getpid)  # worker address -> its process id
         result = []
