@@ -3,9 +3,9 @@ from bertviz_lite import analysis
 from course import close, equals, exercise
 
 
-@exercise("00.1", hint=("guess before you look: one token of the sentence, as a string such as \"cat\"; "
-                        "many heads park their weight on a token that is in every input",),
-          prediction=True, wrong=lambda answer, actual: ["tired", "[SEP]", 0, ""])
+@exercise("00.1", hint=("guess before you look: one token of the sentence, as a string such as \"mat\"; "
+                        "a pronoun is only useful once you know what it stands for",),
+          prediction=True, wrong=lambda answer, actual: ["it", "[CLS]", "mat", 0, ""])
 def _(answer, *, actual):
     if not isinstance(answer, str):
         return False, f'answer a token as text (a str), e.g. "cat"; got {type(answer).__name__}'
