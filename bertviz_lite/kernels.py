@@ -5,6 +5,7 @@ dtype, is decided in one table, `backend.FUSED`; `model.trace(..., fast=False)` 
 
 from __future__ import annotations
 
+import glob
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -76,14 +77,23 @@ def cores() -> int:
 
 
 def other_runnable_tasks() -> int | None:
-    """How many tasks the kernel is running or ready to run right now besides the calling thread
-    (the 4th field of /proc/loadavg, "runnable/total", minus this one); None where there is no
-    /proc/loadavg (not linux)."""
+    """How many tasks of other processes the kernel is running or ready to run right now: the 4th field
+    of /proc/loadavg ("runnable/total") minus this process's own running threads (this one, and a BLAS
+    worker still spinning after the last product, which is no one else's load); None where there is no
+    /proc (not linux)."""
     try:
         with open("/proc/loadavg", encoding="ascii") as f:
-            return max(0, int(f.read().split()[3].split("/")[0]) - 1)
+            runnable = int(f.read().split()[3].split("/")[0])
     except (OSError, ValueError, IndexError):
         return None
+    own = 0
+    for stat in glob.glob("/proc/self/task/*/stat"):
+        try:
+            with open(stat, encoding="ascii", errors="replace") as f:
+                own += f.read().rsplit(")", 1)[1].split()[0] == "R"  # the state field follows "(comm)"
+        except (OSError, IndexError):
+            continue  # a thread that ended meanwhile
+    return max(0, runnable - max(1, own))
 
 
 @contextmanager
