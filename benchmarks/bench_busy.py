@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from bertviz_lite import kernels
+
 SENTENCE = "The cat sat on the mat because it was tired."
 CHILD = """
 import json, statistics, sys, time
@@ -60,7 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--traces", type=int, default=40)
     args = ap.parse_args(argv)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = kernels.cores()
     print(f"{args.model}, {args.traces} traces of {SENTENCE!r}; {cores} cores; load average {os.getloadavg()}")
     print(f"{'other busy processes':>22} {'policy ms/trace':>16} {'fixed ms/trace':>15} {'fixed / policy':>15}")
     for busy in sorted({0, max(0, cores - 1), cores}):

@@ -48,10 +48,16 @@ def kernel_threads() -> int:
     if _BUSY:  # inside threads_for_load() on a busy machine
         return _BUSY[-1]
     for name in ("BERTVIZ_LITE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        value = os.environ.get(name, "").strip()
-        if value.isdigit() and int(value) > 0:
-            return int(value)
+        count = _env_count(name)
+        if count:
+            return count
     return cores()
+
+
+def _env_count(name: str) -> int | None:
+    """The positive whole number an environment variable holds, else None."""
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 # ------------------------------------------------------------------------------------------
@@ -103,7 +109,7 @@ def threads_for_load():
     it changes nothing; with BERTVIZ_LITE_THREADS set (an explicit count), or where /proc/loadavg or
     threadpoolctl is missing, nothing either."""
     wanted = kernel_threads()
-    explicit = os.environ.get("BERTVIZ_LITE_THREADS", "").strip().isdigit()
+    explicit = _env_count("BERTVIZ_LITE_THREADS") is not None
     others = other_runnable_tasks() if wanted > 1 and not explicit else None
     free = wanted if others is None else max(1, min(wanted, cores() - others))
     if free >= wanted:

@@ -383,8 +383,9 @@ def to_hf_state(weights: Mapping) -> dict:
     """
     state = {}
     prefix = "bert." if any(k.startswith(("mlm.", "nsp.")) for k in weights) else ""
+    layer_numbers = sorted({schema.split_key(k)[0] for k in weights if k.startswith(schema.LAYER_PREFIX)})
     for hf, ours, transpose in HF_NAME_MAP:
-        layers = sorted({schema.split_key(k)[0] for k in weights if k.startswith(schema.LAYER_PREFIX)}) if "{l}" in hf else [None]
+        layers = layer_numbers if "{l}" in hf else [None]
         for layer in layers:
             o = ours.replace("{l}", str(layer)) if layer is not None else ours
             if o not in weights:
