@@ -64,13 +64,68 @@ def test_the_page_draws_the_view_models_limits(small, sync_api, tmp_path):
             ctx.close()
     for tab in ("attention", "step"):
         np.testing.assert_allclose(got[tab][0], want[tab], rtol=1e-6)
-    # the token view: one limit per (layer, head) row
-    np.testing.assert_allclose(got["token"][0], np.reshape(want["token"], (-1, 2)), rtol=1e-6)
+    # the token view: every (layer, head) row divided by its own largest weight (the view model's limits), so 0..1
+    np.testing.assert_allclose(got["token"][0], [[0.0, 1.0]], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(want["token"])[..., 1], data.view_data(a, "token", query=0)["arrays"]["rows"]
+                               .max(axis=-1), rtol=1e-6)
     np.testing.assert_allclose([lim[0] for lim in got["model"]], np.reshape(model["scale"]["clim"], (-1, 2)), rtol=1e-6)
     lim, plim = neuron["scale"]["clim"][1], neuron["scale_prod"]["clim"][0][1]
-    np.testing.assert_allclose(got["neuron"][0], [[-lim, lim], [-plim, plim]], rtol=1e-6)
+    np.testing.assert_allclose(got["neuron"][0], [[-lim, lim], [-lim, lim], [-plim, plim]], rtol=1e-6)  # q, k, q*k
     # compare: A and B at the shared limit (it covers B's larger weights), B - A at its own
     shared = cmp["scale"]["clim"][0]
     np.testing.assert_allclose([m[0] for m in got["compare"]], [shared, shared, cmp["scale_diff"]["clim"][0]], rtol=1e-6)
     assert shared[1] == pytest.approx(max(cmp["arrays"]["a"][0].max(), cmp["arrays"]["b"][0].max()), rel=1e-6)
     np.testing.assert_allclose(got["grid"][0][0], cmp["scale_grid"]["clim"], rtol=1e-6)
+
+
+FIG_SUMMARY = """(tab) => { const f = document.querySelector(`.bvl-x-section[data-tab=${tab}]`).fig;
+  return {title: f.title, notes: f.notes, grid: f.grid, panels: f.panels.map((p) => ({type: p.type, name: p.name,
+    at: p.at, clim: p.clim || null, title: p.title || "", x_labels: p.x_labels || null, y_labels: p.y_labels || null,
+    R: p.R || null, C: p.C || null, labels: p.labels || null, rows: p.type === "table" ? p.rows : null,
+    heads: p.series ? p.series.map((s) => s.head) : null, marked: p.marked || false}))}; }"""
+
+
+def test_the_page_draws_the_panels_python_resolves(small, sync_api, tmp_path):
+    # one drawing rule per view: app.js resolves each tab's layout into the same panels (titles, limits,
+    # labels, grid places, tables) as panels.resolve, which the plotly figures and the PNGs draw
+    from bertviz_lite.views import panels
+    a = small.trace("The cat sat on the mat.", pair="It was tired.")
+    b = small.trace("The cat sat on the mat.", pair="It was tired.", edits=bv.scale("layer.0.attn.scores", 3.0))
+    ledger = bv.count_params(small)
+    path = export_html(a, tmp_path / "page.html", compare=b, ledger=ledger)
+    sel = dict(layer=0, head=0, query=0, kind="probs", pair_filter="all", key=data.stepper_steps(a)[0])
+    got = {}
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(prefix="bvl-chromium-"), executable_path=CHROMIUM,
+                                                   headless=True, args=ARGS, viewport={"width": 1400, "height": 1000})
+        try:
+            page = ctx.new_page()
+            page.goto(path.as_uri())
+            page.wait_for_selector(".bvl-attn-heat")
+            for tab in data.VIEWS:
+                page.click(f".bvl-x-tab[data-tab='{tab}']")
+                page.wait_for_function("t => document.querySelector(`.bvl-x-section[data-tab=${t}]`)?.fig", arg=tab)
+                got[tab] = page.evaluate(FIG_SUMMARY, tab)
+        finally:
+            ctx.close()
+    for tab in data.VIEWS:
+        view, args, fixed = data.REQUESTS[tab]
+        vd = data.view_data(a, view, trace_b=b, ledger=ledger, **{w: sel[w] for w in args}, **fixed)
+        want = panels.resolve(vd, tab, sel)
+        js = got[tab]
+        assert js["title"] == want["title"] and js["grid"] == want["grid"], tab
+        assert js["notes"] == want["notes"], tab
+        assert len(js["panels"]) == len(want["panels"]), tab
+        for g, w in zip(js["panels"], want["panels"]):
+            assert (g["type"], g["name"], g["at"], g["title"]) == (w["type"], w["name"], w["at"], w.get("title", "")), tab
+            if w["type"] == "heatmap":
+                np.testing.assert_allclose(g["clim"], w["clim"], rtol=1e-6, err_msg=tab)
+                assert (g["R"], g["C"]) == w["z"].shape, tab
+                assert g["x_labels"] == w["x_labels"] and g["y_labels"] == w["y_labels"], tab
+                assert g["marked"] == w.get("marked", False), tab
+            elif w["type"] == "table":
+                assert g["rows"] == w["rows"], tab
+            elif w["type"] == "bars":
+                assert g["labels"] == w["labels"], tab
+            else:
+                assert g["heads"] == [s["head"] for s in w["series"]], tab

@@ -181,7 +181,8 @@ def test_compare_view(small, pair):
     steps = vd["steps"]
     assert vd["arrays"]["grid"][steps.index("ffn.ln"), 1] == pytest.approx(rows["layer.1.ffn.ln"], rel=1e-5)
     assert rows["embed.position"] == 0 and rows["embed.token"] > 0  # one wordpiece differs, positions do not
-    assert len(compare_view(pair, other, layer=1, head=2).data) == 4
+    fig = compare_view(pair, other, layer=1, head=2)  # A, B, B - A, the grid and the largest changes: every renderer's
+    assert [t.type for t in fig.data] == ["heatmap"] * 4 + ["table"]
     with pytest.raises(ValueError, match="same length"):
         data.view_data(pair, "compare", trace_b=small.trace("A longer sentence than the other one, by far."))
 
@@ -462,8 +463,8 @@ def mpl_limits(vd, **kw) -> list[tuple[float, float]]:
     from matplotlib.collections import QuadMesh
     from matplotlib.image import AxesImage
 
-    from bertviz_lite.views import static
-    mfig = static.DRAW[vd["view"]](vd, **kw)
+    from bertviz_lite.views import panels, static
+    mfig = static.draw(panels.resolve(vd, **kw))
     return [tuple(map(float, a.get_clim())) for ax in mfig.axes for a in ax.get_children()
             if isinstance(a, (AxesImage, QuadMesh)) and not getattr(ax, "_colorbar", None)
             and ax.get_label() != "<colorbar>"]
@@ -548,9 +549,13 @@ def test_head_view_lines_start_at_the_view_models_min_weight(padded):
 
 
 def test_one_request_per_selection():
-    assert data.request("head", layer=2, head=3) == dict(layer=2, heads=[3])
+    # the head is a selection of what is drawn, not of the data: the head view draws the layer's weights
+    assert data.request("head", layer=2, head=3) == dict(layer=2, kind="probs")
     assert data.request("step", layer=1) == dict(key="layer.1.attn.probs")
-    assert data.request("compare", layer=1, kind="scores") == dict(layer=1, kind="scores")
+    assert data.request("compare", layer=1, kind="scores") == dict(layer=1)
+    # the front-end reads the same table
+    info = data.facts(bv.load("random", config=dict(num_layers=1)).trace("a b"))
+    assert info["requests"]["head"] == dict(data="attention", args=["layer"], fixed={"kind": "probs"})
     with pytest.raises(ValueError, match="view must be one of"):
         data.request("heads")
 

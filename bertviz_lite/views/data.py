@@ -262,9 +262,11 @@ def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None 
     step = schema.STEP_BY_KEY[f"attn.{kind}"]
     scale = colour_scale(maps, "weights" if kind == "probs" else "signed", per=1)
     labels = token_labels(trace)
+    segments = [trace.segments[i] for i in real_positions(trace)]
     return _base(trace, "attention", layer=layer, kind=kind, key=key, formula=step.formula, symbol=step.symbol,
                  axes=list(trace.axes(key)[1:]), scale=scale, edges=None if edges is None else edges.tolist(),
                  labels=labels if edges is None else block_labels(labels, edges), edited=key in edited_keys(trace),
+                 segments=segments if edges is None else [segments[e] for e in edges[:-1]],
                  min_weight=MIN_WEIGHT, arrays=dict(maps=maps.astype(np.float32)))
 
 
@@ -285,8 +287,10 @@ def model(trace, kind: str = "probs", *, max_tokens: int = 48) -> dict:
                  shown=int(out.shape[-1]), scale=scale, arrays=dict(maps=out))
 
 
-def head(trace, layer: int, heads=None) -> dict:
+def head(trace, layer: int, heads=None, kind: str = "probs") -> dict:
     """bertviz's head view: the layer's weights (as `attention`) and the heads to start with."""
+    if kind != "probs":
+        raise ValueError(f"the head view draws attention weights (kind='probs'), got kind={kind!r}")
     vd = attention(trace, layer, "probs")
     heads = [0] if heads is None else [trace.check_head(h) for h in heads]
     vd.update(view="head", heads=heads, colours=list(HEAD_COLOURS))  # lines from vd["min_weight"] up
@@ -302,6 +306,7 @@ def token(trace, query: int) -> dict:
     rows = np.stack([host(trace.real(trace.get("attn.probs", layer=layer), ("head", "query", "key")))[:, query]
                      for layer in range(trace.num_layers)])
     return _base(trace, "token", query=int(query), label=token_labels(trace)[query], labels=token_labels(trace),
+                 segments=[trace.segments[i] for i in real],
                  layers=trace.num_layers, heads=trace.num_heads,
                  scale=colour_scale(rows, "weights", per=2), arrays=dict(rows=rows.astype(np.float32)))
 
@@ -379,6 +384,7 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
                  col_starts=ce[:-1].tolist(), columns=int(z.shape[2]),
                  row_edges=None if len(re_) - 1 == z.shape[1] else re_.tolist(), scale=scale,
                  takes=[k for k in schema.takes_keys(key, trace.num_layers, proj="embed.proj" in trace)],
+                 segments=[trace.segments[i] for i in real_positions(trace)],
                  edited=edits.get(key, ""), arrays=dict(z=zb.astype(np.float32)))
 
 
@@ -434,6 +440,8 @@ def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:
                  texts=[" | ".join(t.texts) for t in (trace_a, trace_b)], steps=layer_steps,
                  rows=[[k, r, m, c] for k, r, m, c in rows], edits=[[k, d] for k, d in edits.items()],
                  scale=shared, scale_diff=colour_scale(diff, "difference", per=1),
+                 identical=["" if np.any(d != 0) else " \u2014 identical (the edit acts after this map, or not in this "
+                            "layer: see the steps below)" for d in diff],
                  scale_grid=colour_scale(grid, "change"),
                  arrays=dict(a=ma, b=mb, diff=diff.astype(np.float32), grid=grid.astype(np.float32)))
 
@@ -523,33 +531,46 @@ def stepper_steps(trace) -> list[str]:
 BUILDERS = {"attention": attention, "model": model, "head": head, "token": token, "neuron": neuron, "step": step}
 
 
+# what each view is drawn from: (view data, the selection's words it takes, fixed arguments); the
+# head view draws the attention view's weights (one payload serves both tabs)
+REQUESTS = {"attention": ("attention", ("layer", "kind"), {}), "head": ("attention", ("layer",), {"kind": "probs"}),
+            "model": ("model", ("kind",), {}), "token": ("token", ("query",), {}), "neuron": ("neuron", ("layer",), {}),
+            "step": ("step", ("key",), {}), "params": ("params", (), {}), "compare": ("compare", ("layer",), {})}
+
+
 def request(view: str, *, layer: int = 0, head: int = 0, query: int = 0, kind: str = "probs",
             key: str | None = None) -> dict:
     """The view-data arguments of a selection (view, layer, head, query, kind, key): the one mapping
-    the explorer, the exported page's first view, the PNG path and the CLI use. key defaults to the
-    selected layer's attention map; head picks the head view's first head."""
+    the explorer, the exported page, the PNG path and the CLI use (the front-end reads the same
+    table, `REQUESTS`, from `facts`). key defaults to the selected layer's attention map; the head
+    (and the head view's heads) is a selection of what is drawn, not of the data."""
     if view not in VIEWS:
         raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
-    return dict(attention=dict(layer=layer, kind=kind), model=dict(kind=kind), head=dict(layer=layer, heads=[head]),
-                token=dict(query=query), neuron=dict(layer=layer),
-                step=dict(key=key if key is not None else schema.full_key("attn.probs", layer)), params={},
-                compare=dict(layer=layer, kind=kind))[view]
+    sel = dict(layer=layer, head=head, query=query, kind=kind,
+               key=key if key is not None else schema.full_key("attn.probs", layer))
+    _, words, fixed = REQUESTS[view]
+    return {**{w: sel[w] for w in words}, **fixed}
 
 
 def view_data(trace, view: str, *, trace_b=None, ledger=None, **args) -> dict:
-    """The view data of any view by name (the front-end's requests go through here)."""
+    """The view data of any view by name (the front-end's requests go through here), with the
+    layouts of the views drawn from it (`panels.layouts`: what each renderer draws)."""
+    from .panels import layouts
     if view not in VIEWS:
         raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
     if view == "params":
-        return params(ledger, trace=trace)
-    if view == "compare":
+        vd = params(ledger, trace=trace)
+    elif view == "compare":
         if trace_b is None:
             raise ValueError("the compare view needs a second trace: compare_view(tr_a, tr_b), "
                              "or bv.explore(tr_a, compare=tr_b)")
-        return compare(trace, trace_b, **args)
-    if view == "step":
-        return step(trace, ledger=ledger, **args)
-    return BUILDERS[view](trace, **args)
+        vd = compare(trace, trace_b, **args)
+    elif view == "step":
+        vd = step(trace, ledger=ledger, **args)
+    else:
+        vd = BUILDERS[view](trace, **args)
+    vd["layouts"] = layouts(vd)
+    return vd
 
 
 def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "") -> dict:
@@ -575,4 +596,5 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
         # no compare tab without a second run; no parameter count for a model whose sizes are nominal
         views=[v for v in VIEWS if (v != "compare" or trace_b is not None) and (v != "params" or not trace.nominal)],
         titles=TITLES, colours=list(HEAD_COLOURS), ledger_source=ledger_source,
+        requests={v: dict(data=src, args=list(words), fixed=fixed) for v, (src, words, fixed) in REQUESTS.items()},
         luts={name: lut(name) for name in list(SCALES.values()) + ["Reds"]})

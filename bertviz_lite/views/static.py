@@ -4,15 +4,17 @@
     save_png(tr, "map.png", view="attention", layer=2, head=5)
     save_png(tr, "neuron.png", view="neuron", layer=2, head=5, query=3)
 
-Each picture draws the view data (`data.py`): the same labels, colour tables (`data.lut`)
-and colour limits as the explorer and the exported page. Object API only: no pyplot, no
+Each picture draws the view's panels (`panels.resolve`): the same labels, colour tables
+(`data.lut`) and colour limits as the explorer and the exported page; this module only knows
+the four primitives (heatmap, lines, bars, table). Object API only: no pyplot, no
 global backend change.
 """
 
 from __future__ import annotations
 
 import io
-
+import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +25,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from . import data
+from . import data, panels
 
 MAX_TICKS = 128  # every token label up to this many tokens; above, thinned
+ACCENT = "#c2410c"  # sentence B's labels and boundaries, the selected thumbnail (app.css's --bvl-accent)
 
 
 def cmap(name: str) -> ListedColormap:
@@ -46,214 +49,151 @@ def _ticks(ax, labels, axis: str) -> None:
 
 
 def _words(labels) -> list[str]:
-    return [s.split(" ", 1)[1] if " " in s else s for s in labels]
+    """Token labels without their position ("3 the" -> "the"); other labels as they are."""
+    return [s.split(" ", 1)[1] if re.match(r"\d+ ", s) else s for s in labels]
 
 
-def _heat(mfig, ax, z, scale_name, clim, label):
-    im = ax.imshow(z, cmap=cmap(scale_name), vmin=clim[0], vmax=clim[1], interpolation="nearest", aspect="auto")
-    mfig.colorbar(im, ax=ax, shrink=0.7, label=label)
-    return im
+def _short(s: str, n: int = 22) -> str:
+    return s if len(s) <= n else s[:n - 1] + "\u2026"
 
 
-def _attention(vd, head=0, **_):
-    z = vd["arrays"]["maps"][head]
-    side = min(12.0, 3.5 + 0.2 * z.shape[0])
-    mfig = Figure(figsize=(side + 1.6, side), dpi=110, layout="constrained")
-    ax = mfig.add_subplot()
-    _heat(mfig, ax, z, vd["scale"]["name"], vd["scale"]["clim"][head], vd["scale"]["unit"])
-    ax.set_aspect("equal")
-    _ticks(ax, _words(vd["labels"]), "x")
-    _ticks(ax, _words(vd["labels"]), "y")
-    ax.xaxis.tick_top()
-    ax.xaxis.set_label_position("top")
-    ax.set_xlabel(f"{vd['axes'][1]} (attended to)")
-    ax.set_ylabel(f"{vd['axes'][0]} (attends)")
-    blocks = "" if vd["edges"] is None else \
-        f"\n(block means: {vd['edges'][-1]} tokens in {len(vd['edges']) - 1} blocks a side)"
-    mfig.suptitle(f"layer {vd['layer']}, head {head}:  {data.plain_formula(vd['formula'], html=False, unicode=True)}"
-                  + blocks)
-    return mfig
+def _heatmap(mfig, ax, p) -> None:
+    z = p["z"]
+    im = ax.imshow(z, cmap=cmap(p["scale"]), vmin=p["clim"][0], vmax=p["clim"][1], interpolation="nearest",
+                   aspect="equal" if p.get("square") else "auto")
+    if p.get("thumb"):
+        ax.set_xticks([]), ax.set_yticks([])
+        if p.get("marked"):
+            for side in ax.spines.values():
+                side.set_edgecolor(ACCENT), side.set_linewidth(2.5)
+        return
+    bar = mfig.colorbar(im, ax=ax, shrink=0.8, label=p["unit"])
+    if not p.get("colorbar", True):  # a map that shares its neighbour's bar keeps the room, so both are one size
+        bar.ax.set_visible(False)
+    R, C = z.shape
+    if p.get("y_labels"):
+        _ticks(ax, _words(p["y_labels"]), "y")
+    else:
+        ax.set_yticks([])
+    if p.get("row_ticks"):
+        ax.set_yticks([r + 0.5 * (len(p["y_labels"]) // len(p["row_ticks"])) - 0.5 for r, _ in p["row_ticks"]],
+                      [t for _, t in p["row_ticks"]], fontsize=8)
+    if p.get("x_labels") and p.get("x_ticks", True):
+        _ticks(ax, _words(p["x_labels"]), "x")
+    elif p.get("x_labels"):  # many numbered columns: a few ticks
+        idx = np.linspace(0, C - 1, min(C, 8)).round().astype(int)
+        ax.set_xticks(idx, [p["x_labels"][i] for i in idx], fontsize=8)
+    else:
+        ax.set_xticks([])
+    if p.get("square"):
+        ax.xaxis.tick_top()
+        ax.xaxis.set_label_position("top")
+    for i in p.get("row_splits") or []:
+        ax.axhline(i - 0.5, color=ACCENT, lw=1.2)
+    for j in p.get("col_splits") or []:
+        ax.axvline(j - 0.5, color=ACCENT, lw=1.2)
+    ax.set_xlabel(p.get("x_title", "")), ax.set_ylabel(p.get("y_title", ""))
+    if p.get("title"):
+        ax.set_title(p["title"], fontsize=10)
 
 
-def _model(vd, **_):
-    L, n_h = vd["layers"], vd["heads"]
-    width, height = 0.75 * n_h + 1, 0.75 * L + 1.1
-    mfig = Figure(figsize=(width, height), dpi=110)
-    axes = mfig.subplots(L, n_h, squeeze=False, gridspec_kw=dict(wspace=0.06, hspace=0.06, left=0.7 / width,
-                                                                right=1 - 0.2 / width, bottom=0.2 / height,
-                                                                top=1 - 0.8 / height))
-    cm = cmap(vd["scale"]["name"])
-    for ly in range(L):
-        for h in range(n_h):
-            ax = axes[ly][h]
-            lo, hi = vd["scale"]["clim"][ly][h]
-            ax.imshow(vd["arrays"]["maps"][ly, h], cmap=cm, vmin=lo, vmax=hi, interpolation="nearest", aspect="auto")
-            ax.set_xticks([]), ax.set_yticks([])
-            if h == 0:
-                ax.set_ylabel(f"L{ly}", fontsize=8, rotation=0, ha="right", va="center")
-            if ly == 0:
-                ax.set_title(f"H{h}", fontsize=8)
-    shown = "" if vd["shown"] == vd["tokens"] else f" (block means, {vd['tokens']} tokens as {vd['shown']})"
-    mfig.suptitle(f"model view: attention {vd['kind']}, layers x heads{shown}", y=1 - 0.15 / height, va="top")
-    return mfig
-
-
-def _head(vd, **_):
-    labels = _words(vd["labels"])
-    n = len(labels)
-    mfig = Figure(figsize=(6.5, max(3.5, 0.26 * n + 1.2)), dpi=110, layout="constrained")
-    ax = mfig.add_subplot()
+def _lines(mfig, ax, p) -> None:
+    a0, a1 = p["alpha"]
+    w0, w1 = p["width"]
     handles = []
-    for h in vd["heads"]:
-        z = vd["arrays"]["maps"][h]
-        colour = vd["colours"][h % len(vd["colours"])]
-        qi, ki = np.nonzero(z >= vd["min_weight"])
+    for s in p["series"]:
+        z = s["z"]
+        qi, ki = np.nonzero(z >= p["min_weight"])
         for i, j in zip(qi, ki):
-            ax.plot([0.03, 0.97], [-i, -j], color=colour, alpha=min(1.0, 0.1 + 0.9 * z[i, j]), lw=0.5 + 3 * z[i, j])
-        handles.append(Line2D([], [], color=colour, lw=3, label=f"head {h}"))
-    for i, s in enumerate(labels):
-        ax.text(-0.01, -i, s, ha="right", va="center", fontsize=9)
-        ax.text(1.01, -i, s, ha="left", va="center", fontsize=9)
-    ax.set_xlim(-0.5, 1.5)
+            ax.plot([0.03, 0.97], [-i, -j], color=s["colour"], alpha=min(1.0, a0 + a1 * z[i, j]), lw=w0 + w1 * z[i, j])
+        handles.append(Line2D([], [], color=s["colour"], lw=3, label=f"head {s['head']}"))
+    for x, labels, groups, ha in ((-0.01, p["left"], p["left_groups"], "right"),
+                                  (1.01, p["right"], p["right_groups"], "left")):
+        for i, (s, g) in enumerate(zip(_words(labels), groups)):
+            ax.text(x, -i, _short(s), ha=ha, va="center", fontsize=9, color=ACCENT if g else "#1f2937")
+    ax.text(-0.05, 1.2, p["left_title"], ha="right", fontsize=9, style="italic")
+    ax.text(1.05, 1.2, p["right_title"], ha="left", fontsize=9, style="italic")
+    ax.set_xlim(-0.55, 1.55)
     ax.axis("off")
     ax.legend(handles=handles, loc="upper right", fontsize=8, frameon=False)
-    ax.set_title(f"head view, layer {vd['layer']}: query (left) \u2192 key (right)")
-    return mfig
 
 
-def _token(vd, **_):
-    rows = vd["arrays"]["rows"]
-    L, n_h, n = rows.shape
-    z = rows.reshape(L * n_h, n) / np.asarray(vd["scale"]["clim"])[:, :, 1].reshape(-1, 1)
-    mfig = Figure(figsize=(min(14, 3 + 0.25 * n), min(14, 2 + 0.08 * L * n_h)), dpi=110, layout="constrained")
-    ax = mfig.add_subplot()
-    _heat(mfig, ax, z, vd["scale"]["name"], [0, 1], "weight / row max")
-    _ticks(ax, _words(vd["labels"]), "x")
-    ax.set_yticks([ly * n_h + n_h / 2 - 0.5 for ly in range(L)], [f"layer {ly}" for ly in range(L)], fontsize=8)
-    for ly in range(1, L):
-        ax.axhline(ly * n_h - 0.5, color="#c2410c", lw=0.8)
-    ax.set_title(f"where {vd['label']} attends, in every layer (bands of {n_h} heads)")
-    return mfig
-
-
-def _neuron(vd, head=0, query=0, **_):
-    num = data.neuron_numbers(vd, head, query)
-    labels = _words(vd["labels"])
-    n, d = num["k"].shape
-    mfig = Figure(figsize=(12, max(3.5, 0.3 * n + 1.8)), dpi=110, layout="constrained")
-    grid = mfig.add_gridspec(2, 4, height_ratios=[1, max(2, n)], width_ratios=[3, 3, 1.4, 1.4])
-    cm, lim = cmap(vd["scale"]["name"]), vd["scale"]["clim"][1]
-    plim = vd["scale_prod"]["clim"][head][1]
-    axq = mfig.add_subplot(grid[0, 0])
-    axq.imshow(num["q"][None], cmap=cm, vmin=-lim, vmax=lim, aspect="auto")
-    axq.set_yticks([0], [f"q: {labels[query]}"], fontsize=9)
-    axq.set_xticks([])
-    for col, (z, lm, title) in enumerate(((num["k"], lim, "k of each key"), (num["prod"], plim, "q \u2218 k"))):
-        ax = mfig.add_subplot(grid[1, col])
-        ax.imshow(z, cmap=cm, vmin=-lm, vmax=lm, aspect="auto", interpolation="nearest")
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel(f"d\u2096 = {d}")
-        _ticks(ax, labels if col == 0 else [""] * n, "y")
-    ys = np.arange(n)
-    for col, (vals, colour, title) in enumerate(((num["scores"], "#6b7280", f"score = \u03a3 / \u221a{d}"),
-                                                 (num["weights"], "#2563eb", "softmax: weight"))):
-        ax = mfig.add_subplot(grid[1, 2 + col])
-        ax.barh(ys, vals, color=colour)
-        ax.set_ylim(n - 0.5, -0.5)
+def _bars(mfig, ax, p) -> None:
+    vals = p["values"]
+    ys = np.arange(len(vals))
+    ax.barh(ys, vals, color=p["colour"])
+    ax.set_ylim(len(vals) - 0.5, -0.5)
+    if p.get("aligned"):
         ax.set_yticks([])
-        ax.set_title(title, fontsize=10)
-        for y, v in zip(ys, vals):
-            ax.text(v, y, f" {v:.2f}", va="center", fontsize=8)
-    mfig.suptitle(f"neuron view: layer {vd['layer']}, head {head}, query {labels[query]}:  "
-                  f"{data.plain_formula(vd['formulas']['scores'], html=False, unicode=True)}")
+    else:
+        ax.set_yticks(ys, _words(p["labels"]), fontsize=8)
+    for y, v, t in zip(ys, vals, p["texts"]):
+        ax.text(v if v >= 0 else 0, y, f" {t}", va="center", fontsize=8)
+    lo, hi = min(0.0, float(vals.min())), max(0.0, float(vals.max()))
+    ax.set_xlim(lo - 0.05 * (hi - lo), hi + (0.45 if not p.get("aligned") else 0.35) * (hi - lo or 1))
+    if p.get("x_title"):
+        ax.set_xlabel(p["x_title"])
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e6:g}M" if hi > 1e6 else f"{v:g}"))
+    if p.get("title"):
+        ax.set_title(p["title"], fontsize=10)
+
+
+def _table(mfig, ax, p) -> None:
+    ax.axis("off")
+    cols = p["columns"]
+    cells = [[textwrap.fill(c, panels.CELL_CHARS) for c in r] for r in p["rows"]] or [[""] * len(cols)]
+    widest = [max([max(len(line) for line in r[i].split("\n")) for r in cells] + [len(c)]) + 2
+              for i, c in enumerate(cols)]
+    tab = ax.table(cellText=cells, colLabels=cols, loc="upper center", cellLoc="left",
+                   colWidths=[w / sum(widest) for w in widest])
+    tab.auto_set_font_size(False)
+    tab.set_fontsize(8 if len(cols) > 3 else 9)
+    height = 1.0 / (sum(1 + max(c.count("\n") for c in r) for r in cells) + 1)
+    for (r, c), cell in tab.get_celld().items():
+        lines = 1 if r == 0 else 1 + max(x.count("\n") for x in cells[r - 1])
+        cell.set_height(height * lines)
+    if p.get("caption"):
+        ax.set_title(p["caption"], fontsize=9)
+
+
+PRIMITIVES = {"heatmap": _heatmap, "lines": _lines, "bars": _bars, "table": _table}
+
+
+def draw(fig: dict) -> Figure:
+    """A matplotlib Figure of resolved panels (`panels.resolve`): one function per primitive."""
+    ws, hs = panels.grid_sizes(fig)
+    title = panels.plain_title(fig) + (f"\n{fig['subtitle']}" if fig["subtitle"] else "")
+    notes = [fig["summary"]] if fig["summary"] else []
+    notes += fig["notes"]
+    wrapped = [textwrap.fill(n, 150) for n in notes]
+    extra_h = 0.45 + 0.2 * title.count("\n") + 0.18 * sum(w.count("\n") + 1 for w in wrapped)
+    width = max(6.0, min(18.0, sum(ws) + 0.6))
+    height = max(2.5, min(30.0, sum(hs) + extra_h))
+    mfig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    gs = mfig.add_gridspec(*fig["grid"], width_ratios=ws, height_ratios=hs)
+    for p in fig["panels"]:
+        r, c, rs, cs = p["at"]
+        ax = mfig.add_subplot(gs[r:r + rs, c:c + cs])
+        PRIMITIVES[p["type"]](mfig, ax, p)
+        if fig.get("row_titles") and c == 0 and p.get("thumb"):
+            ax.set_ylabel(fig["row_titles"][r], fontsize=8, rotation=0, ha="right", va="center")
+        if fig.get("col_titles") and r == 0 and p.get("thumb"):
+            ax.set_title(fig["col_titles"][c], fontsize=8)
+    mfig.suptitle(title, fontsize=11)
+    if wrapped:
+        mfig.supxlabel("\n".join(wrapped), fontsize=8, color="#4b5563")
     return mfig
 
 
-def _step(vd, head=0, **_):
-    z = vd["arrays"]["z"][head if vd["per_head"] else 0]
-    clim = vd["scale"]["clim"][head]
-    heat_in = min(6.0, 1.2 + 0.22 * z.shape[0])
-    table_in = 0.5 + 0.24 * max(len(vd["stats"]), len(vd["weights"]) + 1)
-    mfig = Figure(figsize=(10, 1.2 + heat_in + table_in), dpi=110, layout="constrained")
-    top, bottom = mfig.subfigures(2, 1, height_ratios=[1.2 + heat_in, table_in])
-    ax = top.add_subplot()
-    starts = np.asarray(vd["col_starts"], dtype=float)
-    x_edges = np.append(starts, vd["columns"]) - 0.5
-    y_edges = np.arange(z.shape[0] + 1) - 0.5
-    im = ax.pcolormesh(x_edges, y_edges, z, cmap=cmap(vd["scale"]["name"]), vmin=clim[0], vmax=clim[1])
-    ax.set_ylim(y_edges[-1], y_edges[0])
-    _ticks(ax, _words(vd["row_labels"]), "y")
-    if vd["col_labels"]:
-        ax.set_xticks(np.arange(len(vd["col_labels"])), _words(vd["col_labels"]), rotation=90, fontsize=8)
-    ax.set_xlabel(vd["cols_axis"] + ("" if len(starts) == vd["columns"] else " (block means)"))
-    top.colorbar(im, ax=ax, shrink=0.8)
-    head_txt = f" (head {head})" if vd["per_head"] else ""
-    edited = f"   [edited: {vd['edited']}]" if vd["edited"] else ""
-    top.suptitle(f"{vd['key']}{head_txt}:  {data.plain_formula(vd['formula'], html=False, unicode=True)}{edited}\n"
-                 f"{vd['shape']}", fontsize=11)
-    left, right = bottom.subplots(1, 2)
-    for ax2 in (left, right):
-        ax2.axis("off")
-    weights = [[w[0], w[1], f"{w[2]:,}"] for w in vd["weights"]] or [["(reads no weights)", "", ""]]
-    for ax2, cells, cols, widths in ((left, [list(r) for r in vd["stats"]], ["statistic", "value"], [0.5, 0.5]),
-                                     (right, weights, ["weight read", "shape", "parameters"], [0.5, 0.27, 0.23])):
-        tab = ax2.table(cellText=cells, colLabels=cols, colWidths=widths, loc="upper center", cellLoc="left")
-        tab.auto_set_font_size(False)
-        tab.set_fontsize(9)
-    return mfig
-
-
-def _params(vd, **_):
-    groups = vd["groups"]
-    names = [g for g, _ in groups][::-1]
-    vals = np.array([v for _, v in groups][::-1], dtype=float)
-    mfig = Figure(figsize=(9, 1.2 + 0.28 * len(names)), dpi=110, layout="constrained")
-    ax = mfig.add_subplot()
-    ax.barh(names, vals, color="#2563eb")
-    for y, v in enumerate(vals):
-        ax.text(v, y, f" {int(v):,}", va="center", fontsize=8)
-    ax.set_xlabel("parameters")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e6:g}M"))
-    ax.set_xlim(0, vals.max() * 1.25)
-    ax.tick_params(axis="y", labelsize=8)
-    ax.set_title(f"parameters by group: {vd['total']:,} in all (counted from {vd['source']})")
-    return mfig
-
-
-def _compare(vd, head=0, **_):
-    labels = _words(vd["labels"])
-    mfig = Figure(figsize=(15, 10), dpi=100, layout="constrained")
-    grid = mfig.add_gridspec(2, 3)
-    for col, (name, title) in enumerate((("a", "A"), ("b", "B"), ("diff", "B \u2212 A"))):
-        ax = mfig.add_subplot(grid[0, col])
-        sc = vd["scale_diff"] if name == "diff" else vd["scale"]
-        clim = sc["clim"][head]
-        _heat(mfig, ax, vd["arrays"][name][head], sc["name"], clim, sc["unit"])
-        ax.set_aspect("equal")
-        _ticks(ax, labels, "x")
-        _ticks(ax, labels, "y")
-        ax.set_title(f"{title}: layer {vd['layer']}, head {head}")
-    ax = mfig.add_subplot(grid[1, :])
-    g = vd["arrays"]["grid"]
-    _heat(mfig, ax, g, vd["scale_grid"]["name"], vd["scale_grid"]["clim"], "relative change")
-    ax.set_yticks(np.arange(len(vd["steps"])), vd["steps"], fontsize=8)
-    ax.set_xticks(np.arange(g.shape[1]), [f"layer {i}" for i in range(g.shape[1])], fontsize=8)
-    ax.set_title("relative change \u2016B \u2212 A\u2016 / \u2016A\u2016 of every step, down the layers")
-    mfig.suptitle(f"A: {vd['texts'][0]}\nB: {vd['texts'][1]}", fontsize=11)
-    return mfig
-
-
-DRAW = {"attention": _attention, "model": _model, "head": _head, "token": _token, "neuron": _neuron, "step": _step,
-        "params": _params, "compare": _compare}
-
-
-def to_png(vd: dict, path, *, head: int = 0, query: int = 0, dpi: int | None = None):
-    """A PNG of view data (`data.view_data(...)`): written to path (a file name or a binary file)."""
-    if not isinstance(vd, dict) or vd.get("view") not in DRAW:
+def to_png(vd: dict, path, *, view: str | None = None, head: int = 0, heads=None, query: int = 0,
+           pair_filter: str = "all", dpi: int | None = None):
+    """A PNG of view data (`data.view_data(...)`) for a selection: written to path (a file name or a
+    binary file). view: the view to draw (default the data's own; 'head' draws attention data)."""
+    if not isinstance(vd, dict) or vd.get("view") not in panels.LAYOUTS:
         raise TypeError("to_png draws view data: data.view_data(trace, view, ...) (for a trace, use save_png)")
     # every text is drawn as written: a sentence's `$...$` is not matplotlib mathtext
     with rc_context({"text.parse_math": False}):
-        mfig = DRAW[vd["view"]](vd, head=head, query=query)
+        mfig = draw(panels.resolve(vd, view, head=head, heads=heads, query=query, pair_filter=pair_filter))
         FigureCanvasAgg(mfig)
         mfig.savefig(path, format="png", dpi=dpi or mfig.dpi, facecolor="white")
     return Path(path) if isinstance(path, (str, Path)) else path
@@ -273,6 +213,6 @@ def save_png(trace, path, view: str = "attention", layer: int = 0, head: int = 0
     target = check_target(path, what="save_png", kind=".png")
     vd = data.view_data(trace, view, trace_b=compare, ledger=ledger, **args)
     buf = io.BytesIO()
-    to_png(vd, buf, head=head, query=query)
+    to_png(vd, buf, view=view, head=head, query=query)
     write_whole(target, buf.getvalue(), shown=path, what="the PNG")
     return path

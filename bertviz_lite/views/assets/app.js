@@ -200,6 +200,166 @@ function Heatmap(opts = {}) {
   return h;
 }
 
+// ---------------------------------------------------------------- the panels' resolver (panels.py's `resolve`)
+// A view's layout (made in Python, panels.py) refers to its view data; with a selection it becomes
+// concrete panels: heatmap, lines, bars, table. Nothing about a view is decided here.
+const WORDS = ["layer", "head", "query", "query_label", "pair", "key"];
+const fmtPy = (v, d = 3) => (Number.isFinite(v) ? (Math.abs(v) >= 1000 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2") : v.toFixed(d)) : "\u2013");
+function pairIndex(pair, segs) {
+  const all = range(segs.length);
+  if (pair === "all") return [all, all];
+  const [q, k] = pair.split("->").map((s) => (s === "A" ? 0 : 1));
+  return [all.filter((i) => segs[i] === q), all.filter((i) => segs[i] === k)];
+}
+function splitsOf(idx, segs) { const out = []; for (let i = 1; i < idx.length; i++) if (segs[idx[i]] !== segs[idx[i - 1]]) out.push(i); return out; }
+function neuronNumbers(vd, head, query) { // data.neuron_numbers
+  const d = vd.d_k, Q = vd.arrays.q, K = vd.arrays.k, N = Q.shape[1];
+  const q = Q.slice(head * N + query, d), k = K.slice(head, N * d);
+  const prod = new Float32Array(N * d), scores = new Float64Array(N);
+  for (let j = 0; j < N; j++) { let s = 0; for (let c = 0; c < d; c++) { const p = q[c] * k[j * d + c]; prod[j * d + c] = p; s += p; } scores[j] = s * vd.scale_factor; }
+  const mx = Math.max(...scores), ex = Array.from(scores, (s) => Math.exp(s - mx)), tot = ex.reduce((a, b) => a + b, 0), weights = ex.map((e) => e / tot);
+  const best = weights.indexOf(Math.max(...weights)), labels = vd.labels;
+  let dot = 0; for (let c = 0; c < d; c++) dot += prod[best * d + c];
+  return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d }, scores: Array.from(scores), weights,
+    summary: `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, \u00d7 1/\u221a${d} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}` };
+}
+function resolve(lay, vd, sel) {
+  const words = { layer: sel.layer, head: sel.head, query: sel.query, key: sel.key || "", pair: sel.pair_filter === "all" ? "" : ` [${sel.pair_filter}]`,
+    query_label: vd.labels && vd.labels[sel.query] !== undefined ? vd.labels[sel.query] : String(sel.query) };
+  let neuron = null;
+  const idx = (a) => (typeof a === "string" ? sel[a] : a);
+  const value = (spec) => {
+    if (spec && typeof spec === "object" && !Array.isArray(spec) && "ref" in spec) {
+      const [head, ...rest] = spec.ref.split("."), at = spec.at.map(idx);
+      if (head === "arrays") {
+        const a = vd.arrays[rest.join(".")], shape = a.shape, k = at.length;
+        let s = 0; for (let i = 0; i < k; i++) s = s * shape[i] + at[i];
+        const tail = shape.slice(k), len = tail.reduce((x, y) => x * y, 1);
+        return { values: a.slice(s, len), R: tail.length > 1 ? len / tail[tail.length - 1] : 1, C: tail.length ? tail[tail.length - 1] : 1, shape: tail };
+      }
+      let v = vd[head]; for (const r of rest) v = v[r];
+      for (const a of at) v = v[a];
+      return "fmt" in spec ? fmtPy(v, spec.fmt) : v;
+    }
+    if (spec && typeof spec === "object" && !Array.isArray(spec) && "derive" in spec) return (neuron = neuron || neuronNumbers(vd, sel.head, sel.query))[spec.part];
+    return spec;
+  };
+  const text = (spec) => {
+    const parts = Array.isArray(spec) ? spec : [spec];
+    const s = parts.filter((p) => p !== null && p !== undefined).map((p) => (typeof p === "object" ? value(p) : String(p))).join("");
+    return s.replace(new RegExp(`\\{(${WORDS.join("|")})\\}`, "g"), (m, w) => String(words[w]));
+  };
+  const panel = (p) => {
+    const out = { ...p, at: p.at.length === 4 ? p.at : [...p.at, 1, 1] };
+    for (const k of ["title", "x_title", "y_title", "hover", "caption"]) if (k in p) out[k] = text(p[k]);
+    const segs = vd.segments;
+    if (p.type === "heatmap") {
+      const z = value(p.z);
+      let R = z.R, C = z.C, values = z.values;
+      let ylab = value(p.y_labels), xlab = value(p.x_labels);
+      ylab = ylab ? ylab.map((s) => text(s)) : null; xlab = xlab ? [...xlab] : null;
+      let rows = range(R), cols = range(C);
+      if (p.pair && segs) {
+        [rows, cols] = pairIndex(sel.pair_filter, segs);
+        const sub = new Float32Array(rows.length * cols.length);
+        for (let i = 0; i < rows.length; i++) for (let j = 0; j < cols.length; j++) sub[i * cols.length + j] = values[rows[i] * C + cols[j]];
+        values = sub; R = rows.length; C = cols.length;
+        if (ylab) ylab = rows.map((i) => ylab[i]); if (xlab) xlab = cols.map((j) => xlab[j]);
+      }
+      let raw = null;
+      if (p.row_scale) { // each row to its own largest value (the token view's rule)
+        const lims = value(p.row_scale).flat(), norm = new Float32Array(values.length);
+        for (let i = 0; i < R; i++) { const top = lims[i] && lims[i][1] > 0 ? lims[i][1] : 1; for (let j = 0; j < C; j++) norm[i * C + j] = values[i * C + j] / top; }
+        raw = values; values = norm;
+      }
+      Object.assign(out, { values, raw, R, C, rows, cols, clim: value(p.clim).map(Number), y_labels: ylab, x_labels: xlab });
+      if (segs && p.splits) { out.col_splits = splitsOf(cols, segs); if (p.pair) out.row_splits = splitsOf(rows, segs); }
+      if (p.row_groups && segs && segs.length === R) out.row_splits = splitsOf(rows, segs);
+      if (p.mark) out.marked = Object.entries(p.mark).every(([k, v]) => sel[k] === v);
+    } else if (p.type === "lines") {
+      const maps = vd.arrays[p.z.ref.split(".")[1]], labels = value(p.labels), g = value(p.groups), side = maps.shape[1];
+      const [rows, cols] = p.pair ? pairIndex(sel.pair_filter, g) : [range(labels.length), range(labels.length)];
+      out.series = sel.heads.map((h) => {
+        const m = maps.slice(h), z = new Float32Array(rows.length * cols.length);
+        for (let i = 0; i < rows.length; i++) for (let j = 0; j < cols.length; j++) z[i * cols.length + j] = m[rows[i] * side + cols[j]];
+        return { head: h, colour: p.colours[h % p.colours.length], z };
+      });
+      out.min_weight = value(p.min_weight);
+      Object.assign(out, { left: rows.map((i) => labels[i]), right: cols.map((j) => labels[j]), left_groups: rows.map((i) => g[i]), right_groups: cols.map((j) => g[j]), rows, cols });
+    } else if (p.type === "bars") {
+      const values = Array.from(value(p.values));
+      Object.assign(out, { labels: value(p.labels), values, texts: p.texts || values.map((v) => fmtPy(v, p.digits || 3)) });
+    } else if (p.type === "table") {
+      out.rows = value(p.rows).map((r) => r.map(String));
+    }
+    return out;
+  };
+  return { title: text(lay.title), formula: lay.formula, subtitle: text(lay.subtitle || ""), notes: lay.notes.map(text), live: (lay.live || []).map(text),
+    grid: lay.grid, edited: lay.edited || "", row_titles: lay.row_titles, col_titles: lay.col_titles, links: lay.links,
+    summary: lay.summary ? value(lay.summary) : "", panels: lay.panels.map(panel) };
+}
+
+// ---------------------------------------------------------------- primitives: lines, bars, table (Heatmap above)
+function Lines() {
+  const l = { node: null, hover: null };
+  l.canvas = el("canvas", { "aria-label": "lines" });
+  l.node = el("div", {}, [l.canvas]);
+  l.canvas.addEventListener("mousemove", (ev) => { const r = l.canvas.getBoundingClientRect(); l.hover = l.pick && l.pick(ev.clientX - r.left, ev.clientY - r.top); l.redraw && l.redraw(); });
+  l.canvas.addEventListener("mouseleave", () => { l.hover = null; l.redraw && l.redraw(); });
+  l.draw = (p, width) => {
+    l.redraw = () => {
+      const N = Math.max(p.left.length, p.right.length), rowH = N > 128 ? 12 : 18, top = 24;
+      const dpr = window.devicePixelRatio || 1, W = Math.min(760, Math.max(420, width)), H = top + N * rowH + 8;
+      const c = l.canvas, ctx = c.getContext("2d");
+      c.width = W * dpr; c.height = H * dpr; c.style.width = `${W}px`; c.style.height = `${H}px`;
+      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      ctx.font = `${Math.min(13, rowH - 3)}px sans-serif`; ctx.textBaseline = "middle";
+      const xl = W * 0.3, xr = W * 0.7, y = (i) => top + (i + 0.5) * rowH, colour = ink(l.node), other = accent(l.node);
+      l.pick = (x, yy) => { const i = Math.floor((yy - top) / rowH); if (i < 0 || i >= N) return null; return x < W / 2 ? { side: "q", i } : { side: "k", i }; };
+      const hov = l.hover, C = p.right.length, [a0, a1] = p.alpha, [w0, w1] = p.width;
+      ctx.fillStyle = colour; ctx.textAlign = "center"; ctx.fillText(p.left_title, xl - 50, 10); ctx.fillText(p.right_title, xr + 50, 10);
+      for (const s of p.series) {
+        ctx.strokeStyle = s.colour;
+        for (let i = 0; i < p.left.length; i++) {
+          if (hov && hov.side === "q" && hov.i !== i) continue;
+          for (let j = 0; j < C; j++) {
+            if (hov && hov.side === "k" && hov.i !== j) continue;
+            const w = s.z[i * C + j];
+            if (!(w >= p.min_weight)) continue; // the layout's rule (the plotly and PNG head views use it too)
+            ctx.globalAlpha = Math.min(1, a0 + a1 * w); ctx.lineWidth = w0 + w1 * w;
+            ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
+          }
+        }
+      }
+      ctx.globalAlpha = 1;
+      const label = (s) => (s.length > 22 ? s.slice(0, 21) + "\u2026" : s);
+      p.left.forEach((s, i) => { ctx.font = `${hov && hov.side === "q" && hov.i === i ? "bold " : ""}${Math.min(13, rowH - 3)}px sans-serif`; ctx.fillStyle = p.left_groups[i] ? other : colour; ctx.textAlign = "right"; ctx.fillText(label(s), xl - 2, y(i)); });
+      p.right.forEach((s, j) => { ctx.font = `${hov && hov.side === "k" && hov.i === j ? "bold " : ""}${Math.min(13, rowH - 3)}px sans-serif`; ctx.fillStyle = p.right_groups[j] ? other : colour; ctx.textAlign = "left"; ctx.fillText(label(s), xr + 2, y(j)); });
+    };
+    l.redraw();
+  };
+  return l;
+}
+function Bars() {
+  const b = {};
+  b.title = el("div", { class: "bvl-x-title" });
+  b.body = el("div", { class: "bvl-bars" });
+  b.node = el("div", {}, [b.title, b.body]);
+  b.draw = (p, rowHeight) => {
+    b.title.textContent = p.title || ""; b.title.style.display = p.title ? "block" : "none";
+    const lo = Math.min(0, ...p.values), hi = Math.max(0, ...p.values), span = (hi - lo) || 1, room = p.aligned ? 110 : 320;
+    b.body.replaceChildren(...p.values.map((v, i) => el("div", { class: "bvl-bar-row", title: `${p.labels[i]}: ${p.texts[i]}`, style: rowHeight ? `height:${rowHeight}px;margin:0` : null }, [
+      p.aligned ? null : el("span", { class: "bvl-bar-label", text: p.labels[i] }),
+      el("span", { class: "bvl-bar-track", style: `width:${room}px` }, [el("span", { class: "bvl-bar", style: `margin-left:${room * (Math.min(v, 0) - lo) / span}px;width:${Math.max(1, room * Math.abs(v) / span)}px;background:${p.colour}` })]),
+      el("span", { class: "bvl-bar-value", text: p.texts[i] })])));
+  };
+  return b;
+}
+function table(columns, rows, caption) {
+  return el("table", { class: "bvl-table" }, [caption ? el("caption", { text: caption }) : null, el("tr", {}, columns.map((h) => el("th", { text: h }))),
+    ...rows.map((r) => el("tr", {}, r.map((c) => el("td", { text: String(c) }))))]);
+}
+
 // ---------------------------------------------------------------- the app
 // A saved notebook keeps a picture: the kernel shows the explorer as two outputs, the widget and
 // then a PNG of it (Explorer._ipython_display_). JupyterLab 4 and Notebook 7 draw a widget output
@@ -300,16 +460,7 @@ function render({ model, el: host }) {
     root.dispatchEvent(new CustomEvent("bvl-error", { bubbles: true, detail: { view, args, message: String(e.message || e) } }));
   });
 
-  function pairIndex(pair, segs) {
-    const all = range(segs.length);
-    if (pair === "all") return [all, all];
-    const [q, k] = pair.split("->").map((s) => (s === "A" ? 0 : 1));
-    return [all.filter((i) => segs[i] === q), all.filter((i) => segs[i] === k)];
-  }
-  function splitsOf(idx, segs) { const out = []; for (let i = 1; i < idx.length; i++) if (segs[idx[i]] !== segs[idx[i - 1]]) out.push(i); return out; }
-  // segment of each row of a view's maps (block edges when the page holds block means)
-  function segsOf(vd) { return vd.edges ? vd.edges.slice(0, -1).map((e) => info.segments[e]) : info.segments; }
-
+  // segment of each row of a view's maps: the view data carries them (block starts when block means)
   const controls = (...kids) => el("div", { class: "bvl-x-controls" }, kids);
   function layerSelect(cls) {
     const s = el("select", { class: cls, "aria-label": "layer" });
@@ -338,385 +489,235 @@ function render({ model, el: host }) {
     s.addEventListener("change", () => setSel({ query: +s.value }));
     return s;
   }
-  const lutOf = (scale) => info.luts[scale.name];
+  const lab = (text, ctl) => el("label", {}, [text, ctl]);
+  const headLabel = () => el("span", { class: "bvl-x-label", text: "head" });
 
-  // ---------------------------------------------------------------- attention
-  const att = {};
+  // ---------------------------------------------------------------- each view's controls (what it selects)
+  const C = {}; // tab -> {controls: [nodes], sync(sel)}
+  const onHeads = (box, on) => { for (const b of box.children) b.classList.toggle("bvl-on", on(+b.dataset.head)); };
+  let heads = null; // the head view's chosen heads (this page's own: the kernel keeps one head)
+  const sel = () => ({ layer: model.get("layer"), head: model.get("head"), heads: heads || [model.get("head")], query: model.get("query"), kind: model.get("kind"), key: model.get("key"), pair_filter: model.get("pair_filter") });
   if (sections.attention) {
-    att.layer = layerSelect("bvl-layer");
-    att.heads = headButtons((h) => setSel({ head: h }));
-    att.kind = kindSelect("bvl-kind");
-    att.pair = el("select", { class: "bvl-pair", "aria-label": "sentences" });
-    options(att.pair, info.pair_filters, (p) => (p === "all" ? "all tokens" : p));
-    att.pair.addEventListener("change", () => setSel({ pair_filter: att.pair.value }));
-    const c = controls(el("label", {}, ["layer ", att.layer]), el("span", { class: "bvl-x-label", text: "head" }), att.heads);
-    if (info.kinds.length > 1) c.appendChild(el("label", {}, ["show ", att.kind]));
-    if (info.has_pair) c.appendChild(el("label", {}, ["sentences ", att.pair]));
-    att.map = Heatmap({ aria: "attention map", cls: "bvl-heat bvl-attn-heat", onclick: (i) => { if (att.rows) setSel({ query: att.rows[i], tab: "token" }); } });
-    att.note = el("div", { class: "bvl-x-note" });
-    sections.attention.append(c, att.map.node, att.note);
-    att.map.heat.addEventListener("keydown", (ev) => {
-      const step = { ArrowRight: [0, 1], ArrowLeft: [0, -1], ArrowDown: [1, 0], ArrowUp: [-1, 0] }[ev.key];
-      if (!step) return;
-      ev.preventDefault();
-      setSel({ layer: Math.min(info.layers - 1, Math.max(0, model.get("layer") + step[0])), head: Math.min(info.heads - 1, Math.max(0, model.get("head") + step[1])) });
-    });
+    const layer = layerSelect("bvl-layer"), hb = headButtons((h) => setSel({ head: h })), kind = kindSelect("bvl-kind");
+    const pair = el("select", { class: "bvl-pair", "aria-label": "sentences" });
+    options(pair, info.pair_filters, (p) => (p === "all" ? "all tokens" : p));
+    pair.addEventListener("change", () => setSel({ pair_filter: pair.value }));
+    const c = controls(lab("layer ", layer), headLabel(), hb);
+    if (info.kinds.length > 1) c.appendChild(lab("show ", kind));
+    if (info.has_pair) c.appendChild(lab("sentences ", pair));
+    C.attention = { controls: [c], sync: (s) => { layer.value = String(s.layer); kind.value = s.kind; pair.value = s.pair_filter; onHeads(hb, (h) => h === s.head); } };
   }
-  function drawAttention() {
-    const layer = model.get("layer"), head = model.get("head"), kind = model.get("kind"), pair = model.get("pair_filter");
-    att.layer.value = String(layer); att.kind.value = kind; att.pair.value = pair;
-    for (const b of att.heads.children) b.classList.toggle("bvl-on", +b.dataset.head === head);
-    const vd = have("attention", { layer, kind });
-    if (!vd) { att.map.title.textContent = `layer ${layer}, head ${head}: loading\u2026`; later("attention", { layer, kind }, () => model.get("tab") === "attention" && drawAttention()); return; }
-    const t0 = performance.now();
-    const m = vd.arrays.maps, side = m.shape[1], full = m.slice(head), segs = segsOf(vd);
-    const [rows, cols] = pairIndex(pair, segs);
-    const R = rows.length, C = cols.length, values = new Float32Array(R * C);
-    for (let i = 0; i < R; i++) for (let j = 0; j < C; j++) values[i * C + j] = full[rows[i] * side + cols[j]];
-    const clim = vd.scale.clim[head], labs = vd.labels;
-    att.rows = vd.edges ? null : rows;
-    att.map.draw({ values, R, C, rowLabels: rows.map((i) => labs[i]), colLabels: cols.map((j) => labs[j]), lut: lutOf(vd.scale), clim, width: width(),
-      rowSplits: splitsOf(rows, segs), colSplits: splitsOf(cols, segs), unit: vd.scale.unit,
-      title: `layer ${layer}, head ${head}${pair === "all" ? "" : ` [${pair}]`}: `, xTitle: `${vd.axes[1]} (attended to) \u2192`, yTitle: `${vd.axes[0]} (attends)`,
-      hover: (i, j, v) => `query ${labs[rows[i]]}\nkey ${labs[cols[j]]}\n${kind === "probs" ? "weight" : "score"} ${fmt(v, 4)}` });
-    att.map.title.innerHTML = esc(att.map.title.textContent) + formulaHtml(vd.formula) + (vd.edited ? " <span class='bvl-x-edited'>\u270e edited</span>" : "");
-    att.note.textContent = (kind === "probs"
-      ? `queries are rows, keys are columns; each row sums to 1; white is 0, the darkest blue this map's largest weight (${fmt(clim[1])})`
-      : `scores before the softmax (real tokens only); red > 0 > blue, symmetric at \u00b1${fmt(clim[1], 2)}`) +
-      (vd.edges ? `; this page holds layer ${layer} as block means of ${info.n} tokens in ${side} blocks` : "") +
-      (info.has_pair ? "; the orange line and labels mark sentence B" : "") + "; click a row for that token in every layer; \u2190 \u2192 head, \u2191 \u2193 layer";
-    const canvas = att.map.heat;
-    canvas.bvl = { layer, head, kind, pair, rows, cols, values, ms: performance.now() - t0 };
-    Object.assign(canvas.dataset, { layer, head, kind, pair });
-    root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: "attention", layer, head, kind, pair } }));
-    showError("");
-    for (const l of [layer + 1, layer - 1]) if (l >= 0 && l < info.layers) request("attention", { layer: l, kind }).catch(() => {});
-  }
-
-  // ---------------------------------------------------------------- head view (bertviz's)
-  const hv = { on: null };
   if (sections.head) {
-    hv.layer = layerSelect("bvl-head-layer");
-    hv.heads = headButtons((h) => { hv.on = hv.on || new Set([model.get("head")]); hv.on.has(h) ? hv.on.delete(h) : hv.on.add(h); drawHead(); }, info.colours);
-    hv.canvas = el("canvas", { class: "bvl-headview", "aria-label": "head view" });
-    hv.note = el("div", { class: "bvl-x-note", text: "queries on the left attend to keys on the right; a line's opacity is the weight A (lines under 0.02 are left out); " +
-      "click head numbers to add or remove heads (each has its colour); hover a token to see only its lines" });
-    sections.head.append(controls(el("label", {}, ["layer ", hv.layer]), el("span", { class: "bvl-x-label", text: "heads" }), hv.heads), hv.note, hv.canvas);
-    hv.canvas.addEventListener("mousemove", (ev) => { const r = hv.canvas.getBoundingClientRect(); hv.hover = hv.pick(ev.clientX - r.left, ev.clientY - r.top); drawHead(); });
-    hv.canvas.addEventListener("mouseleave", () => { hv.hover = null; drawHead(); });
+    const layer = layerSelect("bvl-head-layer");
+    const hb = headButtons((h) => { const on = new Set(heads || [model.get("head")]); on.has(h) ? on.delete(h) : on.add(h); heads = [...on].sort((a, b) => a - b); show(); }, info.colours);
+    C.head = { controls: [controls(lab("layer ", layer), el("span", { class: "bvl-x-label", text: "heads" }), hb)], sync: (s) => { layer.value = String(s.layer); onHeads(hb, (h) => s.heads.includes(h)); } };
   }
-  function drawHead() {
-    const layer = model.get("layer");
-    hv.layer.value = String(layer);
-    hv.on = hv.on || new Set([model.get("head")]);
-    for (const b of hv.heads.children) b.classList.toggle("bvl-on", hv.on.has(+b.dataset.head));
-    const vd = have("attention", { layer, kind: "probs" });
-    if (!vd) { later("attention", { layer, kind: "probs" }, () => model.get("tab") === "head" && drawHead()); return; }
-    hv.note.textContent = hv.note.textContent.replace(/under [0-9.]+ are/, `under ${vd.min_weight} are`);
-    const labs = vd.labels, N = labs.length, rowH = N > 128 ? 12 : 18, top = 24, segs = segsOf(vd);
-    const dpr = window.devicePixelRatio || 1, W = Math.min(760, Math.max(420, width())), H = top + N * rowH + 8;
-    const c = hv.canvas, ctx = c.getContext("2d");
-    c.width = W * dpr; c.height = H * dpr; c.style.width = `${W}px`; c.style.height = `${H}px`;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.font = `${Math.min(13, rowH - 3)}px sans-serif`; ctx.textBaseline = "middle";
-    const xl = W * 0.3, xr = W * 0.7, y = (i) => top + (i + 0.5) * rowH, colour = ink(root), other = accent(root);
-    hv.pick = (x, yy) => { const i = Math.floor((yy - top) / rowH); if (i < 0 || i >= N) return null; return x < W / 2 ? { side: "q", i } : { side: "k", i }; };
-    const hov = hv.hover;
-    ctx.fillStyle = colour; ctx.textAlign = "center"; ctx.fillText("query (attends)", xl - 50, 10); ctx.fillText("key (attended to)", xr + 50, 10);
-    const side = vd.arrays.maps.shape[1];
-    for (const h of hv.on) {
-      const m = vd.arrays.maps.slice(h);
-      ctx.strokeStyle = info.colours[h % info.colours.length];
-      for (let i = 0; i < N; i++) {
-        if (hov && hov.side === "q" && hov.i !== i) continue;
-        for (let j = 0; j < N; j++) {
-          if (hov && hov.side === "k" && hov.i !== j) continue;
-          const w = m[i * side + j];
-          if (!(w >= vd.min_weight)) continue; // the view model's rule (the plotly and PNG head views use it too)
-          ctx.globalAlpha = Math.min(1, 0.1 + 0.9 * w); ctx.lineWidth = 0.5 + 3 * w;
-          ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
-        }
-      }
-    }
-    ctx.globalAlpha = 1;
-    for (let i = 0; i < N; i++) {
-      const lab = labs[i].length > 22 ? labs[i].slice(0, 21) + "\u2026" : labs[i];
-      const bold = hov && hov.i === i;
-      ctx.font = `${bold ? "bold " : ""}${Math.min(13, rowH - 3)}px sans-serif`;
-      ctx.fillStyle = segs[i] ? other : colour;
-      ctx.textAlign = "right"; ctx.fillText(lab, xl - 2, y(i));
-      ctx.textAlign = "left"; ctx.fillText(lab, xr + 2, y(i));
-    }
-    c.bvl = { layer, heads: [...hv.on] };
-    root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: "head", layer } }));
-  }
-
-  // ---------------------------------------------------------------- one token in every layer and head
-  const tv = {};
   if (sections.token) {
-    tv.token = tokenSelect("bvl-token");
-    tv.chips = el("div", { class: "bvl-chips" });
-    if (n <= LABEL_ALL_UP_TO) range(n).forEach((i) => tv.chips.appendChild(el("button", { class: info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", "data-query": String(i), text: info.tokens[i], title: info.labels[i], onclick: () => setSel({ query: i }) })));
-    tv.map = Heatmap({ aria: "one token's attention", onclick: (i) => setSel({ layer: Math.floor(i / info.heads), head: i % info.heads, tab: "attention" }) });
-    tv.note = el("div", { class: "bvl-x-note" });
-    sections.token.append(controls(el("label", {}, ["token ", tv.token]), tv.chips), tv.note, tv.map.node);
+    const tok = tokenSelect("bvl-token"), chips = el("div", { class: "bvl-chips" });
+    if (n <= LABEL_ALL_UP_TO) range(n).forEach((i) => chips.appendChild(el("button", { class: info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", "data-query": String(i), text: info.tokens[i], title: info.labels[i], onclick: () => setSel({ query: i }) })));
+    C.token = { controls: [controls(lab("token ", tok), chips)], sync: (s) => { tok.value = String(s.query); for (const b of chips.children) b.classList.toggle("bvl-on", +b.dataset.query === s.query); } };
   }
-  function drawToken() {
-    const q = model.get("query");
-    tv.token.value = String(q);
-    for (const b of tv.chips.children) b.classList.toggle("bvl-on", +b.dataset.query === q);
-    const vd = have("token", { query: q });
-    if (!vd) { later("token", { query: q }, () => model.get("tab") === "token" && drawToken()); return; }
-    const L = info.layers, A = info.heads, rows = vd.arrays.rows, values = rows.slice(0, L * A * n);
-    const rowClim = []; for (const l of range(L)) for (const h of range(A)) rowClim.push(vd.scale.clim[l][h]);
-    const rowLabels = []; for (const l of range(L)) for (const h of range(A)) rowLabels.push(`L${l} H${h}`);
-    tv.map.draw({ values, R: L * A, C: n, rowLabels, colLabels: info.labels, lut: info.luts.Blues, clim: [0, 1], rowClim, width: width(), square: false, rowHeight: A * L > LABEL_ALL_UP_TO ? 6 : 12,
-      rowSplits: range(L).slice(1).map((l) => l * A), colSplits: splitsOf(range(n), info.segments), rowGroup: rowLabels.map(() => 0),
-      title: `where ${info.labels[q]} attends, in every layer (bands) and head (rows)`, xTitle: "key (attended to) \u2192", yTitle: "layer, head",
-      hover: (i, j, v) => `layer ${Math.floor(i / A)}, head ${i % A}\n${info.labels[q]} \u2192 ${info.labels[j]}\nweight ${fmt(v, 4)}` });
-    tv.note.textContent = "each row is one head's attention row for this token (white 0 \u2192 that row's largest weight); click a row to open that head";
-    tv.map.heat.bvl = { query: q };
-    root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: "token", query: q } }));
-  }
-
-  // ---------------------------------------------------------------- model view
-  const mv = {};
   if (sections.model) {
-    mv.kind = kindSelect("bvl-model-kind");
-    mv.grid = el("div", { class: "bvl-model-grid" });
-    mv.note = el("div", { class: "bvl-x-note" });
-    const c = controls(el("span", { class: "bvl-x-note", text: "every layer (rows) and head (columns); click a panel to open it in the attention tab" }));
-    if (info.kinds.length > 1) c.prepend(el("label", {}, ["show ", mv.kind]));
-    sections.model.append(c, mv.grid, mv.note);
+    const kind = kindSelect("bvl-model-kind"), c = controls();
+    if (info.kinds.length > 1) c.appendChild(lab("show ", kind));
+    C.model = { controls: [c], sync: (s) => { kind.value = s.kind; } };
   }
-  function drawModel() {
-    const kind = model.get("kind");
-    mv.kind.value = kind;
-    const vd = have("model", { kind });
-    if (!vd) { later("model", { kind }, () => model.get("tab") === "model" && drawModel()); return; }
-    const m = vd.arrays.maps, side = m.shape[2], px = Math.max(36, Math.min(90, Math.floor((width() + 60) / info.heads) - 6));
-    mv.grid.replaceChildren();
-    mv.grid.style.gridTemplateColumns = `auto repeat(${info.heads}, ${px}px)`;
-    mv.grid.appendChild(el("div"));
-    for (const h of range(info.heads)) mv.grid.appendChild(el("div", { class: "bvl-x-label", text: `H${h}` }));
-    for (const l of range(info.layers)) {
-      mv.grid.appendChild(el("div", { class: "bvl-x-label", text: `L${l}` }));
-      for (const h of range(info.heads)) {
-        const on = l === model.get("layer") && h === model.get("head"); // the selected head, as in the other tabs
-        const c = el("canvas", { class: `bvl-thumb${on ? " bvl-on" : ""}`, title: `layer ${l}, head ${h}: click to open`, "aria-selected": String(on), "data-layer": String(l), "data-head": String(h),
-          onclick: () => setSel({ layer: l, head: h, tab: "attention" }) });
-        paint(c, m.slice(l * info.heads + h), side, side, lutOf(vd.scale), vd.scale.clim[l][h]);
-        c.limits = [vd.scale.clim[l][h]];
-        c.style.width = c.style.height = `${px}px`;
-        c.bvl = { layer: l, head: h };
-        mv.grid.appendChild(c);
-      }
-    }
-    mv.note.textContent = (vd.shown < vd.tokens ? `block means: ${vd.tokens} tokens shown as ${vd.shown} \u00d7 ${vd.shown}; ` : "") +
-      (kind === "probs" ? "each panel from white (0) to its own largest weight" : "each panel symmetric around 0");
-    root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: "model", kind } }));
-  }
-
-  // ---------------------------------------------------------------- neuron view
-  const nv = {};
   if (sections.neuron) {
-    nv.layer = layerSelect("bvl-neuron-layer");
-    nv.heads = headButtons((h) => setSel({ head: h }));
-    nv.token = tokenSelect("bvl-neuron-token");
-    nv.formula = el("div", { class: "bvl-x-title" });
-    nv.canvas = el("canvas", { class: "bvl-neuron", "aria-label": "neuron view" });
-    nv.tip = el("div", { class: "bvl-x-tip" });
-    nv.note = el("div", { class: "bvl-x-note" });
-    nv.sum = el("div", { class: "bvl-x-sum" });
-    sections.neuron.append(controls(el("label", {}, ["layer ", nv.layer]), el("span", { class: "bvl-x-label", text: "head" }), nv.heads, el("label", {}, ["query token ", nv.token])),
-      nv.formula, nv.note, nv.sum, el("div", { class: "bvl-x-heatbox" }, [nv.canvas, nv.tip]));
-    nv.canvas.addEventListener("mousemove", (ev) => { const r = nv.canvas.getBoundingClientRect(); const t = nv.hit && nv.hit(ev.clientX - r.left, ev.clientY - r.top);
-      if (!t) { nv.tip.style.display = "none"; return; } nv.tip.textContent = t; nv.tip.style.left = `${ev.clientX - r.left + 14}px`; nv.tip.style.top = `${ev.clientY - r.top + 14}px`; nv.tip.style.display = "block"; });
-    nv.canvas.addEventListener("mouseleave", () => { nv.tip.style.display = "none"; });
+    const layer = layerSelect("bvl-neuron-layer"), hb = headButtons((h) => setSel({ head: h })), tok = tokenSelect("bvl-neuron-token");
+    C.neuron = { controls: [controls(lab("layer ", layer), headLabel(), hb, lab("query token ", tok))], sync: (s) => { layer.value = String(s.layer); tok.value = String(s.query); onHeads(hb, (h) => h === s.head); } };
   }
-  function drawNeuron() {
-    if (!info.neuron) { nv.note.textContent = "this trace did not record attn.q and attn.k for every layer (trace with keep=None)"; return; }
-    const layer = model.get("layer"), head = model.get("head"), q = model.get("query");
-    nv.layer.value = String(layer); nv.token.value = String(q);
-    for (const b of nv.heads.children) b.classList.toggle("bvl-on", +b.dataset.head === head);
-    const vd = have("neuron", { layer });
-    if (!vd) { later("neuron", { layer }, () => model.get("tab") === "neuron" && drawNeuron()); return; }
-    const d = vd.d_k, Q = vd.arrays.q, K = vd.arrays.k, N = Q.shape[1];
-    const qv = Q.slice(head * N + q, d), kall = K.slice(head, N * d);
-    const prod = new Float32Array(N * d), scores = new Float64Array(N);
-    for (let j = 0; j < N; j++) { let s = 0; for (let c = 0; c < d; c++) { const p = qv[c] * kall[j * d + c]; prod[j * d + c] = p; s += p; } scores[j] = s * vd.scale_factor; }
-    const mx = Math.max(...scores), ex = Array.from(scores, (s) => Math.exp(s - mx)), tot = ex.reduce((a, b) => a + b, 0), w = ex.map((e) => e / tot);
-    const pmax = vd.scale_prod.clim[head][1]; // one q*k scale per head, decided by the view model
-    const lim = vd.scale.clim[1], lut = lutOf(vd.scale), dpr = window.devicePixelRatio || 1;
-    nv.canvas.limits = [[-lim, lim], [-pmax, pmax]];
-    const cw = Math.max(3, Math.min(12, Math.floor(Math.min(320, (width() - 420) / 2) / d))), rh = N > 128 ? 8 : 16, lab = 120;
-    const x0 = lab, x1 = x0 + d * cw + 24, x2 = x1 + d * cw + 16, top = 48, W = x2 + 290, H = top + N * rh + 10;
-    const c = nv.canvas, ctx = c.getContext("2d");
-    c.width = W * dpr; c.height = H * dpr; c.style.width = `${W}px`; c.style.height = `${H}px`;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0); ctx.clearRect(0, 0, W, H);
-    const colour = ink(root), col = (v, l) => lut[Math.max(0, Math.min(255, Math.round((v + l) / (2 * l) * 255)))];
-    const cell = (x, y, v, l) => { const r = col(v, l); ctx.fillStyle = `rgb(${r[0]},${r[1]},${r[2]})`; ctx.fillRect(x, y, cw, rh - 1); };
-    ctx.font = "12px sans-serif"; ctx.textBaseline = "middle"; ctx.fillStyle = colour; ctx.textAlign = "left";
-    ctx.fillText(`q of ${info.labels[q]}`, x0, 8); ctx.fillText("q \u2218 k (elementwise)", x1, 8);
-    ctx.fillText(`\u03a3/\u221a${d} = score`, x2, 8); ctx.fillText("softmax \u2192 weight", x2 + 110, 8);
-    for (let c2 = 0; c2 < d; c2++) cell(x0 + c2 * cw, 18, qv[c2], lim);
-    ctx.fillStyle = colour; ctx.fillText("k of each key \u2193", x0, top - 8);
-    const segs = info.segments;
-    for (let j = 0; j < N; j++) {
-      const y = top + j * rh;
-      ctx.fillStyle = segs[j] ? accent(root) : colour; ctx.textAlign = "right"; ctx.font = `${j === q ? "bold " : ""}${Math.min(12, rh - 2)}px sans-serif`;
-      if (rh >= 8) ctx.fillText(info.labels[j].slice(0, 16), x0 - 6, y + rh / 2);
-      for (let c2 = 0; c2 < d; c2++) { cell(x0 + c2 * cw, y, kall[j * d + c2], lim); cell(x1 + c2 * cw, y, prod[j * d + c2], pmax); }
-      ctx.fillStyle = colour; ctx.textAlign = "right"; ctx.font = `${Math.min(12, rh - 2)}px sans-serif`;
-      ctx.fillText(fmt(scores[j], 2), x2 + 60, y + rh / 2);
-      ctx.fillStyle = "#2563eb"; ctx.fillRect(x2 + 110, y + 2, Math.max(1, 110 * w[j]), rh - 4);
-      ctx.fillStyle = colour; ctx.textAlign = "left"; ctx.fillText(w[j].toFixed(3), x2 + 224, y + rh / 2);
-    }
-    nv.hit = (x, y) => {
-      const j = Math.floor((y - top) / rh), cx = x < x1 ? Math.floor((x - x0) / cw) : Math.floor((x - x1) / cw);
-      if (y >= 18 && y < 18 + rh && x >= x0 && x < x0 + d * cw) return `q[${cx}] = ${fmt(qv[cx], 4)}`;
-      if (j < 0 || j >= N) return null;
-      if (x >= x0 && x < x0 + d * cw) return `k[${cx}] of ${info.labels[j]} = ${fmt(kall[j * d + cx], 4)}`;
-      if (x >= x1 && x < x1 + d * cw) return `q[${cx}] \u00d7 k[${cx}] = ${fmt(qv[cx], 3)} \u00d7 ${fmt(kall[j * d + cx], 3)} = ${fmt(prod[j * d + cx], 4)}`;
-      if (x >= x2) return `${info.labels[q]} \u2192 ${info.labels[j]}: score ${fmt(scores[j], 4)}, weight ${fmt(w[j], 4)}`;
-      return null;
-    };
-    nv.formula.innerHTML = `layer ${layer}, head ${head}: ${formulaHtml(vd.formulas.scores)}, then ${formulaHtml(vd.formulas.probs)}`;
-    const best = w.indexOf(Math.max(...w));
-    let dot = 0; for (let c2 = 0; c2 < d; c2++) dot += prod[best * d + c2];
-    nv.sum.textContent = `strongest: ${info.labels[q]} \u2192 ${info.labels[best]}: q\u00b7k = ${fmt(dot, 3)}, \u00d7 1/\u221a${d} = ${fmt(scores[best], 3)}, ` +
-      `softmax over the ${N} scores = ${fmt(w[best], 3)}`;
-    nv.note.textContent = `number by number: each key's k (left, d\u2096 = ${d} numbers), its elementwise product with q (middle; red > 0 > blue), ` +
-      `their sum divided by \u221ad\u2096 = ${fmt(Math.sqrt(d), 3)} (the score), and the softmax of the scores (the weights, summing to 1); hover any cell`;
-    c.bvl = { layer, head, query: q, scores: Array.from(scores), weights: w };
-    root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: "neuron", layer, head, query: q } }));
-  }
-
-  // ---------------------------------------------------------------- step-through
-  const st = {};
   if (sections.step) {
     const edited = new Set(info.edits.map((e) => e[0]));
-    st.key = el("select", { class: "bvl-key", "aria-label": "trace key" });
-    options(st.key, info.keys, (k) => `${info.keys.indexOf(k) + 1}. ${k}${edited.has(k) ? "  \u270e edited" : ""}`);
-    st.key.addEventListener("change", () => setSel({ key: st.key.value }));
+    const key = el("select", { class: "bvl-key", "aria-label": "trace key" });
+    options(key, info.keys, (k) => `${info.keys.indexOf(k) + 1}. ${k}${edited.has(k) ? "  \u270e edited" : ""}`);
+    key.addEventListener("change", () => setSel({ key: key.value }));
     const move = (d) => { const i = info.keys.indexOf(model.get("key")) + d; if (i >= 0 && i < info.keys.length) setSel({ key: info.keys[i] }); };
-    st.prev = el("button", { class: "bvl-prev", text: "\u25c0 previous", onclick: () => move(-1) });
-    st.next = el("button", { class: "bvl-next", text: "next \u25b6", onclick: () => move(1) });
-    st.pos = el("span", { class: "bvl-x-label" });
-    st.head = el("select", { class: "bvl-step-head", "aria-label": "head" });
-    options(st.head, range(info.heads), (h) => `head ${h}`);
-    st.head.addEventListener("change", () => setSel({ head: +st.head.value }));
-    st.formula = el("div", { class: "bvl-x-formula" });
-    st.shape = el("div", { class: "bvl-x-shape" });
-    st.note = el("div", { class: "bvl-x-note" });
-    st.takes = el("div", { class: "bvl-x-note" });
-    st.edit = el("div", { class: "bvl-x-edited" });
-    st.map = Heatmap({ aria: "step tensor" });
-    st.tables = el("div", { class: "bvl-x-tables" });
-    sections.step.append(controls(st.prev, st.key, st.next, st.pos, st.head), st.formula, st.shape, st.note, st.takes, st.edit, st.map.node, st.tables);
+    const prev = el("button", { class: "bvl-prev", text: "\u25c0 previous", onclick: () => move(-1) });
+    const next = el("button", { class: "bvl-next", text: "next \u25b6", onclick: () => move(1) });
+    const pos = el("span", { class: "bvl-x-label" });
+    const head = el("select", { class: "bvl-step-head", "aria-label": "head" });
+    options(head, range(info.heads), (h) => `head ${h}`);
+    head.addEventListener("change", () => setSel({ head: +head.value }));
+    C.step = { controls: [controls(prev, key, next, pos, head)], sync: (s, vd) => {
+      const i = info.keys.indexOf(s.key);
+      key.value = s.key; pos.textContent = `step ${i + 1} of ${info.keys.length}`; prev.disabled = i <= 0; next.disabled = i >= info.keys.length - 1;
+      head.value = String(s.head); head.style.display = vd && !vd.per_head ? "none" : "";
+    } };
   }
-  function drawStep() {
-    const key = model.get("key"), i = info.keys.indexOf(key), head = model.get("head");
-    st.key.value = key; st.pos.textContent = `step ${i + 1} of ${info.keys.length}`;
-    st.prev.disabled = i <= 0; st.next.disabled = i >= info.keys.length - 1;
-    const vd = have("step", { key });
-    if (!vd) { st.formula.textContent = `${key}: loading\u2026`; later("step", { key }, () => model.get("tab") === "step" && drawStep()); return; }
-    st.head.style.display = vd.per_head ? "" : "none"; st.head.value = String(head);
-    st.formula.innerHTML = `<b>${esc(key)}</b>: ${formulaHtml(vd.formula)}`;
-    st.shape.textContent = vd.shape; st.note.textContent = vd.note;
-    st.takes.replaceChildren(...(vd.takes.length ? ["computed from ", ...vd.takes.flatMap((k, j) => [j ? ", " : "", info.keys.includes(k)
-      ? el("a", { href: "#", text: k, onclick: (ev) => { ev.preventDefault(); setSel({ key: k }); } }) : k])] : ["reads only weights and the input ids"]));
-    st.edit.textContent = vd.edited ? `\u270e edited: ${vd.edited}` : ""; st.edit.style.display = vd.edited ? "block" : "none";
-    const z = vd.arrays.z, [S, R, C] = z.shape, slot = vd.per_head ? head : 0;
-    const clim = vd.scale.clim[slot];
-    const cl = vd.col_labels, starts = vd.col_starts;
-    st.map.draw({ values: z.slice(slot), R, C, rowLabels: vd.row_labels, colLabels: cl || null, lut: lutOf(vd.scale), clim, width: width(), square: !!cl,
-      maxCell: cl ? 26 : 8, unit: vd.scale.unit, colSplits: cl ? splitsOf(range(n), info.segments) : [], rowSplits: vd.rows_axis === "token" || vd.rows_axis === "query" ? splitsOf(range(R), vd.row_edges ? vd.row_edges.slice(0, -1).map((e) => info.segments[e]) : info.segments) : [],
-      title: vd.per_head ? `head ${head}` : "", xTitle: `${vd.cols_axis}${C < vd.columns ? ` (block means of ${fmt(vd.columns / C, 3)} columns)` : ""} \u2192`, yTitle: vd.rows_axis || "",
-      hover: (r, c, v) => `${vd.rows_axis || "row"} ${vd.row_labels[r] || r}\n${vd.cols_axis} ${cl ? cl[c] : starts[c]}${C < vd.columns ? "\u2026" : ""}\nvalue ${fmt(v, 4)}` });
-    const table = (head2, rows) => el("table", { class: "bvl-table" }, [el("tr", {}, head2.map((h) => el("th", { text: h }))), ...rows.map((r) => el("tr", {}, r.map((c) => el("td", { text: String(c) }))))]);
-    const total = vd.weights.reduce((a, w) => a + w[2], 0);
-    st.tables.replaceChildren(table(["statistic", "value"], vd.stats),
-      table(["weight read", "shape", "parameters"], vd.weights.length ? [...vd.weights.map((w) => [w[0], w[1], w[2].toLocaleString("en")]), ["total", "", total.toLocaleString("en")]] : [["(reads no weights)", "", ""]]));
-    st.map.heat.bvl = { key, head };
-    root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: "step", key } }));
-    if (i + 1 < info.keys.length) request("step", { key: info.keys[i + 1] }).catch(() => {});
-  }
-
-  // ---------------------------------------------------------------- parameters
-  const pv = {};
-  if (sections.params) { pv.body = el("div", { class: "bvl-params" }); sections.params.append(pv.body); }
-  function drawParams() {
-    const vd = have("params", {});
-    if (!vd) { later("params", {}, () => model.get("tab") === "params" && drawParams()); return; }
-    const max = Math.max(...vd.groups.map((g) => g[1]));
-    const bars = el("div", { class: "bvl-bars" }, vd.groups.map(([g, v]) => el("div", { class: "bvl-bar-row" }, [el("span", { class: "bvl-bar-label", text: g }),
-      el("span", { class: "bvl-bar", style: `width:${Math.max(1, 320 * v / max)}px` }), el("span", { class: "bvl-bar-value", text: `${v.toLocaleString("en")} (${(100 * v / vd.total).toPrecision(3)}%)` })])));
-    const rec = el("table", { class: "bvl-table" }, [el("caption", { text: vd.reconcile_title }), el("tr", {}, vd.reconcile_columns.map((c) => el("th", { text: c }))),
-      ...vd.reconcile.map((r) => el("tr", {}, r.map((c) => el("td", { text: typeof c === "number" ? c.toLocaleString("en") : String(c) }))))]);
-    pv.body.replaceChildren(el("div", { class: "bvl-x-title", text: `${vd.total.toLocaleString("en")} parameters in this model` }),
-      el("div", { class: "bvl-x-note", text: `counted from ${vd.source}; by group:` }), bars, rec);
-    root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: "params" } }));
-  }
-
-  // ---------------------------------------------------------------- compare two traces
-  const cv = {};
+  if (sections.params) C.params = { controls: [], sync: () => {} };
   if (sections.compare) {
-    cv.layer = layerSelect("bvl-compare-layer");
-    cv.heads = headButtons((h) => setSel({ head: h }));
-    cv.grid = Heatmap({ aria: "difference down the layers", cls: "bvl-heat bvl-grid-heat", onclick: (i, j) => setSel({ layer: j }) });
-    cv.maps = ["a", "b", "diff"].map(() => Heatmap({ aria: "compared map", cls: "bvl-heat bvl-compare-heat" }));
-    cv.note = el("div", { class: "bvl-x-note" });
-    cv.rows = el("div", { class: "bvl-x-tables" });
+    const layer = layerSelect("bvl-compare-layer"), hb = headButtons((h) => setSel({ head: h }));
     const bEdits = info.compare && info.compare.edits.length ? `   \u270e edited: ${info.compare.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}` : "";
     const aEdits = info.edits.length ? `   \u270e edited: ${info.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}` : "";
-    sections.compare.append(el("div", { class: "bvl-x-note", text: `A: ${info.title}${aEdits}\nB: ${info.compare ? info.compare.text : ""}${bEdits}` }),
-      controls(el("label", {}, ["layer ", cv.layer]), el("span", { class: "bvl-x-label", text: "head" }), cv.heads),
-      cv.note, el("div", { class: "bvl-x-row bvl-x-nowrap" }, cv.maps.map((m) => m.node)), cv.grid.node, cv.rows);
+    C.compare = { controls: [el("div", { class: "bvl-x-note", text: `A: ${info.title}${aEdits}\nB: ${info.compare ? info.compare.text : ""}${bEdits}` }),
+      controls(lab("layer ", layer), headLabel(), hb)], sync: (s) => { layer.value = String(s.layer); onHeads(hb, (h) => h === s.head); } };
   }
-  function drawCompare() {
-    const layer = model.get("layer"), head = model.get("head");
-    cv.layer.value = String(layer);
-    for (const b of cv.heads.children) b.classList.toggle("bvl-on", +b.dataset.head === head);
-    const vd = have("compare", { layer });
-    if (!vd) { later("compare", { layer }, () => model.get("tab") === "compare" && drawCompare()); return; }
-    const N = vd.labels.length, wEach = Math.max(120, Math.floor((width() + 150) / 3) - 250); // labels and colour bar beside each
-    const names = { a: "A", b: "B", diff: "B \u2212 A" };
-    const row = cv.maps[0].node.parentElement;
-    row.classList.add("bvl-x-nowrap");
-    ["a", "b", "diff"].forEach((name, i) => {
-      const diff = name === "diff", sc = diff ? vd.scale_diff : vd.scale;
-      cv.maps[i].draw({ values: vd.arrays[name].slice(head), R: N, C: N, rowLabels: (name === "b" ? vd.labels_b : vd.labels), colLabels: (name === "b" ? vd.labels_b : vd.labels),
-        lut: lutOf(sc), clim: sc.clim[head], width: wEach, maxCell: 18, unit: sc.unit, noBar: name === "a", // A shares B's bar
-        title: `${names[name]}: layer ${layer}, head ${head}` + (diff && !vd.arrays.diff.slice(head).some((v) => v !== 0)
-          ? " \u2014 identical (the edit acts after this map, or not in this layer: see the steps below)" : ""),
-        xTitle: "key \u2192", yTitle: "query",
-        hover: (r, c, v) => `${vd.labels[r]} \u2192 ${vd.labels[c]}\n${names[name]} ${fmt(v, 4)}` });
+  // keyboard on the attention map: arrows move head and layer
+  const arrows = (ev) => {
+    const step = { ArrowRight: [0, 1], ArrowLeft: [0, -1], ArrowDown: [1, 0], ArrowUp: [-1, 0] }[ev.key];
+    if (!step) return;
+    ev.preventDefault();
+    setSel({ layer: Math.min(info.layers - 1, Math.max(0, model.get("layer") + step[0])), head: Math.min(info.heads - 1, Math.max(0, model.get("head") + step[1])) });
+  };
+
+  // ---------------------------------------------------------------- one drawing of resolved panels per tab
+  const CLASS = { neuron: "bvl-neuron", params: "bvl-params" }; // where the tests and styles find a tab's drawing
+  const P = {};
+  for (const tab of Object.keys(C)) {
+    const p = P[tab] = { parts: [] };
+    p.title = el("div", { class: "bvl-x-title bvl-x-formula-title" });
+    p.formula = el("div", { class: "bvl-x-formula" });
+    p.subtitle = el("div", { class: "bvl-x-shape" });
+    p.edit = el("div", { class: "bvl-x-edited" });
+    p.links = el("div", { class: "bvl-x-note" });
+    p.summary = el("div", { class: "bvl-x-sum" });
+    p.notes = el("div", { class: "bvl-x-note" });
+    p.grid = el("div", { class: "bvl-panels" });
+    if (CLASS[tab]) sections[tab].classList.add(CLASS[tab]);
+    const head = tab === "step" ? [p.formula, p.subtitle, p.notes, p.links, p.edit] : [p.title, p.summary, p.notes];
+    sections[tab].append(...C[tab].controls, ...head, p.grid);
+  }
+  function partFor(p, tab, i, panel) { // the component drawing panel i (made once, reused while the layout keeps its shape)
+    const key = `${panel.type}:${panel.name}:${i}`;
+    if (p.parts[i] && p.parts[i].key === key) return p.parts[i];
+    let part;
+    if (panel.type === "heatmap" && panel.thumb) {
+      const c = el("canvas", { class: "bvl-thumb" });
+      part = { node: c, canvas: c };
+    } else if (panel.type === "heatmap") {
+      part = Heatmap({ aria: panel.name, cls: `bvl-heat bvl-${panel.name}-heat` });
+      part.canvas = part.heat;
+      if (panel.name === "attn") part.heat.addEventListener("keydown", arrows);
+    } else if (panel.type === "lines") {
+      part = Lines(); part.canvas = part.canvas; part.canvas.className = `bvl-${panel.name}`;
+    } else if (panel.type === "bars") {
+      part = Bars();
+    } else {
+      part = { node: el("div", {}) };
+    }
+    part.key = key;
+    p.parts[i] = part;
+    return part;
+  }
+  function drawPanels(tab, fig, s) {
+    const p = P[tab], [rows, cols] = fig.grid, titled = !!fig.row_titles;
+    p.title.innerHTML = esc(fig.title).replace(/\n/g, "<br>") + (fig.formula ? formulaHtml(fig.formula) : "") + (fig.edited ? ` <span class='bvl-x-edited'>\u270e ${esc(fig.edited)}</span>` : "");
+    p.title.style.display = fig.title ? "block" : "none";
+    p.formula.innerHTML = `<b>${esc(fig.title.replace(/: $/, ""))}</b>: ${fig.formula ? formulaHtml(fig.formula) : ""}`;
+    p.subtitle.textContent = fig.subtitle || "";
+    p.summary.textContent = fig.summary || ""; p.summary.style.display = fig.summary ? "block" : "none";
+    p.notes.textContent = [...fig.notes, ...fig.live].join("; ");
+    p.edit.textContent = fig.edited && tab === "step" ? `\u270e edited: ${fig.edited}` : ""; p.edit.style.display = p.edit.textContent ? "block" : "none";
+    if (fig.links) p.links.replaceChildren(...(fig.links.length ? ["computed from ", ...fig.links.flatMap((k, j) => [j ? ", " : "", info.keys.includes(k)
+      ? el("a", { href: "#", text: k, onclick: (ev) => { ev.preventDefault(); setSel({ key: k }); } }) : k])] : ["reads only weights and the input ids"]));
+    if (p.parts.length !== fig.panels.length) p.parts.length = 0;
+    p.grid.style.gridTemplateColumns = `${titled ? "auto " : ""}repeat(${cols}, auto)`;
+    const nodes = [];
+    if (titled) { // a model view: row and column titles around the thumbnails
+      nodes.push(el("div", {}));
+      fig.col_titles.forEach((t, c) => nodes.push(el("div", { class: "bvl-x-label", text: t, style: `grid-row:1;grid-column:${c + 2}` })));
+      fig.row_titles.forEach((t, r) => nodes.push(el("div", { class: "bvl-x-label", text: t, style: `grid-row:${r + 2};grid-column:1` })));
+    }
+    const limits = [];
+    const full = width();
+    const thumbPx = Math.max(36, Math.min(90, Math.floor((full + 60) / cols) - 6));
+    const rowH = (panel) => (panel.R > LABEL_ALL_UP_TO ? 8 : 16);
+    fig.panels.forEach((panel, i) => {
+      const part = partFor(p, tab, i, panel), [r, c, rs, cs] = panel.at, o = titled ? 1 : 0;
+      part.node.style.gridRow = `${r + 1 + o} / span ${rs}`; part.node.style.gridColumn = `${c + 1 + o} / span ${cs}`;
+      nodes.push(part.node);
+      if (panel.type === "heatmap" && panel.thumb) {
+        const cv = part.canvas;
+        paint(cv, panel.values, panel.R, panel.C, info.luts[panel.scale], panel.clim);
+        cv.style.width = cv.style.height = `${thumbPx}px`;
+        cv.classList.toggle("bvl-on", !!panel.marked); cv.setAttribute("aria-selected", String(!!panel.marked));
+        cv.title = panel.hover; cv.dataset.layer = String(panel.meta.layer); cv.dataset.head = String(panel.meta.head);
+        cv.onclick = () => setSel(panel.click);
+        cv.limits = [panel.clim]; cv.bvl = panel.meta;
+        limits.push(panel.clim);
+      } else if (panel.type === "heatmap") {
+        const room = cols === 1 || cs === cols ? full : panel.share ? Math.floor(full * panel.share) : Math.max(120, Math.floor((full + 150) * cs / cols) - 250);
+        const hover = (ii, jj, v) => panel.hover.replace("{y}", panel.y_labels ? panel.y_labels[ii] : String(ii)).replace("{x}", panel.x_labels ? panel.x_labels[jj] : String(jj))
+          .replace("{v}", fmt(panel.raw ? panel.raw[ii * panel.C + jj] : v, 4));
+        const bare = !panel.x_labels && !panel.square;
+        // what a click selects, from the layout: "$row" / "$col" are the clicked token's index
+        part.opts.onclick = panel.click ? (ii, jj) => { const ch = { ...panel.click }; for (const k in ch) ch[k] = ch[k] === "$row" ? panel.rows[ii] : ch[k] === "$col" ? panel.cols[jj] : ch[k]; setSel(ch); }
+          : panel.click_rows ? (ii) => setSel(panel.click_rows[panel.rows[ii]]) : panel.click_cols ? (ii, jj) => setSel(panel.click_cols[panel.cols[jj]]) : null;
+        part.draw({ values: panel.values, R: panel.R, C: panel.C, rowLabels: panel.y_labels, colLabels: panel.x_ticks === false ? null : panel.x_labels, lut: info.luts[panel.scale], clim: panel.clim,
+          width: room, square: !!panel.square, maxCell: panel.square ? (cols > 1 ? 18 : 26) : bare ? 12 : 40, rowHeight: panel.square ? null : panel.R === 1 ? 16 : panel.y_labels && panel.y_labels.length > LABEL_ALL_UP_TO ? 6 : bare ? rowH(panel) : panel.y_labels ? 14 : null,
+          unit: panel.unit, noBar: panel.colorbar === false, rowSplits: panel.row_splits || [], colSplits: panel.col_splits || [], rowGroup: panel.row_splits && !panel.pair ? panel.y_labels.map(() => 0) : null,
+          title: panel.title || "", xTitle: panel.x_title ? `${panel.x_title} \u2192` : "", yTitle: panel.y_title || "", hover });
+        part.heat.limits = [panel.clim];
+        limits.push(panel.clim);
+      } else if (panel.type === "lines") {
+        part.draw(panel, full);
+      } else if (panel.type === "bars") {
+        const beside = fig.panels.find((q) => q.type === "heatmap" && q.at[0] === panel.at[0] && !q.thumb);
+        part.draw(panel, panel.aligned && beside ? rowH(beside) : null);
+      } else {
+        part.node.replaceChildren(table(panel.columns, panel.rows, panel.caption));
+      }
     });
-    // three maps side by side when they fit; else B \u2212 A goes to the next line (never cut off)
-    if (row.scrollWidth > row.clientWidth + 1) row.classList.remove("bvl-x-nowrap");
-    const g = vd.arrays.grid;
-    cv.grid.draw({ values: g.slice(0), R: g.shape[0], C: g.shape[1], rowLabels: vd.steps, colLabels: range(info.layers).map((l) => `layer ${l}`), lut: info.luts[vd.scale_grid.name],
-      clim: vd.scale_grid.clim, width: Math.min(width(), 40 * info.layers), square: false, rowHeight: 14, maxCell: 40, unit: vd.scale_grid.unit,
-      title: "relative change \u2016B \u2212 A\u2016 / \u2016A\u2016 of every step, down the layers (click a column for that layer)", xTitle: "layer \u2192", yTitle: "step",
-      hover: (r, c, v) => `layer.${c}.${vd.steps[r]}\nrelative change ${fmt(v, 4)}` });
-    const top = [...vd.rows].sort((a, b) => b[1] - a[1]).slice(0, 8);
-    cv.rows.replaceChildren(el("table", { class: "bvl-table" }, [el("caption", { text: "largest changes" }), el("tr", {}, ["key", "relative change", "max |B \u2212 A|", "mean cosine"].map((h) => el("th", { text: h }))),
-      ...top.map((r) => el("tr", {}, [r[0], fmt(r[1], 4), fmt(r[2], 4), fmt(r[3], 4)].map((c) => el("td", { text: c }))))]));
-    cv.note.textContent = (vd.edits.length ? `edits: ${vd.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}. ` : "") +
-      "A and B share one colour scale, B's bar (white 0 \u2192 the larger of the two maps' largest weights); B \u2212 A: orange where B attends more, purple where less";
-    cv.grid.heat.bvl = { layer, head };
-    root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: "compare", layer, head } }));
+    p.grid.classList.remove("bvl-panels-flow");
+    const kids = p.grid.children; // re-placing the same nodes would take the focus off the map (its arrow keys)
+    if (kids.length !== nodes.length || nodes.some((x, i) => kids[i] !== x)) p.grid.replaceChildren(...nodes);
+    // panels side by side when they fit the width; else they flow onto the next line (never cut off)
+    if (p.grid.scrollWidth > p.grid.clientWidth + 1) {
+      p.grid.classList.add("bvl-panels-flow");
+      fig.panels.forEach((panel, i) => { if (panel.at[3] === cols && cols > 1) p.parts[i].node.style.flexBasis = "100%"; });
+    }
+    // aligned bars start level with the map beside them
+    fig.panels.forEach((panel, i) => {
+      if (panel.type !== "bars" || !panel.aligned) return;
+      const beside = fig.panels.findIndex((q) => q.type === "heatmap" && q.at[0] === panel.at[0] && !q.thumb);
+      if (beside < 0) return;
+      const part = p.parts[i], heat = p.parts[beside].heat;
+      part.body.style.marginTop = "0px";
+      const dy = heat.getBoundingClientRect().top - part.body.getBoundingClientRect().top;
+      if (dy > 0) part.body.style.marginTop = `${dy}px`;
+    });
+    p.grid.limits = limits;
+    return p;
+  }
+
+  // ---------------------------------------------------------------- draw the selected tab
+  function requestOf(tab, s) { // data.request: the view data a tab draws for a selection (one table, from Python)
+    const r = info.requests[tab], args = { ...r.fixed };
+    for (const w of r.args) args[w] = s[w];
+    return [r.data, args];
+  }
+  function drawTab(tab) {
+    const s = sel();
+    if (tab === "neuron" && !info.neuron) { P.neuron.notes.textContent = "this trace did not record attn.q and attn.k for every layer (trace with keep=None)"; return; }
+    const [view, args] = requestOf(tab, s);
+    const vd = have(view, args);
+    C[tab].sync(s, vd);
+    if (!vd) { P[tab].title.textContent = `${info.titles[tab]}: loading\u2026`; later(view, args, () => model.get("tab") === tab && show()); return; }
+    const t0 = performance.now();
+    const fig = resolve(vd.layouts[tab], vd, s);
+    const p = drawPanels(tab, fig, s);
+    const record = { layer: s.layer, head: s.head, query: s.query, kind: s.kind, pair: s.pair_filter, key: s.key, heads: [...s.heads] };
+    const first = p.parts[0], main = first && first.canvas;
+    if (tab === "attention") Object.assign(record, { rows: fig.panels[0].rows, cols: fig.panels[0].cols, values: fig.panels[0].values, ms: performance.now() - t0 });
+    if (tab === "neuron") { const num = neuronNumbers(vd, s.head, s.query); Object.assign(record, { scores: num.scores, weights: num.weights }); }
+    if (main && tab !== "model") { main.bvl = record; Object.assign(main.dataset, { layer: s.layer, head: s.head, kind: s.kind, pair: s.pair_filter }); }
+    if (tab === "compare") { const g = p.parts.find((q) => q.key.startsWith("heatmap:grid")); if (g) g.heat.bvl = record; }
+    p.grid.bvl = record; sections[tab].bvl = record; sections[tab].limits = p.grid.limits;
+    sections[tab].fig = fig; // what was drawn (read by the tests: the same panels as panels.resolve in Python)
+    root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: tab, ...record } }));
+    showError("");
+    // what is likely next: the neighbouring layers, the next step
+    if (tab === "attention") for (const l of [s.layer + 1, s.layer - 1]) if (l >= 0 && l < info.layers) request(...requestOf(tab, { ...s, layer: l })).catch(() => {});
+    if (tab === "step") { const i = info.keys.indexOf(s.key); if (i + 1 < info.keys.length) request(...requestOf(tab, { ...s, key: info.keys[i + 1] })).catch(() => {}); }
   }
 
   // ---------------------------------------------------------------- tabs
-  const DRAW = { attention: drawAttention, head: drawHead, token: drawToken, model: drawModel, neuron: drawNeuron, step: drawStep, params: drawParams, compare: drawCompare };
   function show() {
     const tab = model.get("tab");
     for (const b of nav.children) b.classList.toggle("bvl-on", b.dataset.tab === tab);
     for (const [name, s] of Object.entries(sections)) s.style.display = name === tab ? "block" : "none";
     root.dataset.tab = tab;
-    try { (DRAW[tab] || drawAttention)(); } catch (e) { fail(e); }
+    try { drawTab(C[tab] ? tab : "attention"); } catch (e) { fail(e); }
   }
   for (const name of STATE) model.on(`change:${name}`, show);
   show();

@@ -1,0 +1,470 @@
+"""Ready-to-draw panels: each view's drawing rules, written once for the three renderers.
+
+    from bertviz_lite.views import data, panels
+    vd = data.view_data(tr, "attention", layer=2)
+    fig = panels.resolve(vd, "attention", dict(head=5))    # what to draw for head 5
+    fig["panels"][0]["clim"], fig["panels"][0]["z"].shape  # its colour limits and its map
+
+A view is a view-data builder (`data.py`) plus a *layout* here: the panels it is drawn as, each
+one of four primitives — heatmap, lines, bars, table — carrying its colour scale and limits,
+labels, titles, notes and what a click selects. A layout is JSON (it travels with the view data
+to the front-end) and refers to the view data rather than copying it: ``{"ref": "arrays.maps",
+"at": ["head"]}`` is the selected head's map, ``{"derive": "neuron", "part": "prod"}`` one of the
+neuron view's numbers for the selected head and query. `resolve` turns a layout and a selection
+(layer, head, heads, query, kind, key, pair_filter) into concrete panels; `assets/app.js` has the
+same resolver, so the explorer, the exported page, the plotly figures (`figures.py`) and the PNGs
+(`static.py`) draw one thing with one set of rules, and a renderer only implements the primitives.
+
+Selection words in text: a layout's texts may hold {layer}, {head}, {query}, {query_label},
+{pair} (" [A->B]" when filtered), {key}; nothing else in braces is touched. A text is a string or
+a list of strings and references (joined); a reference with "fmt": k prints k digits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from . import data
+
+PRIMITIVES = ("heatmap", "lines", "bars", "table")
+CELL_CHARS = 40  # a table cell wraps after this many characters (in the pictures)
+# the head view's line rule: a weight w >= min_weight is a line of opacity min(1, 0.1 + 0.9 w), width 0.5 + 3 w
+LINE_ALPHA, LINE_WIDTH = (0.1, 0.9), (0.5, 3.0)
+SELECTION = dict(layer=0, head=0, heads=None, query=0, kind="probs", key=None, pair_filter="all")
+WORDS = ("layer", "head", "query", "query_label", "pair", "key")
+# the selection words each view's figure reports (plotly's layout.meta; the front-end's drawn record)
+META = {"attention": ("layer", "head", "kind", "pair_filter"), "head": ("layer", "heads", "pair_filter"),
+        "model": ("kind",), "token": ("query",), "neuron": ("layer", "head", "query"), "step": ("key", "head"),
+        "params": (), "compare": ("layer", "head")}
+
+
+def ref(path: str, *at, fmt: int | None = None) -> dict:
+    r = {"ref": path, "at": list(at)}
+    if fmt is not None:
+        r["fmt"] = fmt
+    return r
+
+
+def derive(part: str) -> dict:
+    return {"derive": "neuron", "part": part}
+
+
+# ------------------------------------------------------------------------------------------
+# layouts: one per view (a view drawn from another's data names it in DRAWN_FROM)
+# ------------------------------------------------------------------------------------------
+
+DRAWN_FROM = {"head": "attention"}  # the head view draws the attention view's data (bertviz's head view)
+
+
+def heatmap(name, z, clim, scale, **kw) -> dict:
+    return dict(type="heatmap", name=name, z=z, clim=clim, scale=scale["name"], unit=kw.pop("unit", scale["unit"]),
+                **kw)
+
+
+def attention_layout(vd: dict) -> dict:
+    kind, unit = vd["kind"], ("weight" if vd["kind"] == "probs" else "score")
+    blocks = vd["edges"] is not None
+    note = (["queries are rows, keys are columns; each row sums to 1; white is 0, the darkest blue this map's largest "
+             "weight (", ref("scale.clim", "head", 1, fmt=3), ")"] if kind == "probs" else
+            ["scores before the softmax (real tokens only); red > 0 > blue, symmetric at \u00b1",
+             ref("scale.clim", "head", 1, fmt=2)])
+    if vd["scale"].get("clipped") and kind != "probs":
+        note.append(" (clipped at the 99.5th percentile of |score|)")
+    notes = [note]
+    if blocks:
+        notes.append(f"block means: {vd['edges'][-1]} tokens in {len(vd['edges']) - 1} blocks a side")
+    panel = heatmap("attn", ref("arrays.maps", "head"), ref("scale.clim", "head"), vd["scale"],
+                    x_labels=ref("labels"), y_labels=ref("labels"), pair=True, splits=True, square=True,
+                    x_title=f"{vd['axes'][1]} (attended to)", y_title=f"{vd['axes'][0]} (attends)",
+                    hover=f"query {{y}}\nkey {{x}}\n{unit} {{v}}", at=[0, 0],
+                    click=None if blocks else {"tab": "token", "query": "$row"})
+    live = ("click a row for that token in every layer; \u2190 \u2192 head, \u2191 \u2193 layer"
+            + ("; the orange line and labels mark sentence B" if 1 in vd["segments"] else ""))
+    return dict(title="layer {layer}, head {head}{pair}: ", formula=vd["formula"], grid=[1, 1], panels=[panel],
+                notes=notes, live=[live], edited="edited" if vd["edited"] else "")
+
+
+def head_layout(vd: dict) -> dict:
+    panel = dict(type="lines", name="headview", z=ref("arrays.maps"), labels=ref("labels"), groups=ref("segments"),
+                 colours=list(data.HEAD_COLOURS), min_weight=ref("min_weight"), alpha=list(LINE_ALPHA),
+                 width=list(LINE_WIDTH), pair=True, at=[0, 0], left_title="query (attends)",
+                 right_title="key (attended to)")
+    return dict(title="head view, layer {layer}{pair}: query (left) \u2192 key (right)", formula=None, grid=[1, 1],
+                panels=[panel], notes=[f"a line per weight A \u2265 {vd['min_weight']}: darker and wider for a larger "
+                                       "weight; one colour per head"],
+                live=["click head numbers to add or remove heads; hover a token to see only its lines"], edited="")
+
+
+def token_layout(vd: dict) -> dict:
+    L, n_h = vd["layers"], vd["heads"]
+    panel = heatmap("token", ref("arrays.rows"), [0.0, 1.0], vd["scale"], unit="weight / row max",
+                    row_scale=ref("scale.clim"), x_labels=ref("labels"),
+                    y_labels=[f"L{ly} H{h}" for ly in range(L) for h in range(n_h)], splits=True,
+                    row_splits=[ly * n_h for ly in range(1, L)],
+                    row_ticks=[[ly * n_h, f"layer {ly}"] for ly in range(L)],
+                    x_title="key (attended to)", y_title="layer, head", hover="{y} \u2192 {x}\nweight {v}",
+                    click_rows=[{"tab": "attention", "layer": ly, "head": h} for ly in range(L) for h in range(n_h)],
+                    at=[0, 0])
+    return dict(title=f"where {vd['label']} attends, in every layer (bands) and head (rows)", formula=None,
+                grid=[1, 1], panels=[panel],
+                notes=["each row is one head's attention row for this token, white 0 to that row's largest weight"],
+                live=["click a row to open that head"], edited="")
+
+
+def model_layout(vd: dict) -> dict:
+    L, n_h = vd["layers"], vd["heads"]
+    panels = [heatmap("thumb", ref("arrays.maps", ly, h), ref("scale.clim", ly, h), vd["scale"], thumb=True,
+                      at=[ly, h], mark={"layer": ly, "head": h}, hover=f"layer {ly}, head {h}: click to open",
+                      click={"tab": "attention", "layer": ly, "head": h}, meta={"layer": ly, "head": h})
+              for ly in range(L) for h in range(n_h)]
+    blocks = "" if vd["shown"] == vd["tokens"] else f"block means: {vd['tokens']} tokens shown as {vd['shown']} x " \
+                                                    f"{vd['shown']}; "
+    return dict(title=f"model view: attention {vd['kind']}, layers (rows) x heads (columns)", formula=None,
+                grid=[L, n_h], row_titles=[f"L{ly}" for ly in range(L)], col_titles=[f"H{h}" for h in range(n_h)],
+                panels=panels, notes=[blocks + ("each panel from white (0) to its own largest weight" if vd["kind"] ==
+                                                "probs" else "each panel symmetric around 0")],
+                live=["click a panel to open it in the attention tab"], edited="")
+
+
+def neuron_layout(vd: dict) -> dict:
+    d = vd["d_k"]
+    lim = vd["scale"]["clim"][1]
+    qk = dict(scale=vd["scale"]["name"], unit="value")
+    panels = [
+        dict(type="heatmap", name="neuron-q", z=derive("q"), clim=[-lim, lim], y_labels=["q: {query_label}"],
+             title="q of {query_label}", hover="q[{x}] = {v}", at=[0, 0], **qk),
+        dict(type="heatmap", name="neuron-k", z=derive("k"), clim=[-lim, lim], y_labels=ref("labels"),
+             title="k of each key", x_title=f"d\u2096 = {d}", hover="{y}: k[{x}] = {v}", at=[1, 0], **qk),
+        dict(type="heatmap", name="neuron-prod", z=derive("prod"), clim=ref("scale_prod.clim", "head"),
+             scale=vd["scale"]["name"], unit=vd["scale_prod"]["unit"], title="q \u2218 k (elementwise)",
+             x_title=f"d\u2096 = {d}", hover="{y}: q[{x}] k[{x}] = {v}", at=[1, 1]),
+        dict(type="bars", name="neuron-scores", labels=ref("labels"), values=derive("scores"), colour="#6b7280",
+             digits=2, title=f"score = \u03a3 / \u221a{d}", at=[1, 2], aligned=True),
+        dict(type="bars", name="neuron-weights", labels=ref("labels"), values=derive("weights"), colour="#2563eb",
+             digits=3, title="softmax: weight", at=[1, 3], aligned=True),
+    ]
+    return dict(title="neuron view: layer {layer}, head {head}, query {query_label}: ",
+                formula=vd["formulas"]["scores"],
+                grid=[2, 4], panels=panels, summary=derive("summary"),
+                notes=[f"each key's k ({d} numbers), its elementwise product with q (red > 0 > blue), their sum "
+                       f"divided by \u221ad\u2096 = {math.sqrt(d):.3f} (the score), and the softmax of the scores (the "
+                       "weights, summing to 1)"],
+                live=["hover any cell"], edited="")
+
+
+def step_layout(vd: dict) -> dict:
+    slot = "head" if vd["per_head"] else 0
+    cl = vd["col_labels"]
+    binned = "" if len(vd["col_starts"]) == vd["columns"] else \
+        f" (block means of {vd['columns'] / len(vd['col_starts']):.3g} columns)"
+    panel = heatmap("step", ref("arrays.z", slot), ref("scale.clim", slot), vd["scale"],
+                    x_labels=ref("col_labels") if cl else [str(s) for s in vd["col_starts"]],
+                    y_labels=ref("row_labels"),
+                    x_title=vd["cols_axis"] + binned, y_title=vd["rows_axis"], at=[0, 0, 1, 2], square=bool(cl),
+                    x_ticks=bool(cl), splits=cl is not None and vd["cols_axis"] in ("key", "token"),
+                    row_groups=vd["rows_axis"] in ("token", "query"),
+                    title="head {head}" if vd["per_head"] else "",
+                    hover=f"{vd['rows_axis'] or 'row'} {{y}}\n{vd['cols_axis']} {{x}}\nvalue {{v}}")
+    w = vd["weights"]
+    total = sum(r[2] for r in w)
+    weights = [[r[0], r[1], f"{r[2]:,}"] for r in w] + ([["total", "", f"{total:,}"]] if w else
+                                                        [["(reads no weights)", "", ""]])
+    notes = [vd["note"]] if vd["note"] else []
+    if vd["scale"].get("clipped"):
+        notes.append("colours clipped at the 99.5th percentile of |value| (a few outliers would wash the rest out)")
+    return dict(title=f"{vd['key']}" + (" (head {head})" if vd["per_head"] else "") + ": ", formula=vd["formula"],
+                subtitle=vd["shape"], grid=[2, 2], links=vd["takes"], edited=vd["edited"],
+                panels=[panel,
+                        dict(type="table", name="stats", columns=["statistic", "value"],
+                             rows=[list(r) for r in vd["stats"]], at=[1, 0]),
+                        dict(type="table", name="weights", columns=["weight read", "shape", "parameters"],
+                             rows=weights, at=[1, 1])],
+                notes=notes, live=[])
+
+
+def params_layout(vd: dict) -> dict:
+    total = vd["total"]
+    rows = [[f"{c:,}" if isinstance(c, int) else str(c) for c in r] for r in vd["reconcile"]]
+    return dict(title=f"{total:,} parameters in this model", formula=None, grid=[2, 1],
+                subtitle=f"counted from {vd['source']}; by group:",
+                panels=[dict(type="bars", name="params", labels=[g for g, _ in vd["groups"]],
+                             values=[float(v) for _, v in vd["groups"]], colour="#2563eb",
+                             texts=[f"{v:,} ({100 * v / total:.3g}%)" for _, v in vd["groups"]],
+                             x_title="parameters", at=[0, 0]),
+                        dict(type="table", name="reconcile", columns=list(vd["reconcile_columns"]), rows=rows,
+                             caption=vd["reconcile_title"], at=[1, 0])],
+                notes=[], live=[], edited="", meta=dict(total=total))
+
+
+def compare_layout(vd: dict) -> dict:
+    names = {"a": "A", "b": "B", "diff": "B \u2212 A"}
+    maps = []
+    for col, name in enumerate(("a", "b", "diff")):
+        sc = vd["scale_diff"] if name == "diff" else vd["scale"]
+        labels = "labels_b" if name == "b" else "labels"
+        title = [f"{names[name]}: layer {{layer}}, head {{head}}"]
+        if name == "diff":  # " - identical (...)" where B - A is all zeros
+            title.append(ref("identical", "head"))
+        scale = "scale_diff" if name == "diff" else "scale"
+        maps.append(heatmap("compare", ref(f"arrays.{name}", "head"), ref(f"{scale}.clim", "head"), sc,
+                            x_labels=ref(labels), y_labels=ref(labels), square=True, colorbar=name != "a",
+                            title=title, x_title="key", y_title="query", at=[0, col],
+                            hover=f"{{y}} \u2192 {{x}}\n{names[name]} {{v}}"))
+    g = vd["arrays"]["grid"]
+    grid = heatmap("grid", ref("arrays.grid"), vd["scale_grid"]["clim"], vd["scale_grid"], y_labels=ref("steps"),
+                   x_labels=[f"layer {i}" for i in range(g.shape[1])], x_title="layer", y_title="step",
+                   title="relative change \u2016B \u2212 A\u2016 / \u2016A\u2016 of every step, down the layers",
+                   hover="layer {x}: {y}\nrelative change {v}", at=[1, 0, 1, 3],
+                   click_cols=[{"layer": i} for i in range(g.shape[1])])
+    top = sorted(vd["rows"], key=lambda r: -r[1])[:8]
+    table = dict(type="table", name="changes", columns=["key", "relative change", "max |B \u2212 A|", "mean cosine"],
+                 rows=[[r[0], _fmt(r[1], 4), _fmt(r[2], 4), _fmt(r[3], 4)] for r in top], caption="largest changes",
+                 at=[2, 0, 1, 3])
+    edits = "; ".join(f"{k} ({d})" for k, d in vd["edits"])
+    return dict(title=f"compare: A = {vd['texts'][0]}\nB = {vd['texts'][1]}", formula=None, grid=[3, 3],
+                panels=maps + [grid, table],
+                notes=([f"edits: {edits}"] if edits else []) +
+                ["A and B share one colour scale (white 0 to the larger of the two maps' largest weights); B \u2212 A: "
+                 "orange where B attends more, purple where less"],
+                live=["click a column of the grid for that layer"], edited="")
+
+
+LAYOUTS = {"attention": attention_layout, "head": head_layout, "token": token_layout, "model": model_layout,
+           "neuron": neuron_layout, "step": step_layout, "params": params_layout, "compare": compare_layout}
+
+
+def layouts(vd: dict) -> dict[str, dict]:
+    """The layouts of every view drawn from this view data ({"attention": ..., "head": ...})."""
+    own = "attention" if vd["view"] == "head" else vd["view"]
+    views = [own] + [v for v, src in DRAWN_FROM.items() if src == own and (own != "attention" or vd["kind"] == "probs")]
+    return {v: LAYOUTS[v](vd) for v in views}
+
+
+# ------------------------------------------------------------------------------------------
+# the resolver: layout + view data + selection -> concrete panels (app.js's `resolve` is the same)
+# ------------------------------------------------------------------------------------------
+
+
+def _fmt(v, digits: int = 3) -> str:
+    v = float(v)
+    if not math.isfinite(v):
+        return "\u2013"
+    if abs(v) >= 1000 or (abs(v) < 1e-3 and v != 0):
+        return f"{v:.2e}"
+    return f"{v:.{digits}f}"
+
+
+def selection(vd: dict, **sel) -> dict:
+    """A whole selection: the given words, else the view data's own (its layer, query, key), else SELECTION's."""
+    out = dict(SELECTION)
+    out.update({k: vd[k] for k in ("layer", "query", "key", "kind") if isinstance(vd.get(k), (int, str))})
+    out.update({k: v for k, v in sel.items() if v is not None})
+    if out["heads"] is None:
+        out["heads"] = [out["head"]]
+    return out
+
+
+def pair_index(pair_filter: str, segments) -> tuple[list[int], list[int]]:
+    """(rows, columns) a sentence-pair filter keeps, as indices into the view's tokens."""
+    every = list(range(len(segments)))
+    if pair_filter == "all":
+        return every, every
+    q, k = (0 if s == "A" else 1 for s in pair_filter.split("->"))
+    return [i for i in every if segments[i] == q], [i for i in every if segments[i] == k]
+
+
+def splits_of(idx, segments) -> list[int]:
+    return [i for i in range(1, len(idx)) if segments[idx[i]] != segments[idx[i - 1]]]
+
+
+class _Resolver:
+    def __init__(self, vd: dict, sel: dict):
+        self.vd, self.sel = vd, sel
+        self._neuron = None
+        labels = vd.get("labels") or []
+        q = sel["query"]
+        self.words = dict(layer=sel["layer"], head=sel["head"], query=q, key=sel["key"] or "",
+                          query_label=labels[q] if 0 <= q < len(labels) else str(q),
+                          pair="" if sel["pair_filter"] == "all" else f" [{sel['pair_filter']}]")
+
+    def index(self, a):
+        return self.sel[a] if isinstance(a, str) else a
+
+    def value(self, spec):
+        if isinstance(spec, dict) and "ref" in spec:
+            head, _, rest = spec["ref"].partition(".")
+            v = self.vd["arrays"][rest] if head == "arrays" else self.vd[head]
+            if head != "arrays" and rest:
+                v = v[rest]
+            for a in spec["at"]:
+                v = v[self.index(a)]
+            return _fmt(v, spec["fmt"]) if "fmt" in spec else v
+        if isinstance(spec, dict) and "derive" in spec:
+            return self.neuron()[spec["part"]]
+        return spec
+
+    def text(self, spec) -> str:
+        parts = spec if isinstance(spec, list) else [spec]
+        out = "".join(self.value(p) if isinstance(p, dict) else str(p) for p in parts if p is not None)
+        return re.sub(r"\{(" + "|".join(WORDS) + r")\}", lambda m: str(self.words[m.group(1)]), out)
+
+    def neuron(self) -> dict:
+        if self._neuron is None:
+            num = data.neuron_numbers(self.vd, self.sel["head"], self.sel["query"])
+            best = int(np.argmax(num["weights"]))
+            labels, q = self.vd["labels"], self.sel["query"]
+            num["q"] = num["q"][None]
+            dot = _fmt(num["prod"][best].sum())
+            num["summary"] = (f"strongest: {labels[q]} \u2192 {labels[best]}: q\u00b7k = {dot}, "
+                              f"\u00d7 1/\u221a{self.vd['d_k']} = {_fmt(num['scores'][best])}, softmax over the "
+                              f"{len(labels)} scores = {_fmt(num['weights'][best])}")
+            self._neuron = num
+        return self._neuron
+
+    def panel(self, p: dict) -> dict:
+        out = {k: v for k, v in p.items() if k not in ("z", "clim", "x_labels", "y_labels", "labels", "values",
+                                                      "row_scale", "groups", "rows")}
+        at = list(p["at"]) + [1, 1][len(p["at"]) - 2:] if len(p["at"]) < 4 else list(p["at"])
+        out["at"] = at
+        for k in ("title", "x_title", "y_title", "hover", "caption"):
+            if k in p:
+                out[k] = self.text(p[k])
+        t = p["type"]
+        if t == "heatmap":
+            z = np.asarray(self.value(p["z"]), dtype=np.float64)
+            z = z.reshape(-1, z.shape[-1]) if z.ndim > 2 else z.reshape(1, -1) if z.ndim == 1 else z
+            ylab, xlab = self.value(p.get("y_labels")), self.value(p.get("x_labels"))
+            ylab = None if ylab is None else [self.text(s) for s in ylab]
+            xlab = None if xlab is None else list(xlab)
+            rows, cols = list(range(z.shape[0])), list(range(z.shape[1]))
+            segs = self.vd.get("segments")
+            if p.get("pair") and segs is not None:
+                rows, cols = pair_index(self.sel["pair_filter"], segs)
+                z = z[np.ix_(rows, cols)]
+                ylab = None if ylab is None else [ylab[i] for i in rows]
+                xlab = None if xlab is None else [xlab[j] for j in cols]
+            clim = [float(c) for c in self.value(p["clim"])]
+            raw = None
+            if "row_scale" in p:  # each row to its own largest value: the token view's rule
+                tops = np.asarray(self.value(p["row_scale"]), dtype=np.float64).reshape(-1, 2)[:, 1]
+                raw, z = z, z / np.where(tops > 0, tops, 1.0)[:, None]
+            out.update(z=z, raw=raw, clim=clim, y_labels=ylab, x_labels=xlab, rows=rows, cols=cols)
+            if segs is not None and p.get("splits"):
+                out["col_splits"] = splits_of(cols, segs)
+                if p.get("pair"):
+                    out["row_splits"] = splits_of(rows, segs)
+            if p.get("row_groups") and segs is not None and len(segs) == z.shape[0]:
+                out["row_splits"] = splits_of(rows, segs)
+            if "click" in p and p["click"] is not None:
+                out["click"] = p["click"]
+            if "mark" in p:
+                out["marked"] = all(self.sel.get(k) == v for k, v in p["mark"].items())
+        elif t == "lines":
+            maps = self.value(p["z"])
+            labels = list(self.value(p["labels"]))
+            segs = self.value(p["groups"])
+            rows, cols = pair_index(self.sel["pair_filter"], segs) if p.get("pair") else (list(range(len(labels))),) * 2
+            out["series"] = [dict(head=h, colour=p["colours"][h % len(p["colours"])],
+                                  z=np.asarray(maps[h], dtype=np.float64)[np.ix_(rows, cols)])
+                             for h in self.sel["heads"]]
+            out["min_weight"] = float(self.value(p["min_weight"]))
+            out.update(left=[labels[i] for i in rows], right=[labels[j] for j in cols],
+                       left_groups=[segs[i] for i in rows], right_groups=[segs[j] for j in cols], rows=rows, cols=cols)
+        elif t == "bars":
+            values = np.asarray(self.value(p["values"]), dtype=np.float64)
+            out.update(labels=list(self.value(p["labels"])), values=values,
+                       texts=p.get("texts") or [_fmt(v, p.get("digits", 3)) for v in values])
+        elif t == "table":
+            out["rows"] = [[str(c) for c in r] for r in self.value(p["rows"])]
+        else:  # pragma: no cover - layouts are made here
+            raise ValueError(f"unknown panel type {t!r}; one of {PRIMITIVES}")
+        return out
+
+
+def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) -> dict:
+    """The concrete figure of view data for a selection: title, formula, subtitle, notes, a grid
+    [rows, columns] and its panels (numpy arrays, limits, labels). view: the view to draw (default the
+    view data's own; "head" draws attention data as bertviz's head view)."""
+    view = view or vd["view"]
+    lay = vd.get("layouts", {}).get(view) or LAYOUTS[view](vd)
+    sel = selection(vd, **{**(sel or {}), **kw})
+    r = _Resolver(vd, sel)
+    out = dict(view=view, title=r.text(lay["title"]), formula=lay.get("formula"),
+               subtitle=r.text(lay.get("subtitle") or ""), notes=[r.text(n) for n in lay["notes"]],
+               live=[r.text(n) for n in lay.get("live", [])], grid=lay["grid"], edited=lay.get("edited", ""),
+               row_titles=lay.get("row_titles"), col_titles=lay.get("col_titles"), links=lay.get("links"),
+               summary=r.value(lay["summary"]) if "summary" in lay else "", selection=sel,
+               meta=dict(view=view, **{w: sel[w] for w in META[view]}, **lay.get("meta", {})),
+               panels=[r.panel(p) for p in lay["panels"]])
+    return out
+
+
+def plain_title(fig: dict) -> str:
+    """The figure's title with its formula as plain Unicode (for the plotly and matplotlib titles)."""
+    formula = data.plain_formula(fig["formula"], html=False, unicode=True) if fig["formula"] else ""
+    edited = f"   [edited: {fig['edited']}]" if fig["edited"] and fig["edited"] != "edited" else \
+        ("   [edited]" if fig["edited"] else "")
+    return fig["title"] + formula + edited
+
+
+# ------------------------------------------------------------------------------------------
+# sizes: how much room each panel wants (inches), shared by the plotly and matplotlib renderers
+# ------------------------------------------------------------------------------------------
+
+
+def cell_size(p: dict) -> float:
+    """The side of one heatmap cell in inches: larger for small maps, never under 0.02."""
+    R, C = p["z"].shape
+    return float(np.clip(9.0 / max(R, C, 1), 0.02, 0.32)) if p.get("square") else float(np.clip(6.0 / max(R, 1), 0.04,
+                                                                                                   0.3))
+
+
+def panel_size(p: dict) -> tuple[float, float]:
+    """(width, height) in inches a panel wants, labels and colour bar included."""
+    t = p["type"]
+    if t == "heatmap":
+        if p.get("thumb"):
+            return 0.75, 0.75
+        R, C = p["z"].shape
+        c = cell_size(p)
+        w = C * c if p.get("square") else max(4.0, min(10.0, 0.05 * C + 3))
+        h = R * c if p.get("square") or R > 1 else 0.35
+        lab_w = 1.4 if p.get("y_labels") else 0.2
+        lab_h = 1.1 if p.get("x_labels") and p.get("square") else 0.5
+        return min(14.0, w + lab_w + (0.9 if p.get("colorbar", True) else 0.1)), min(14.0, h + lab_h + 0.35)
+    if t == "lines":
+        n = max(len(p["left"]), len(p["right"]))
+        return 6.5, max(3.5, 0.26 * n + 1.2)
+    if t == "bars":
+        n = len(p["labels"])
+        return (2.4, 0.3) if p.get("aligned") else (9.0, 0.6 + 0.28 * n)
+    widest = [max([min(len(str(c)), CELL_CHARS) for c in col] + [len(h)]) for h, col in
+              zip(p["columns"], zip(*p["rows"]))] if p["rows"] else [len(h) for h in p["columns"]]
+    lines = sum(max(1 + len(str(c)) // CELL_CHARS for c in r) for r in p["rows"])
+    return min(16.0, 0.085 * sum(widest) + 0.8), 0.45 + 0.22 * (lines + 1)
+
+
+def grid_sizes(fig: dict) -> tuple[list[float], list[float]]:
+    """(column widths, row heights) in inches: each the largest a one-cell panel in it wants; a
+    panel spanning several columns or rows widens the last of them when it needs more."""
+    rows, cols = fig["grid"]
+    ws, hs = [0.0] * cols, [0.0] * rows
+    for p in fig["panels"]:
+        r, c, rs, cs = p["at"]
+        w, h = panel_size(p)
+        if p["type"] == "bars" and p.get("aligned"):
+            h = 0.0  # aligned bars follow the heatmap beside them
+        if cs == 1:
+            ws[c] = max(ws[c], w)
+        if rs == 1:
+            hs[r] = max(hs[r], h)
+    for p in fig["panels"]:
+        r, c, rs, cs = p["at"]
+        w, h = panel_size(p)
+        ws[c + cs - 1] += max(0.0, w - sum(ws[c:c + cs]))
+        if not (p["type"] == "bars" and p.get("aligned")):
+            hs[r + rs - 1] += max(0.0, h - sum(hs[r:r + rs]))
+    return [max(w, 0.3) for w in ws], [max(h, 0.3) for h in hs]
