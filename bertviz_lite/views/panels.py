@@ -135,7 +135,7 @@ def neuron_layout(vd: dict) -> dict:
     qk = dict(scale=vd["scale"]["name"], unit="value")
     panels = [
         dict(type="heatmap", name="neuron-q", z=derive("q"), clim=[-lim, lim], y_labels=["q: {query_label}"],
-             title="q of {query_label}", hover="q[{x}] = {v}", at=[0, 0], **qk),
+             title="q of {query_label}", hover="q[{x}] = {v}", at=[0, 0], colorbar=False, **qk),  # k's bar
         dict(type="heatmap", name="neuron-k", z=derive("k"), clim=[-lim, lim], y_labels=ref("labels"),
              title="k of each key", x_title=f"d\u2096 = {d}", hover="{y}: k[{x}] = {v}", at=[1, 0], **qk),
         dict(type="heatmap", name="neuron-prod", z=derive("prod"), clim=ref("scale_prod.clim", "head"),

@@ -347,7 +347,7 @@ function Bars() {
   b.node = el("div", {}, [b.title, b.body]);
   b.draw = (p, rowHeight) => {
     b.title.textContent = p.title || ""; b.title.style.display = p.title ? "block" : "none";
-    const lo = Math.min(0, ...p.values), hi = Math.max(0, ...p.values), span = (hi - lo) || 1, room = p.aligned ? 110 : 320;
+    const lo = Math.min(0, ...p.values), hi = Math.max(0, ...p.values), span = (hi - lo) || 1, room = p.aligned ? 90 : 320;
     b.body.replaceChildren(...p.values.map((v, i) => el("div", { class: "bvl-bar-row", title: `${p.labels[i]}: ${p.texts[i]}`, style: rowHeight ? `height:${rowHeight}px;margin:0` : null }, [
       p.aligned ? null : el("span", { class: "bvl-bar-label", text: p.labels[i] }),
       el("span", { class: "bvl-bar-track", style: `width:${room}px` }, [el("span", { class: "bvl-bar", style: `margin-left:${room * (Math.min(v, 0) - lo) / span}px;width:${Math.max(1, room * Math.abs(v) / span)}px;background:${p.colour}` })]),
@@ -612,6 +612,7 @@ function render({ model, el: host }) {
       ? el("a", { href: "#", text: k, onclick: (ev) => { ev.preventDefault(); setSel({ key: k }); } }) : k])] : ["reads only weights and the input ids"]));
     if (p.parts.length !== fig.panels.length) p.parts.length = 0;
     p.grid.style.gridTemplateColumns = `${titled ? "auto " : ""}repeat(${cols}, auto)`;
+    p.grid.style.gap = titled ? "3px" : ""; // small multiples sit close together
     const nodes = [];
     if (titled) { // a model view: row and column titles around the thumbnails
       nodes.push(el("div", {}));
@@ -622,10 +623,17 @@ function render({ model, el: host }) {
     const full = width();
     const thumbPx = Math.max(36, Math.min(90, Math.floor((full + 60) / cols) - 6));
     const rowH = (panel) => (panel.R > LABEL_ALL_UP_TO ? 8 : 16);
-    fig.panels.forEach((panel, i) => {
+    fig.panels.forEach((panel, i) => { // placed in the page first: canvas labels take the page's (theme's) ink
       const part = partFor(p, tab, i, panel), [r, c, rs, cs] = panel.at, o = titled ? 1 : 0;
       part.node.style.gridRow = `${r + 1 + o} / span ${rs}`; part.node.style.gridColumn = `${c + 1 + o} / span ${cs}`;
+      part.node.style.flexBasis = "";
       nodes.push(part.node);
+    });
+    p.grid.classList.remove("bvl-panels-flow");
+    const kids = p.grid.children; // re-placing the same nodes would take the focus off the map (its arrow keys)
+    if (kids.length !== nodes.length || nodes.some((x, i) => kids[i] !== x)) p.grid.replaceChildren(...nodes);
+    fig.panels.forEach((panel, i) => {
+      const part = p.parts[i], [, , , cs] = panel.at;
       if (panel.type === "heatmap" && panel.thumb) {
         const cv = part.canvas;
         paint(cv, panel.values, panel.R, panel.C, info.luts[panel.scale], panel.clim);
@@ -658,11 +666,8 @@ function render({ model, el: host }) {
         part.node.replaceChildren(table(panel.columns, panel.rows, panel.caption));
       }
     });
-    p.grid.classList.remove("bvl-panels-flow");
-    const kids = p.grid.children; // re-placing the same nodes would take the focus off the map (its arrow keys)
-    if (kids.length !== nodes.length || nodes.some((x, i) => kids[i] !== x)) p.grid.replaceChildren(...nodes);
     // panels side by side when they fit the width; else they flow onto the next line (never cut off)
-    if (p.grid.scrollWidth > p.grid.clientWidth + 1) {
+    if (!titled && p.grid.scrollWidth > p.grid.clientWidth + 1) {
       p.grid.classList.add("bvl-panels-flow");
       fig.panels.forEach((panel, i) => { if (panel.at[3] === cols && cols > 1) p.parts[i].node.style.flexBasis = "100%"; });
     }
