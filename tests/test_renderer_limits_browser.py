@@ -93,7 +93,7 @@ def test_the_page_draws_the_panels_python_resolves(small, sync_api, tmp_path):
     b = small.trace("The cat sat on the mat.", pair="It was tired.", edits=bv.scale("layer.0.attn.scores", 3.0))
     ledger = bv.count_params(small)
     path = export_html(a, tmp_path / "page.html", compare=b, ledger=ledger)
-    sel = dict(layer=0, head=0, query=0, kind="probs", pair_filter="all", key=data.stepper_steps(a)[0])
+    sel = dict(layer=0, head=0, query=0, kind="probs", pair_filter="all", key=data.stepper_steps(a)[0], outline=True)
     got = {}
     with sync_api.sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(prefix="bvl-chromium-"), executable_path=CHROMIUM,

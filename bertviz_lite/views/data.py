@@ -292,7 +292,7 @@ def head(trace, layer: int, heads=None, kind: str = "probs") -> dict:
     if kind != "probs":
         raise ValueError(f"the head view draws attention weights (kind='probs'), got kind={kind!r}")
     vd = attention(trace, layer, "probs")
-    heads = [0] if heads is None else [trace.check_head(h) for h in heads]
+    heads = None if heads is None else [trace.check_head(h) for h in heads]  # None: the selected head
     vd.update(view="head", heads=heads, colours=list(HEAD_COLOURS))  # lines from vd["min_weight"] up
     return vd
 

@@ -191,7 +191,7 @@ def model_view(trace, tokens=None, *, kind: str = "probs", max_tokens: int = 48,
     """A layers x heads grid of thumbnails (block means above max_tokens tokens); layer= and head=
     outline one panel. Each thumbnail's trace `meta` is {"layer": l, "head": h}."""
     trace = as_trace(trace, tokens, sentence_b_start=sentence_b_start)
-    sel = dict(layer=layer, head=head) if layer is not None and head is not None else dict(layer=-1, head=-1)
+    sel = dict(layer=layer, head=head, outline=True) if layer is not None and head is not None else {}
     return view_figure(data.model(trace, kind, max_tokens=max_tokens), **sel)
 
 
@@ -255,7 +255,7 @@ def draw_attention(vd: dict, head: int = 0, pair_filter: str = "all") -> go.Figu
 
 
 def draw_head(vd: dict, pair_filter: str = "all") -> go.Figure:
-    return view_figure(vd, "head", heads=vd.get("heads") or [0], pair_filter=pair_filter)
+    return view_figure(vd, "head", heads=vd.get("heads") or [0], pair_filter=pair_filter)  # bertviz's start: head 0
 
 
 def draw_model(vd: dict, **sel) -> go.Figure:
@@ -289,7 +289,5 @@ DRAW = {"attention": draw_attention, "model": draw_model, "head": draw_head, "to
 def figure(vd: dict, *, head: int = 0, query: int = 0, pair_filter: str = "all", trace=None) -> go.Figure:
     """The plotly figure of any view data at a selection (the explorer's static=True)."""
     view = vd["view"]
-    sel = dict(head=head if vd.get("per_head", True) else 0, query=query, pair_filter=pair_filter)
-    if view == "head":
-        sel["heads"] = vd.get("heads") or [head]
+    sel = dict(head=head if vd.get("per_head", True) else 0, query=query, pair_filter=pair_filter, outline=True)
     return view_figure(vd, view, **sel)

@@ -11,7 +11,7 @@ labels, titles, notes and what a click selects. A layout is JSON (it travels wit
 to the front-end) and refers to the view data rather than copying it: ``{"ref": "arrays.maps",
 "at": ["head"]}`` is the selected head's map, ``{"derive": "neuron", "part": "prod"}`` one of the
 neuron view's numbers for the selected head and query. `resolve` turns a layout and a selection
-(layer, head, heads, query, kind, key, pair_filter) into concrete panels; `assets/app.js` has the
+(layer, head, heads, query, kind, key, pair_filter, outline) into concrete panels; `assets/app.js` has the
 same resolver, so the explorer, the exported page, the plotly figures (`figures.py`) and the PNGs
 (`static.py`) draw one thing with one set of rules, and a renderer only implements the primitives.
 
@@ -33,7 +33,8 @@ PRIMITIVES = ("heatmap", "lines", "bars", "table")
 CELL_CHARS = 40  # a table cell wraps after this many characters (in the pictures)
 # the head view's line rule: a weight w >= min_weight is a line of opacity min(1, 0.1 + 0.9 w), width 0.5 + 3 w
 LINE_ALPHA, LINE_WIDTH = (0.1, 0.9), (0.5, 3.0)
-SELECTION = dict(layer=0, head=0, heads=None, query=0, kind="probs", key=None, pair_filter="all")
+# outline: mark the selected head where a view can (the model view); the explorer does, a picture only when asked
+SELECTION = dict(layer=0, head=0, heads=None, query=0, kind="probs", key=None, pair_filter="all", outline=False)
 WORDS = ("layer", "head", "query", "query_label", "pair", "key")
 # the selection words each view's figure reports (plotly's layout.meta; the front-end's drawn record)
 META = {"attention": ("layer", "head", "kind", "pair_filter"), "head": ("layer", "heads", "pair_filter"),
@@ -262,8 +263,9 @@ def selection(vd: dict, **sel) -> dict:
     out = dict(SELECTION)
     out.update({k: vd[k] for k in ("layer", "query", "key", "kind") if isinstance(vd.get(k), (int, str))})
     out.update({k: v for k, v in sel.items() if v is not None})
-    if out["heads"] is None:
-        out["heads"] = [out["head"]]
+    if out["heads"] is None:  # the head view's data may name its heads (data.head(trace, layer, heads=[...]))
+        named = vd.get("heads") if vd.get("view") == "head" else None
+        out["heads"] = list(named) if isinstance(named, list) else [out["head"]]
     return out
 
 
@@ -361,7 +363,7 @@ class _Resolver:
             if "click" in p and p["click"] is not None:
                 out["click"] = p["click"]
             if "mark" in p:
-                out["marked"] = all(self.sel.get(k) == v for k, v in p["mark"].items())
+                out["marked"] = bool(self.sel["outline"]) and all(self.sel.get(k) == v for k, v in p["mark"].items())
         elif t == "lines":
             maps = self.value(p["z"])
             labels = list(self.value(p["labels"]))

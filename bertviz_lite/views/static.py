@@ -165,7 +165,7 @@ def draw(fig: dict) -> Figure:
     title = panels.plain_title(fig) + (f"\n{fig['subtitle']}" if fig["subtitle"] else "")
     notes = [fig["summary"]] if fig["summary"] else []
     notes += fig["notes"]
-    wrapped = [textwrap.fill(n, 150) for n in notes]
+    wrapped = [textwrap.fill(n, int(14 * max(6.0, min(18.0, sum(ws) + 0.6)))) for n in notes]  # ~14 characters an inch
     extra_h = 0.45 + 0.2 * title.count("\n") + 0.18 * sum(w.count("\n") + 1 for w in wrapped)
     width = max(6.0, min(18.0, sum(ws) + 0.6))
     height = max(2.5, min(30.0, sum(hs) + extra_h))

@@ -275,7 +275,7 @@ function resolve(lay, vd, sel) {
       Object.assign(out, { values, raw, R, C, rows, cols, clim: value(p.clim).map(Number), y_labels: ylab, x_labels: xlab });
       if (segs && p.splits) { out.col_splits = splitsOf(cols, segs); if (p.pair) out.row_splits = splitsOf(rows, segs); }
       if (p.row_groups && segs && segs.length === R) out.row_splits = splitsOf(rows, segs);
-      if (p.mark) out.marked = Object.entries(p.mark).every(([k, v]) => sel[k] === v);
+      if (p.mark) out.marked = !!sel.outline && Object.entries(p.mark).every(([k, v]) => sel[k] === v);
     } else if (p.type === "lines") {
       const maps = vd.arrays[p.z.ref.split(".")[1]], labels = value(p.labels), g = value(p.groups), side = maps.shape[1];
       const [rows, cols] = p.pair ? pairIndex(sel.pair_filter, g) : [range(labels.length), range(labels.length)];
@@ -496,7 +496,7 @@ function render({ model, el: host }) {
   const C = {}; // tab -> {controls: [nodes], sync(sel)}
   const onHeads = (box, on) => { for (const b of box.children) b.classList.toggle("bvl-on", on(+b.dataset.head)); };
   let heads = null; // the head view's chosen heads (this page's own: the kernel keeps one head)
-  const sel = () => ({ layer: model.get("layer"), head: model.get("head"), heads: heads || [model.get("head")], query: model.get("query"), kind: model.get("kind"), key: model.get("key"), pair_filter: model.get("pair_filter") });
+  const sel = () => ({ outline: true, layer: model.get("layer"), head: model.get("head"), heads: heads || [model.get("head")], query: model.get("query"), kind: model.get("kind"), key: model.get("key"), pair_filter: model.get("pair_filter") });
   if (sections.attention) {
     const layer = layerSelect("bvl-layer"), hb = headButtons((h) => setSel({ head: h })), kind = kindSelect("bvl-kind");
     const pair = el("select", { class: "bvl-pair", "aria-label": "sentences" });
