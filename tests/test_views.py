@@ -347,6 +347,12 @@ def test_export_html_small(small, tmp_path):
     back = codec.from_text(payloads[codec.request_key("attention", {"layer": 1, "kind": "probs"})])
     np.testing.assert_allclose(back["arrays"]["maps"], real_map(tr, "attn.probs", 1), atol=1 / 65534)
     assert "<title>cats</title>" in text and "every layer" in info["page_note"]
+    # each distinct layout is kept once: every token's one-token view names the same one
+    tokens = {payloads[k]["header"]["layouts"] for k in payloads if k.startswith("token|")}
+    assert len(tokens) == 1 and page["layouts"][tokens.pop()]["token"]["panels"][0]["type"] == "heatmap"
+    from bertviz_lite.views import panels
+    assert page["layouts"][payloads[codec.request_key("attention", {"layer": 1, "kind": "probs"})]["header"]
+                           ["layouts"]] == json.loads(json.dumps(panels.layouts(data.view_data(tr, "attention", layer=1))))
 
 
 def test_export_keeps_block_means_and_says_so(small, tmp_path):

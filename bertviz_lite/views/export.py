@@ -24,6 +24,7 @@ Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<
 from __future__ import annotations
 
 import html
+import json
 import os
 import secrets
 import stat
@@ -51,6 +52,10 @@ class Payloads:
     def __init__(self, trace, trace_b, ledger):
         self.trace, self.trace_b, self.ledger = trace, trace_b, ledger
         self.items: dict[str, dict] = {}
+        # each distinct layout once in the page (the one-token view's is the same for every token):
+        # a payload's header names it by id; the page's stand-in model puts it back
+        self.layouts: dict[str, dict] = {}
+        self._layout_ids: dict[str, str] = {}
         self.size = 0
         self.maps_dtype = "u2" if trace.n_real <= 128 else "u1"
 
@@ -64,18 +69,25 @@ class Payloads:
 
     def add(self, view: str, args: dict, budget: int | None = None, **extra) -> bool:
         key, payload = self.make(view, args, **extra)
-        size = len(codec.to_json(payload)) + len(key) + 8
+        layouts = codec.to_json(payload["header"].pop("layouts"))
+        new = layouts not in self._layout_ids
+        lid = self._layout_ids.get(layouts, f"L{len(self._layout_ids)}")
+        payload["header"]["layouts"] = lid
+        size = len(codec.to_json(payload)) + len(key) + 8 + (len(layouts) + len(lid) + 6 if new else 0)
         old = len(codec.to_json(self.items[key])) if key in self.items else 0
         if budget is not None and self.size - old + size > budget:
             return False
+        if new:
+            self._layout_ids[layouts] = lid
+            self.layouts[lid] = json.loads(layouts)
         self.items[key] = payload
         self.size += size - old
         return True
 
 
 def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT_MAX_BYTES,
-                   fixed_bytes: int = 0) -> tuple[dict, list[str]]:
-    """(payloads by request key, what the page kept: one line each)."""
+                   fixed_bytes: int = 0) -> tuple[dict, dict, list[str]]:
+    """(payloads by request key, the layouts they name by id, what the page kept: one line each)."""
     p = Payloads(trace, trace_b, ledger)
     L, n = trace.num_layers, trace.n_real
     budget = max_bytes - fixed_bytes
@@ -120,7 +132,7 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
         kept.append("neuron view: none (the trace holds no attn.q and attn.k)")
     kept.append("one-token view: " + ("every token" if len(tokens) == n else
                                       f"tokens 0..{tokens[-1]}" if tokens else "no token (over the size budget)"))
-    return p.items, kept
+    return p.items, p.layouts, kept
 
 
 def _layers(layers: list[int], total: int) -> str:
@@ -129,7 +141,7 @@ def _layers(layers: list[int], total: int) -> str:
     return "layers " + ", ".join(map(str, layers)) if layers else "no layer (over the size budget)"
 
 
-def render_page(info: dict, state: dict, payloads: dict, title: str) -> str:
+def render_page(info: dict, state: dict, payloads: dict, title: str, layouts: dict | None = None) -> str:
     script = (ASSETS / "app.js").read_text(encoding="utf-8")
     style = (ASSETS / "app.css").read_text(encoding="utf-8")
     if "</script" in script.lower() or "</style" in style.lower():
@@ -145,7 +157,7 @@ def render_page(info: dict, state: dict, payloads: dict, title: str) -> str:
         f"<style>body {{ margin: 12px 20px; background: white; }}\n{style}</style>\n</head>\n<body>\n"
         "<div id=\"bvl-app\"></div>\n"
         f"<script type=\"application/json\" id=\"bvl-data\">"
-        f"{codec.to_json(dict(state=dict(state, info=info), payloads=payloads))}</script>\n"
+        f"{codec.to_json(dict(state=dict(state, info=info), payloads=payloads, layouts=layouts or {}))}</script>\n"
         f"<script type=\"module\">{script}{boot}</script>\n</body>\n</html>\n")
 
 
@@ -170,11 +182,12 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
     info = data.facts(trace, trace_b=compare,
                       ledger_source="the loaded model's arrays" if ledger is not None else "the config's shapes")
     fixed = sum(len((ASSETS / name).read_bytes()) for name in ("app.js", "app.css")) + len(codec.to_json(info)) + 4000
-    payloads, kept = build_payloads(trace, ledger=ledger, trace_b=compare, max_bytes=max_bytes, fixed_bytes=fixed)
+    payloads, layouts, kept = build_payloads(trace, ledger=ledger, trace_b=compare, max_bytes=max_bytes,
+                                             fixed_bytes=fixed)
     info["page_note"] = "This page keeps: " + "; ".join(kept) + "."
     state = dict(tab="attention", layer=0, head=0, kind="probs", pair_filter="all",
                  key=data.stepper_steps(trace)[0], query=0)
-    write_whole(target, render_page(info, state, payloads, title), shown=path)
+    write_whole(target, render_page(info, state, payloads, title, layouts), shown=path)
     return path
 
 

@@ -15,6 +15,10 @@ neuron view's numbers for the selected head and query. `resolve` turns a layout 
 same resolver, so the explorer, the exported page, the plotly figures (`figures.py`) and the PNGs
 (`static.py`) draw one thing with one set of rules, and a renderer only implements the primitives.
 
+What a click selects: "click" is one selection change for the whole panel, where "$row" / "$col"
+stand for the clicked token; "click_rows" / "click_cols" give each word either one value or a list
+with one value per row (column), e.g. {"tab": "attention", "layer": [0, 0, 1, 1], "head": [0, 1, 0, 1]}.
+
 Selection words in text: a layout's texts may hold {layer}, {head}, {query}, {query_label},
 {pair} (" [A->B]" when filtered), {key}; nothing else in braces is touched. A text is a string or
 a list of strings and references (joined); a reference with "fmt": k prints k digits.
@@ -107,9 +111,10 @@ def token_layout(vd: dict) -> dict:
                     row_splits=[ly * n_h for ly in range(1, L)],
                     row_ticks=[[ly * n_h, f"layer {ly}"] for ly in range(L)],
                     x_title="key (attended to)", y_title="layer, head", hover="{y} \u2192 {x}\nweight {v}",
-                    click_rows=[{"tab": "attention", "layer": ly, "head": h} for ly in range(L) for h in range(n_h)],
+                    click_rows={"tab": "attention", "layer": [ly for ly in range(L) for _ in range(n_h)],
+                                "head": [h for _ in range(L) for h in range(n_h)]},
                     at=[0, 0])
-    return dict(title=f"where {vd['label']} attends, in every layer (bands) and head (rows)", formula=None,
+    return dict(title="where {query_label} attends, in every layer (bands) and head (rows)", formula=None,
                 grid=[1, 1], panels=[panel],
                 notes=["each row is one head's attention row for this token, white 0 to that row's largest weight"],
                 live=["click a row to open that head"], edited="")
@@ -162,7 +167,7 @@ def step_layout(vd: dict) -> dict:
     binned = "" if len(vd["col_starts"]) == vd["columns"] else \
         f" (block means of {vd['columns'] / len(vd['col_starts']):.3g} columns)"
     panel = heatmap("step", ref("arrays.z", slot), ref("scale.clim", slot), vd["scale"],
-                    x_labels=ref("col_labels") if cl else [str(s) for s in vd["col_starts"]],
+                    x_labels=ref("col_labels") if cl else ref("col_starts"),
                     y_labels=ref("row_labels"),
                     x_title=vd["cols_axis"] + binned, y_title=vd["rows_axis"], at=[0, 0, 1, 2], square=bool(cl),
                     x_ticks=bool(cl), splits=cl is not None and vd["cols_axis"] in ("key", "token"),
@@ -219,7 +224,7 @@ def compare_layout(vd: dict) -> dict:
                    x_labels=[f"layer {i}" for i in range(g.shape[1])], x_title="layer", y_title="step",
                    title="relative change \u2016B \u2212 A\u2016 / \u2016A\u2016 of every step, down the layers",
                    hover="layer {x}: {y}\nrelative change {v}", at=[1, 0, 1, 3],
-                   click_cols=[{"layer": i} for i in range(g.shape[1])])
+                   click_cols={"layer": list(range(g.shape[1]))})
     top = sorted(vd["rows"], key=lambda r: -r[1])[:8]
     table = dict(type="table", name="changes", columns=["key", "relative change", "max |B \u2212 A|", "mean cosine"],
                  rows=[[r[0], _fmt(r[1], 4), _fmt(r[2], 4), _fmt(r[3], 4)] for r in top], caption="largest changes",
@@ -340,7 +345,7 @@ class _Resolver:
             z = z.reshape(-1, z.shape[-1]) if z.ndim > 2 else z.reshape(1, -1) if z.ndim == 1 else z
             ylab, xlab = self.value(p.get("y_labels")), self.value(p.get("x_labels"))
             ylab = None if ylab is None else [self.text(s) for s in ylab]
-            xlab = None if xlab is None else list(xlab)
+            xlab = None if xlab is None else [str(x) for x in xlab]
             rows, cols = list(range(z.shape[0])), list(range(z.shape[1]))
             segs = self.vd.get("segments")
             if p.get("pair") and segs is not None:

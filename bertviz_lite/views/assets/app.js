@@ -257,7 +257,7 @@ function resolve(lay, vd, sel) {
       const z = value(p.z);
       let R = z.R, C = z.C, values = z.values;
       let ylab = value(p.y_labels), xlab = value(p.x_labels);
-      ylab = ylab ? ylab.map((s) => text(s)) : null; xlab = xlab ? [...xlab] : null;
+      ylab = ylab ? ylab.map((s) => text(s)) : null; xlab = xlab ? Array.from(xlab, String) : null;
       let rows = range(R), cols = range(C);
       if (p.pair && segs) {
         [rows, cols] = pairIndex(sel.pair_filter, segs);
@@ -355,6 +355,8 @@ function Bars() {
   };
   return b;
 }
+// one selection change from a row's (column's) click spec: each word one value, or one value per row
+function pick(spec, i) { const out = {}; for (const [k, v] of Object.entries(spec)) out[k] = Array.isArray(v) ? v[i] : v; return out; }
 function table(columns, rows, caption) {
   return el("table", { class: "bvl-table" }, [caption ? el("caption", { text: caption }) : null, el("tr", {}, columns.map((h) => el("th", { text: h }))),
     ...rows.map((r) => el("tr", {}, r.map((c) => el("td", { text: String(c) }))))]);
@@ -650,7 +652,7 @@ function render({ model, el: host }) {
         const bare = !panel.x_labels && !panel.square;
         // what a click selects, from the layout: "$row" / "$col" are the clicked token's index
         part.opts.onclick = panel.click ? (ii, jj) => { const ch = { ...panel.click }; for (const k in ch) ch[k] = ch[k] === "$row" ? panel.rows[ii] : ch[k] === "$col" ? panel.cols[jj] : ch[k]; setSel(ch); }
-          : panel.click_rows ? (ii) => setSel(panel.click_rows[panel.rows[ii]]) : panel.click_cols ? (ii, jj) => setSel(panel.click_cols[panel.cols[jj]]) : null;
+          : panel.click_rows ? (ii) => setSel(pick(panel.click_rows, panel.rows[ii])) : panel.click_cols ? (ii, jj) => setSel(pick(panel.click_cols, panel.cols[jj])) : null;
         part.draw({ values: panel.values, R: panel.R, C: panel.C, rowLabels: panel.y_labels, colLabels: panel.x_ticks === false ? null : panel.x_labels, lut: info.luts[panel.scale], clim: panel.clim,
           width: room, square: !!panel.square, maxCell: panel.square ? (cols > 1 ? 18 : 26) : bare ? 12 : 40, rowHeight: panel.square ? null : panel.R === 1 ? 16 : panel.y_labels && panel.y_labels.length > LABEL_ALL_UP_TO ? 6 : bare ? rowH(panel) : panel.y_labels ? 14 : null,
           unit: panel.unit, noBar: panel.colorbar === false, rowSplits: panel.row_splits || [], colSplits: panel.col_splits || [], rowGroup: panel.row_splits && !panel.pair ? panel.y_labels.map(() => 0) : null,
@@ -748,7 +750,7 @@ async function inflate(b64) {
   const stream = new Blob([b64bytes(b64)]).stream().pipeThrough(new DecompressionStream("gzip"));
   return new DataView(await new Response(stream).arrayBuffer());
 }
-function pageModel(state, payloads) {
+function pageModel(state, payloads, layouts = {}) {
   const handlers = {}, changed = new Set();
   const fire = (ev, ...a) => (handlers[ev] || []).slice().forEach((f) => f(...a));
   return {
@@ -764,12 +766,14 @@ function pageModel(state, payloads) {
           "(it keeps what fits its size budget; export again with fewer tokens, or use the notebook explorer)" }, []), 0);
         return;
       }
-      Promise.all(p.data.map(inflate)).then((buffers) => fire("msg:custom", { ...p.header, type: "view", request_key: msg.request_key }, buffers));
+      // the page keeps each distinct layout once: a header names its layouts by id
+      const header = typeof p.header.layouts === "string" ? { ...p.header, layouts: layouts[p.header.layouts] } : p.header;
+      Promise.all(p.data.map(inflate)).then((buffers) => fire("msg:custom", { ...header, type: "view", request_key: msg.request_key }, buffers));
     },
   };
 }
 function renderPage(node, data) {
-  return render({ model: pageModel({ ...data.state }, data.payloads), el: node });
+  return render({ model: pageModel({ ...data.state }, data.payloads, data.layouts), el: node });
 }
 
 export default { render };
