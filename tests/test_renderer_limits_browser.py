@@ -85,6 +85,44 @@ FIG_SUMMARY = """(tab) => { const f = document.querySelector(`.bvl-x-section[dat
     heads: p.series ? p.series.map((s) => s.head) : null, marked: p.marked || false}))}; }"""
 
 
+def page_figs(sync_api, path, tabs) -> dict:
+    """Each tab's resolved panels as the page drew them (`section.fig`), at the page's first selection."""
+    got = {}
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(prefix="bvl-chromium-"), executable_path=CHROMIUM,
+                                                   headless=True, args=ARGS, viewport={"width": 1400, "height": 1000})
+        try:
+            page = ctx.new_page()
+            page.goto(path.as_uri())
+            page.wait_for_selector(".bvl-attn-heat")
+            for tab in tabs:
+                page.click(f".bvl-x-tab[data-tab='{tab}']")
+                page.wait_for_function("t => document.querySelector(`.bvl-x-section[data-tab=${t}]`)?.fig", arg=tab)
+                got[tab] = page.evaluate(FIG_SUMMARY, tab)
+        finally:
+            ctx.close()
+    return got
+
+
+def same_panels(js: dict, want: dict, tab: str) -> None:
+    assert js["title"] == want["title"] and js["grid"] == want["grid"], tab
+    assert js["notes"] == want["notes"], tab
+    assert len(js["panels"]) == len(want["panels"]), tab
+    for g, w in zip(js["panels"], want["panels"]):
+        assert (g["type"], g["name"], g["at"], g["title"]) == (w["type"], w["name"], w["at"], w.get("title", "")), tab
+        if w["type"] == "heatmap":
+            np.testing.assert_allclose(g["clim"], w["clim"], rtol=1e-6, err_msg=tab)
+            assert (g["R"], g["C"]) == w["z"].shape, tab
+            assert g["x_labels"] == w["x_labels"] and g["y_labels"] == w["y_labels"], tab
+            assert g["marked"] == w.get("marked", False), tab
+        elif w["type"] == "table":
+            assert g["rows"] == w["rows"], tab
+        elif w["type"] == "bars":
+            assert g["labels"] == w["labels"], tab
+        else:
+            assert g["heads"] == [s["head"] for s in w["series"]], tab
+
+
 def test_the_page_draws_the_panels_python_resolves(small, sync_api, tmp_path):
     # one drawing rule per view: app.js resolves each tab's layout into the same panels (titles, limits,
     # labels, grid places, tables) as panels.resolve, which the plotly figures and the PNGs draw
@@ -94,38 +132,23 @@ def test_the_page_draws_the_panels_python_resolves(small, sync_api, tmp_path):
     ledger = bv.count_params(small)
     path = export_html(a, tmp_path / "page.html", compare=b, ledger=ledger)
     sel = dict(layer=0, head=0, query=0, kind="probs", pair_filter="all", key=data.stepper_steps(a)[0], outline=True)
-    got = {}
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(prefix="bvl-chromium-"), executable_path=CHROMIUM,
-                                                   headless=True, args=ARGS, viewport={"width": 1400, "height": 1000})
-        try:
-            page = ctx.new_page()
-            page.goto(path.as_uri())
-            page.wait_for_selector(".bvl-attn-heat")
-            for tab in data.VIEWS:
-                page.click(f".bvl-x-tab[data-tab='{tab}']")
-                page.wait_for_function("t => document.querySelector(`.bvl-x-section[data-tab=${t}]`)?.fig", arg=tab)
-                got[tab] = page.evaluate(FIG_SUMMARY, tab)
-        finally:
-            ctx.close()
+    got = page_figs(sync_api, path, data.VIEWS)
     for tab in data.VIEWS:
         view, args, fixed = data.REQUESTS[tab]
         vd = data.view_data(a, view, trace_b=b, ledger=ledger, **{w: sel[w] for w in args}, **fixed)
-        want = panels.resolve(vd, tab, sel)
-        js = got[tab]
-        assert js["title"] == want["title"] and js["grid"] == want["grid"], tab
-        assert js["notes"] == want["notes"], tab
-        assert len(js["panels"]) == len(want["panels"]), tab
-        for g, w in zip(js["panels"], want["panels"]):
-            assert (g["type"], g["name"], g["at"], g["title"]) == (w["type"], w["name"], w["at"], w.get("title", "")), tab
-            if w["type"] == "heatmap":
-                np.testing.assert_allclose(g["clim"], w["clim"], rtol=1e-6, err_msg=tab)
-                assert (g["R"], g["C"]) == w["z"].shape, tab
-                assert g["x_labels"] == w["x_labels"] and g["y_labels"] == w["y_labels"], tab
-                assert g["marked"] == w.get("marked", False), tab
-            elif w["type"] == "table":
-                assert g["rows"] == w["rows"], tab
-            elif w["type"] == "bars":
-                assert g["labels"] == w["labels"], tab
-            else:
-                assert g["heads"] == [s["head"] for s in w["series"]], tab
+        same_panels(got[tab], panels.resolve(vd, tab, sel), tab)
+
+
+def test_the_page_prints_numbers_and_tokens_as_python_does(sync_api, tmp_path):
+    # an exact tie (uniform attention over 16 tokens: largest weight 0.0625) rounds to even on the page as
+    # in Python ("0.062", not "0.063"), and a token written "{head}" stays as written, on both axes
+    from bertviz_lite.views import panels
+    tokens = ["[CLS]", "{head}", "{layer}"] + [f"w{i}" for i in range(12)] + ["[SEP]"]
+    tr = bv.Trace.from_attentions([np.full((1, 2, 16, 16), 1 / 16, dtype=np.float32)] * 2, tokens)
+    path = export_html(tr, tmp_path / "tie.html")
+    got = page_figs(sync_api, path, ["attention", "token"])
+    for tab, args in (("attention", dict(layer=0, kind="probs")), ("token", dict(query=0))):
+        want = panels.resolve(data.view_data(tr, tab, **args), tab, dict(layer=0, head=0, query=0, outline=True))
+        same_panels(got[tab], want, tab)
+    assert "(0.062)" in got["attention"]["notes"][0]
+    assert got["attention"]["panels"][0]["y_labels"][1:3] == ["1 {head}", "2 {layer}"]

@@ -623,3 +623,30 @@ def test_attention_from_elsewhere_is_checked(small):
         bv.Trace.from_attentions(att, tr.tokens, batch_index=1)
     with pytest.raises(TypeError, match="needs its tokens"):
         model_view(att)
+
+
+def test_block_means_never_mix_sentence_a_and_b(small):
+    # a long pair shown as block means: every block is all A or all B, so pair filters keep whole sentences
+    tr = small.trace(" ".join(["the cat sat on the mat"] * 12), pair=" ".join(["it was tired"] * 12))
+    vd = data.attention(tr, 0, max_tokens=40)
+    segs = [tr.segments[i] for i in data.real_positions(tr)]
+    edges = vd["edges"]
+    assert len(edges) - 1 == 40 and segs.index(1) in edges
+    assert all(len(set(segs[a:b])) == 1 for a, b in zip(edges[:-1], edges[1:]))
+    rows, cols = data.pair_positions(tr, "B->B")
+    from bertviz_lite.views import panels
+    p = panels.resolve(vd, "attention", dict(pair_filter="B->B"))["panels"][0]
+    assert all(vd["segments"][i] == 1 for i in p["rows"]) and p["rows"][0] == edges.index(segs.index(1))
+
+
+def test_no_parameter_count_for_guessed_sizes_and_the_model_png_outlines_what_is_asked(small, tmp_path):
+    tr = small.trace("The cat sat on the mat.")
+    att = [to_host(tr.get("attn.probs", layer=ly))[None] for ly in range(tr.num_layers)]
+    guessed = bv.Trace.from_attentions(att, tr.tokens)
+    with pytest.raises(ValueError, match="guessed"):
+        save_png(guessed, tmp_path / "p.png", view="params")
+    from bertviz_lite.views import panels
+    vd = data.view_data(tr, "model")
+    marked = lambda **sel: [(p["meta"]["layer"], p["meta"]["head"]) for p in panels.resolve(vd, "model", sel)["panels"]
+                            if p["marked"]]
+    assert marked() == [] and marked(layer=1, head=3, outline=True) == [(1, 3)]

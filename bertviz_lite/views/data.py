@@ -215,15 +215,20 @@ def check_finite(trace, key: str, a: np.ndarray, allow_neg_inf: bool = False) ->
     return a
 
 
-def block_edges(n: int, m: int) -> np.ndarray:
-    """Edges of min(n, m) near-equal blocks over n items; block i covers edges[i]..edges[i+1]-1."""
-    return np.linspace(0, n, min(n, m) + 1).round().astype(int)
+def block_edges(n: int, m: int, split: int | None = None) -> np.ndarray:
+    """Edges of min(n, m) near-equal blocks over n items; block i covers edges[i]..edges[i+1]-1.
+    split: an item where a block must start (sentence B's first token), so no block mixes A and B."""
+    if not split or not 0 < split < n or min(n, m) < 2:
+        return np.linspace(0, n, min(n, m) + 1).round().astype(int)
+    k = min(min(n, m) - 1, max(1, round(min(n, m) * split / n)))  # blocks for A, in proportion
+    return np.concatenate([block_edges(split, k), split + block_edges(n - split, min(n, m) - k)[1:]])
 
 
-def block_mean(a: np.ndarray, max_rows: int, max_cols: int | None = None):
-    """Down-sample the last two axes to at most max_rows x max_cols by block means: (array, row edges, col edges)."""
+def block_mean(a: np.ndarray, max_rows: int, max_cols: int | None = None, split: int | None = None):
+    """Down-sample the last two axes to at most max_rows x max_cols by block means: (array, row edges, col edges).
+    split: a row and column where a block must start (see block_edges)."""
     max_cols = max_rows if max_cols is None else max_cols
-    re_, ce = block_edges(a.shape[-2], max_rows), block_edges(a.shape[-1], max_cols)
+    re_, ce = block_edges(a.shape[-2], max_rows, split), block_edges(a.shape[-1], max_cols, split)
     if len(re_) - 1 == a.shape[-2] and len(ce) - 1 == a.shape[-1]:
         return a, re_, ce
     s = np.add.reduceat(np.add.reduceat(a, re_[:-1], axis=-2), ce[:-1], axis=-1)
@@ -258,7 +263,9 @@ def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None 
     maps = np.where(np.isfinite(maps), maps, np.nan)
     edges = None
     if max_tokens is not None and maps.shape[-1] > max_tokens:
-        maps, edges, _ = block_mean(np.nan_to_num(maps, nan=0.0), max_tokens)
+        segs = [trace.segments[i] for i in real_positions(trace)]
+        split = segs.index(1) if 1 in segs else None  # blocks never mix sentence A and B
+        maps, edges, _ = block_mean(np.nan_to_num(maps, nan=0.0), max_tokens, split=split)
     step = schema.STEP_BY_KEY[f"attn.{kind}"]
     scale = colour_scale(maps, "weights" if kind == "probs" else "signed", per=1)
     labels = token_labels(trace)
@@ -395,6 +402,10 @@ def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dic
     if ledger is None:
         if trace is None and config is None:
             raise ValueError("params needs ledger=count_params(model), or a config / trace to count from")
+        if trace is not None and trace.nominal and config is trace.config:
+            raise ValueError("the parameters view needs the model's sizes, and this trace's are guessed (attention from "
+                             f"elsewhere: {', '.join(sorted(trace.nominal))} unknown); pass ledger=bv.count_params(model) "
+                             "or config= the model's BertConfig")
         mlm = trace is not None and "mlm.logits" in trace
         pooler = trace is None or "pooler.out" in trace or trace.keep is not None
         ledger, source = ledger_for_config(config, mlm=mlm, pooler=pooler), "the config's shapes"
@@ -438,12 +449,17 @@ def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:
     edits = {**edited_keys(trace_a), **edited_keys(trace_b)}
     return _base(trace_a, "compare", layer=layer, kind=kind, labels=a["labels"], labels_b=b["labels"],
                  texts=[" | ".join(t.texts) for t in (trace_a, trace_b)], steps=layer_steps,
+                 texts_short=[_short(" | ".join(t.texts), 90) for t in (trace_a, trace_b)],  # for titles
                  rows=[[k, r, m, c] for k, r, m, c in rows], edits=[[k, d] for k, d in edits.items()],
                  scale=shared, scale_diff=colour_scale(diff, "difference", per=1),
                  identical=["" if np.any(d != 0) else " \u2014 identical (the edit acts after this map, or not in this "
                             "layer: see the steps below)" for d in diff],
                  scale_grid=colour_scale(grid, "change"),
                  arrays=dict(a=ma, b=mb, diff=diff.astype(np.float32), grid=grid.astype(np.float32)))
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 1] + "\u2026"
 
 
 def check_comparable(trace_a, trace_b) -> None:

@@ -15,7 +15,7 @@ and says on the page what it kept:
    the model view, every step (block means of at most STEP_ROWS x STEP_CELLS / STEP_ROWS cells
    per head, uint8; statistics at full precision), the parameters, the compare view;
 2. full-resolution maps and the neuron view's q and k of the first and the last layer;
-3. q and k of the other layers (uint16 up to 128 tokens, else uint8);
+3. q and k of the other layers (uint16: the neuron view prints numbers computed from them);
 4. full-resolution maps of the other layers;
 5. the one-token view, token by token.
 Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<= range / 508).
@@ -62,8 +62,8 @@ class Payloads:
     def make(self, view: str, args: dict, **extra) -> tuple[str, dict]:
         vd = data.view_data(self.trace, view, trace_b=self.trace_b, ledger=self.ledger, **args, **extra)
         # the numbers people hover (neuron view, compare) keep 16 bits; pictures of big tensors 8
-        dtype = "u2" if view == "compare" or (view == "neuron" and self.trace.n_real <= 128) else \
-            "u1" if view in ("step", "neuron") else self.maps_dtype
+        # (the neuron view prints q.k, scores and weights computed from q and k: 8 bits would misstate them)
+        dtype = "u2" if view in ("compare", "neuron") else "u1" if view == "step" else self.maps_dtype
         header, buffers = codec.encode(vd, default=dtype)
         return codec.request_key(view, args), codec.to_text(header, buffers)
 
@@ -127,7 +127,7 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
         kept = [f"attention in full: {_layers(sorted(full), L)}; the other layers as block means ({n} tokens in "
                 f"{SMALL_MAPS} blocks a side)"]
     if has_qk:
-        kept.append(f"neuron view: {_layers(sorted(neuron), L)}" + (" (q and k as 8-bit)" if n > 128 else ""))
+        kept.append(f"neuron view: {_layers(sorted(neuron), L)}")
     else:  # a trace without queries and keys (keep=..., Trace.from_attentions): nothing to keep, no budget spent
         kept.append("neuron view: none (the trace holds no attn.q and attn.k)")
     kept.append("one-token view: " + ("every token" if len(tokens) == n else

@@ -57,6 +57,10 @@ def _heatmap(fig, p, row, col, dom) -> None:
     if p.get("square") or thumb:
         sub = fig.get_subplot(row, col)
         fig.update_yaxes(scaleanchor=sub.xaxis.plotly_name.replace("axis", ""), row=row, col=col)
+    for axis, labels, groups in (("x", p.get("x_labels"), p.get("x_groups")), ("y", p.get("y_labels"), p.get("y_groups"))):
+        if labelled and labels and groups and any(groups):  # sentence B's labels in the accent colour
+            text = [f"<span style='color:{ACCENT}'>{lab}</span>" if g else lab for lab, g in zip(labels, groups)]
+            (fig.update_xaxes if axis == "x" else fig.update_yaxes)(tickvals=labels, ticktext=text, row=row, col=col)
     R, C = p["z"].shape
     for i in p.get("row_splits") or []:
         fig.add_shape(type="line", x0=-0.5, x1=C - 0.5, y0=i - 0.5, y1=i - 0.5, line=dict(color=ACCENT, width=2),
@@ -109,9 +113,11 @@ def _bars(fig, p, row, col, dom) -> None:
 
 def _table(fig, p, row, col, dom) -> None:
     cols = p["columns"]
+    cells = [[textwrap.fill(c, panels.CELL_CHARS).replace("\n", "<br>") for c in r] for r in p["rows"]]
+    lines = max([c.count("<br>") + 1 for r in cells for c in r] or [1])
     fig.add_trace(go.Table(header=dict(values=cols, align="left"),
-                           cells=dict(values=[[r[i] for r in p["rows"]] for i in range(len(cols))], align="left",
-                                      height=24 if len(cols) <= 3 else 36)), row=row, col=col)
+                           cells=dict(values=[[r[i] for r in cells] for i in range(len(cols))], align="left",
+                                      height=8 + 18 * lines)), row=row, col=col)
 
 
 PRIMITIVES = {"heatmap": _heatmap, "lines": _lines, "bars": _bars, "table": _table}
@@ -144,10 +150,12 @@ def draw(figdata: dict) -> go.Figure:
             sub = fig.get_subplot(r + 1, c + 1)
             dom = (tuple(sub.xaxis.domain), tuple(sub.yaxis.domain))
         PRIMITIVES[p["type"]](fig, p, r + 1, c + 1, dom)
+    chars = max(60, int(sum(ws) * PX / 8))  # a title line wraps at about the figure's width
     notes = ([figdata["summary"]] if figdata["summary"] else []) + figdata["notes"]
     lines = [figdata["subtitle"]] if figdata["subtitle"] else []
-    lines += [textwrap.fill(n, 140).replace("\n", "<br>") for n in notes]
-    title = panels.plain_title(figdata).replace("\n", "<br>")
+    lines += [textwrap.fill(n, min(140, int(chars * 1.3))).replace("\n", "<br>") for n in notes]
+    title = "<br>".join(textwrap.fill(line, chars).replace("\n", "<br>")
+                        for line in panels.plain_title(figdata).split("\n"))
     sup = "".join(f"<br><sup>{s}</sup>" for s in lines)
     top = 50 + 22 * (title.count("<br>") + sup.count("<br>"))
     if any(p.get("square") and p.get("x_labels") for p in figdata["panels"]):  # labels above the maps

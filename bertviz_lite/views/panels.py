@@ -35,6 +35,7 @@ from . import data
 
 PRIMITIVES = ("heatmap", "lines", "bars", "table")
 CELL_CHARS = 40  # a table cell wraps after this many characters (in the pictures)
+STACK_ABOVE = 60  # the compare view's three maps side by side up to this many tokens; above, one per line
 # the head view's line rule: a weight w >= min_weight is a line of opacity min(1, 0.1 + 0.9 w), width 0.5 + 3 w
 LINE_ALPHA, LINE_WIDTH = (0.1, 0.9), (0.5, 3.0)
 # outline: mark the selected head where a view can (the model view); the explorer does, a picture only when asked
@@ -208,6 +209,8 @@ def params_layout(vd: dict) -> dict:
 def compare_layout(vd: dict) -> dict:
     names = {"a": "A", "b": "B", "diff": "B \u2212 A"}
     maps = []
+    stacked = len(vd["labels"]) > STACK_ABOVE  # long inputs: one map per line, each the full width
+    grid_size = [5, 1] if stacked else [3, 3]
     for col, name in enumerate(("a", "b", "diff")):
         sc = vd["scale_diff"] if name == "diff" else vd["scale"]
         labels = "labels_b" if name == "b" else "labels"
@@ -217,20 +220,23 @@ def compare_layout(vd: dict) -> dict:
         scale = "scale_diff" if name == "diff" else "scale"
         maps.append(heatmap("compare", ref(f"arrays.{name}", "head"), ref(f"{scale}.clim", "head"), sc,
                             x_labels=ref(labels), y_labels=ref(labels), square=True, colorbar=name != "a",
-                            title=title, x_title="key", y_title="query", at=[0, col],
+                            title=title, x_title="key", y_title="query", at=[col, 0] if stacked else [0, col],
                             hover=f"{{y}} \u2192 {{x}}\n{names[name]} {{v}}"))
     g = vd["arrays"]["grid"]
     grid = heatmap("grid", ref("arrays.grid"), vd["scale_grid"]["clim"], vd["scale_grid"], y_labels=ref("steps"),
                    x_labels=[f"layer {i}" for i in range(g.shape[1])], x_title="layer", y_title="step",
                    title="relative change \u2016B \u2212 A\u2016 / \u2016A\u2016 of every step, down the layers",
-                   hover="layer {x}: {y}\nrelative change {v}", at=[1, 0, 1, 3],
+                   hover="layer {x}: {y}\nrelative change {v}", at=[3, 0, 1, 1] if stacked else [1, 0, 1, 3],
                    click_cols={"layer": list(range(g.shape[1]))})
     top = sorted(vd["rows"], key=lambda r: -r[1])[:8]
     table = dict(type="table", name="changes", columns=["key", "relative change", "max |B \u2212 A|", "mean cosine"],
                  rows=[[r[0], _fmt(r[1], 4), _fmt(r[2], 4), _fmt(r[3], 4)] for r in top], caption="largest changes",
-                 at=[2, 0, 1, 3])
+                 at=[4, 0, 1, 1] if stacked else [2, 0, 1, 3])
+    if top and top[0][1] == 0:
+        table.update(rows=[["no step changed: B equals A everywhere", "", "", ""]])
     edits = "; ".join(f"{k} ({d})" for k, d in vd["edits"])
-    return dict(title=f"compare: A = {vd['texts'][0]}\nB = {vd['texts'][1]}", formula=None, grid=[3, 3],
+    return dict(title=["compare: A = ", ref("texts_short", 0), "\nB = ", ref("texts_short", 1)], formula=None,
+                grid=grid_size,
                 panels=maps + [grid, table],
                 notes=([f"edits: {edits}"] if edits else []) +
                 ["A and B share one colour scale (white 0 to the larger of the two maps' largest weights); B \u2212 A: "
@@ -258,7 +264,7 @@ def _fmt(v, digits: int = 3) -> str:
     v = float(v)
     if not math.isfinite(v):
         return "\u2013"
-    if abs(v) >= 1000 or (abs(v) < 1e-3 and v != 0):
+    if abs(v) >= 1000 or (abs(v) < 1e-3 and v != 0 and digits >= 3):  # 2 digits: 0.00, beside its neighbours
         return f"{v:.2e}"
     return f"{v:.{digits}f}"
 
@@ -302,10 +308,13 @@ class _Resolver:
 
     def value(self, spec):
         if isinstance(spec, dict) and "ref" in spec:
-            head, _, rest = spec["ref"].partition(".")
-            v = self.vd["arrays"][rest] if head == "arrays" else self.vd[head]
-            if head != "arrays" and rest:
-                v = v[rest]
+            head, *rest = spec["ref"].split(".")
+            if head == "arrays":
+                v = self.vd["arrays"][".".join(rest)]
+            else:
+                v = self.vd[head]
+                for r in rest:
+                    v = v[r]
             for a in spec["at"]:
                 v = v[self.index(a)]
             return _fmt(v, spec["fmt"]) if "fmt" in spec else v
@@ -313,10 +322,15 @@ class _Resolver:
             return self.neuron()[spec["part"]]
         return spec
 
+    def words_in(self, s: str) -> str:
+        return re.sub(r"\{(" + "|".join(WORDS) + r")\}", lambda m: str(self.words[m.group(1)]), s)
+
     def text(self, spec) -> str:
+        """A layout text: its own strings get the selection's words; referenced values (token labels,
+        sentences) are spliced in as they are, braces and all."""
         parts = spec if isinstance(spec, list) else [spec]
-        out = "".join(self.value(p) if isinstance(p, dict) else str(p) for p in parts if p is not None)
-        return re.sub(r"\{(" + "|".join(WORDS) + r")\}", lambda m: str(self.words[m.group(1)]), out)
+        return "".join(str(self.value(p)) if isinstance(p, dict) else self.words_in(str(p)) for p in parts
+                       if p is not None)
 
     def neuron(self) -> dict:
         if self._neuron is None:
@@ -344,7 +358,8 @@ class _Resolver:
             z = np.asarray(self.value(p["z"]), dtype=np.float64)
             z = z.reshape(-1, z.shape[-1]) if z.ndim > 2 else z.reshape(1, -1) if z.ndim == 1 else z
             ylab, xlab = self.value(p.get("y_labels")), self.value(p.get("x_labels"))
-            ylab = None if ylab is None else [self.text(s) for s in ylab]
+            literal = isinstance(p.get("y_labels"), list)  # the layout's own labels may hold words; tokens never
+            ylab = None if ylab is None else [self.text(s) if literal else str(s) for s in ylab]
             xlab = None if xlab is None else [str(x) for x in xlab]
             rows, cols = list(range(z.shape[0])), list(range(z.shape[1]))
             segs = self.vd.get("segments")
@@ -359,6 +374,12 @@ class _Resolver:
                 tops = np.asarray(self.value(p["row_scale"]), dtype=np.float64).reshape(-1, 2)[:, 1]
                 raw, z = z, z / np.where(tops > 0, tops, 1.0)[:, None]
             out.update(z=z, raw=raw, clim=clim, y_labels=ylab, x_labels=xlab, rows=rows, cols=cols)
+            if segs is not None:  # which labels are sentence B's (drawn in the accent colour)
+                full_r, full_c = (len(segs),) * 2 if p.get("pair") else z.shape
+                if xlab is not None and p.get("splits") and full_c == len(segs):
+                    out["x_groups"] = [int(segs[j]) for j in cols]
+                if ylab is not None and (p.get("pair") or p.get("row_groups")) and full_r == len(segs):
+                    out["y_groups"] = [int(segs[i]) for i in rows]
             if segs is not None and p.get("splits"):
                 out["col_splits"] = splits_of(cols, segs)
                 if p.get("pair"):
@@ -450,8 +471,8 @@ def panel_size(p: dict) -> tuple[float, float]:
         return (2.4, 0.3) if p.get("aligned") else (9.0, 0.6 + 0.28 * n)
     widest = [max([min(len(str(c)), CELL_CHARS) for c in col] + [len(h)]) for h, col in
               zip(p["columns"], zip(*p["rows"]))] if p["rows"] else [len(h) for h in p["columns"]]
-    lines = sum(max(1 + len(str(c)) // CELL_CHARS for c in r) for r in p["rows"])
-    return min(16.0, 0.085 * sum(widest) + 0.8), 0.45 + 0.22 * (lines + 1)
+    lines = max([1 + len(str(c)) // CELL_CHARS for r in p["rows"] for c in r] or [1])  # the tallest cell sets the rows
+    return min(16.0, 0.085 * sum(widest) + 0.8), 0.55 + (0.1 + 0.23 * lines) * (len(p["rows"]) + 1)
 
 
 def grid_sizes(fig: dict) -> tuple[list[float], list[float]]:

@@ -85,6 +85,12 @@ def _heatmap(mfig, ax, p) -> None:
         ax.set_xticks(idx, [p["x_labels"][i] for i in idx], fontsize=8)
     else:
         ax.set_xticks([])
+    for labels, groups in ((ax.get_xticklabels(), p.get("x_groups")), (ax.get_yticklabels(), p.get("y_groups"))):
+        if groups:  # sentence B's labels in the accent colour, as in the page
+            for lab in labels:
+                at = int(round(lab.get_position()[0 if labels is ax.get_xticklabels() else 1]))
+                if 0 <= at < len(groups) and groups[at]:
+                    lab.set_color(ACCENT)
     if p.get("square"):
         ax.xaxis.tick_top()
         ax.xaxis.set_label_position("top")
@@ -94,7 +100,12 @@ def _heatmap(mfig, ax, p) -> None:
         ax.axvline(j - 0.5, color=ACCENT, lw=1.2)
     ax.set_xlabel(p.get("x_title", "")), ax.set_ylabel(p.get("y_title", ""))
     if p.get("title"):
-        ax.set_title(p["title"], fontsize=10)
+        ax.set_title(_wrap(p["title"], panels.panel_size(p)[0]), fontsize=10)
+
+
+def _wrap(text: str, inches: float) -> str:
+    """text wrapped to about 14 characters an inch (each of its lines)."""
+    return "\n".join(textwrap.fill(line, max(20, int(14 * inches))) for line in text.split("\n"))
 
 
 def _lines(mfig, ax, p) -> None:
@@ -162,12 +173,12 @@ PRIMITIVES = {"heatmap": _heatmap, "lines": _lines, "bars": _bars, "table": _tab
 def draw(fig: dict) -> Figure:
     """A matplotlib Figure of resolved panels (`panels.resolve`): one function per primitive."""
     ws, hs = panels.grid_sizes(fig)
-    title = panels.plain_title(fig) + (f"\n{fig['subtitle']}" if fig["subtitle"] else "")
+    width = max(6.0, min(18.0, sum(ws) + 0.6))
+    title = _wrap(panels.plain_title(fig) + (f"\n{fig['subtitle']}" if fig["subtitle"] else ""), width * 0.85)
     notes = [fig["summary"]] if fig["summary"] else []
     notes += fig["notes"]
-    wrapped = [textwrap.fill(n, int(14 * max(6.0, min(18.0, sum(ws) + 0.6)))) for n in notes]  # ~14 characters an inch
+    wrapped = [_wrap(n, width) for n in notes]
     extra_h = 0.45 + 0.2 * title.count("\n") + 0.18 * sum(w.count("\n") + 1 for w in wrapped)
-    width = max(6.0, min(18.0, sum(ws) + 0.6))
     height = max(2.5, min(30.0, sum(hs) + extra_h))
     mfig = Figure(figsize=(width, height), dpi=110, layout="constrained")
     gs = mfig.add_gridspec(*fig["grid"], width_ratios=ws, height_ratios=hs)
@@ -186,33 +197,42 @@ def draw(fig: dict) -> Figure:
 
 
 def to_png(vd: dict, path, *, view: str | None = None, head: int = 0, heads=None, query: int = 0,
-           pair_filter: str = "all", dpi: int | None = None):
+           pair_filter: str = "all", layer: int | None = None, outline: bool = False, dpi: int | None = None):
     """A PNG of view data (`data.view_data(...)`) for a selection: written to path (a file name or a
-    binary file). view: the view to draw (default the data's own; 'head' draws attention data)."""
+    binary file). view: the view to draw (default the data's own; 'head' draws attention data);
+    outline=True marks the selected layer and head in the model view."""
     if not isinstance(vd, dict) or vd.get("view") not in panels.LAYOUTS:
         raise TypeError("to_png draws view data: data.view_data(trace, view, ...) (for a trace, use save_png)")
     # every text is drawn as written: a sentence's `$...$` is not matplotlib mathtext
     with rc_context({"text.parse_math": False}):
-        mfig = draw(panels.resolve(vd, view, head=head, heads=heads, query=query, pair_filter=pair_filter))
+        mfig = draw(panels.resolve(vd, view, head=head, heads=heads, query=query, pair_filter=pair_filter,
+                                   layer=layer, outline=outline))
         FigureCanvasAgg(mfig)
         mfig.savefig(path, format="png", dpi=dpi or mfig.dpi, facecolor="white")
     return Path(path) if isinstance(path, (str, Path)) else path
 
 
-def save_png(trace, path, view: str = "attention", layer: int = 0, head: int = 0, *, key: str | None = None,
-             query: int = 0, ledger=None, kind: str = "probs", compare=None) -> Path:
+def save_png(trace, path, view: str = "attention", layer: int | None = None, head: int | None = None, *,
+             key: str | None = None, query: int = 0, ledger=None, kind: str = "probs", compare=None,
+             heads=None, pair_filter: str = "all") -> Path:
     """Build a view of a trace and save it as a PNG. view: one of data.VIEWS ('attention', 'model',
-    'head', 'token', 'neuron', 'step', 'params', 'compare' with compare=second_trace).
+    'head', 'token', 'neuron', 'step', 'params', 'compare' with compare=second_trace); layer and head
+    default to 0 (the model view outlines them when both are given); heads= the head view's heads;
+    pair_filter= 'A->B' and the like for a sentence pair.
     The file is written whole or not at all (as export_html writes a page); a folder, a device or a
     FIFO at `path` is refused with NotARegularFileError before anything is drawn (writing a PNG into
     a FIFO nobody reads would block for ever)."""
     from .export import check_target, write_whole
+    outline = view == "model" and layer is not None and head is not None
+    layer, head = layer or 0, head or 0
     args = data.request(view, layer=layer, head=head, query=query, kind=kind, key=key)
     head = trace.check_head(head)
+    data.pair_positions(trace, pair_filter)
     path = Path(path)
     target = check_target(path, what="save_png", kind=".png")
     vd = data.view_data(trace, view, trace_b=compare, ledger=ledger, **args)
     buf = io.BytesIO()
-    to_png(vd, buf, view=view, head=head, query=query)
+    to_png(vd, buf, view=view, head=head, heads=heads, query=query, layer=layer, outline=outline,
+           pair_filter=pair_filter)
     write_whole(target, buf.getvalue(), shown=path, what="the PNG")
     return path

@@ -204,7 +204,18 @@ function Heatmap(opts = {}) {
 // A view's layout (made in Python, panels.py) refers to its view data; with a selection it becomes
 // concrete panels: heatmap, lines, bars, table. Nothing about a view is decided here.
 const WORDS = ["layer", "head", "query", "query_label", "pair", "key"];
-const fmtPy = (v, d = 3) => (Number.isFinite(v) ? (Math.abs(v) >= 1000 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2") : v.toFixed(d)) : "\u2013");
+// Python's f"{v:.{d}f}": both round the exact binary value, but an exact tie (0.125 to 2 digits) goes to the
+// even digit in Python and up in toFixed; -0 keeps its sign
+function fixedPy(v, d) {
+  const a = Math.abs(v), long = a.toFixed(Math.min(100, d + 25)), cut = long.length - 25; // exact digits
+  let s = a.toFixed(d);
+  if (/^50*$/.test(long.slice(cut))) { // a tie: round the kept digits to even
+    const kept = long.slice(0, cut).replace(/\.$/, ""), last = +kept.replace(".", "").slice(-1);
+    if (last % 2 === 0) s = kept;
+  }
+  return (v < 0 || Object.is(v, -0) ? "-" : "") + s;
+}
+const fmtPy = (v, d = 3) => (Number.isFinite(v) ? (Math.abs(v) >= 1000 || (Math.abs(v) < 1e-3 && v !== 0 && d >= 3) ? v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2") : fixedPy(v, d)) : "\u2013");
 function pairIndex(pair, segs) {
   const all = range(segs.length);
   if (pair === "all") return [all, all];
@@ -244,10 +255,11 @@ function resolve(lay, vd, sel) {
     if (spec && typeof spec === "object" && !Array.isArray(spec) && "derive" in spec) return (neuron = neuron || neuronNumbers(vd, sel.head, sel.query))[spec.part];
     return spec;
   };
+  // a layout text: its own strings get the selection's words; referenced values (token labels, sentences) go in as they are
+  const wordsIn = (t) => t.replace(new RegExp(`\\{(${WORDS.join("|")})\\}`, "g"), (m, w) => String(words[w]));
   const text = (spec) => {
     const parts = Array.isArray(spec) ? spec : [spec];
-    const s = parts.filter((p) => p !== null && p !== undefined).map((p) => (typeof p === "object" ? value(p) : String(p))).join("");
-    return s.replace(new RegExp(`\\{(${WORDS.join("|")})\\}`, "g"), (m, w) => String(words[w]));
+    return parts.filter((p) => p !== null && p !== undefined).map((p) => (typeof p === "object" ? String(value(p)) : wordsIn(String(p)))).join("");
   };
   const panel = (p) => {
     const out = { ...p, at: p.at.length === 4 ? p.at : [...p.at, 1, 1] };
@@ -257,7 +269,7 @@ function resolve(lay, vd, sel) {
       const z = value(p.z);
       let R = z.R, C = z.C, values = z.values;
       let ylab = value(p.y_labels), xlab = value(p.x_labels);
-      ylab = ylab ? ylab.map((s) => text(s)) : null; xlab = xlab ? Array.from(xlab, String) : null;
+      ylab = ylab ? ylab.map((s) => (Array.isArray(p.y_labels) ? text(s) : String(s))) : null; xlab = xlab ? Array.from(xlab, String) : null;
       let rows = range(R), cols = range(C);
       if (p.pair && segs) {
         [rows, cols] = pairIndex(sel.pair_filter, segs);
@@ -273,11 +285,16 @@ function resolve(lay, vd, sel) {
         raw = values; values = norm;
       }
       Object.assign(out, { values, raw, R, C, rows, cols, clim: value(p.clim).map(Number), y_labels: ylab, x_labels: xlab });
+      if (segs) { // which labels are sentence B's (drawn in the accent colour)
+        const [fullR, fullC] = p.pair ? [segs.length, segs.length] : [z.R, z.C];
+        if (xlab && p.splits && fullC === segs.length) out.x_groups = cols.map((j) => segs[j]);
+        if (ylab && (p.pair || p.row_groups) && fullR === segs.length) out.y_groups = rows.map((i) => segs[i]);
+      }
       if (segs && p.splits) { out.col_splits = splitsOf(cols, segs); if (p.pair) out.row_splits = splitsOf(rows, segs); }
       if (p.row_groups && segs && segs.length === R) out.row_splits = splitsOf(rows, segs);
-      if (p.mark) out.marked = !!sel.outline && Object.entries(p.mark).every(([k, v]) => sel[k] === v);
+      if (p.mark) out.marked = !!sel.outline && Object.entries(p.mark).every(([k, v]) => Number(sel[k]) === v);
     } else if (p.type === "lines") {
-      const maps = vd.arrays[p.z.ref.split(".")[1]], labels = value(p.labels), g = value(p.groups), side = maps.shape[1];
+      const maps = vd.arrays[p.z.ref.split(".").slice(1).join(".")], labels = value(p.labels), g = value(p.groups), side = maps.shape[1];
       const [rows, cols] = p.pair ? pairIndex(sel.pair_filter, g) : [range(labels.length), range(labels.length)];
       out.series = sel.heads.map((h) => {
         const m = maps.slice(h), z = new Float32Array(rows.length * cols.length);
@@ -288,7 +305,7 @@ function resolve(lay, vd, sel) {
       Object.assign(out, { left: rows.map((i) => labels[i]), right: cols.map((j) => labels[j]), left_groups: rows.map((i) => g[i]), right_groups: cols.map((j) => g[j]), rows, cols });
     } else if (p.type === "bars") {
       const values = Array.from(value(p.values));
-      Object.assign(out, { labels: value(p.labels), values, texts: p.texts || values.map((v) => fmtPy(v, p.digits || 3)) });
+      Object.assign(out, { labels: value(p.labels), values, texts: p.texts ?? values.map((v) => fmtPy(v, p.digits ?? 3)) });
     } else if (p.type === "table") {
       out.rows = value(p.rows).map((r) => r.map(String));
     }
@@ -348,10 +365,12 @@ function Bars() {
   b.draw = (p, rowHeight) => {
     b.title.textContent = p.title || ""; b.title.style.display = p.title ? "block" : "none";
     const lo = Math.min(0, ...p.values), hi = Math.max(0, ...p.values), span = (hi - lo) || 1, room = p.aligned ? 90 : 320;
+    const thin = rowHeight && rowHeight < 12; // rows too thin for numbers: the bars alone (hover shows each value)
+    const barH = thin ? `height:${Math.max(1, rowHeight - 1)}px;` : "";
     b.body.replaceChildren(...p.values.map((v, i) => el("div", { class: "bvl-bar-row", title: `${p.labels[i]}: ${p.texts[i]}`, style: rowHeight ? `height:${rowHeight}px;margin:0` : null }, [
       p.aligned ? null : el("span", { class: "bvl-bar-label", text: p.labels[i] }),
-      el("span", { class: "bvl-bar-track", style: `width:${room}px` }, [el("span", { class: "bvl-bar", style: `margin-left:${room * (Math.min(v, 0) - lo) / span}px;width:${Math.max(1, room * Math.abs(v) / span)}px;background:${p.colour}` })]),
-      el("span", { class: "bvl-bar-value", text: p.texts[i] })])));
+      el("span", { class: "bvl-bar-track", style: `width:${room}px;${barH}` }, [el("span", { class: "bvl-bar", style: `${barH}margin-left:${room * (Math.min(v, 0) - lo) / span}px;width:${Math.max(1, room * Math.abs(v) / span)}px;background:${p.colour}` })]),
+      thin ? null : el("span", { class: "bvl-bar-value", text: p.texts[i] })])));
   };
   return b;
 }
@@ -624,7 +643,9 @@ function render({ model, el: host }) {
     const limits = [];
     const full = width();
     const thumbPx = Math.max(36, Math.min(90, Math.floor((full + 60) / cols) - 6));
-    const rowH = (panel) => (panel.R > LABEL_ALL_UP_TO ? 8 : 16);
+    // one row height for a grid row whose bars line up with a map (the neuron view): k, q∘k and the bars
+    const alignedRows = new Set(fig.panels.filter((q) => q.type === "bars" && q.aligned).map((q) => q.at[0]));
+    const rowH = (panel) => (panel.R > LABEL_ALL_UP_TO ? 6 : 16);
     fig.panels.forEach((panel, i) => { // placed in the page first: canvas labels take the page's (theme's) ink
       const part = partFor(p, tab, i, panel), [r, c, rs, cs] = panel.at, o = titled ? 1 : 0;
       part.node.style.gridRow = `${r + 1 + o} / span ${rs}`; part.node.style.gridColumn = `${c + 1 + o} / span ${cs}`;
@@ -654,8 +675,8 @@ function render({ model, el: host }) {
         part.opts.onclick = panel.click ? (ii, jj) => { const ch = { ...panel.click }; for (const k in ch) ch[k] = ch[k] === "$row" ? panel.rows[ii] : ch[k] === "$col" ? panel.cols[jj] : ch[k]; setSel(ch); }
           : panel.click_rows ? (ii) => setSel(pick(panel.click_rows, panel.rows[ii])) : panel.click_cols ? (ii, jj) => setSel(pick(panel.click_cols, panel.cols[jj])) : null;
         part.draw({ values: panel.values, R: panel.R, C: panel.C, rowLabels: panel.y_labels, colLabels: panel.x_ticks === false ? null : panel.x_labels, lut: info.luts[panel.scale], clim: panel.clim,
-          width: room, square: !!panel.square, maxCell: panel.square ? (cols > 1 ? 18 : 26) : bare ? 12 : 40, rowHeight: panel.square ? null : panel.R === 1 ? 16 : panel.y_labels && panel.y_labels.length > LABEL_ALL_UP_TO ? 6 : bare ? rowH(panel) : panel.y_labels ? 14 : null,
-          unit: panel.unit, noBar: panel.colorbar === false, rowSplits: panel.row_splits || [], colSplits: panel.col_splits || [], rowGroup: panel.row_splits && !panel.pair ? panel.y_labels.map(() => 0) : null,
+          width: room, square: !!panel.square, maxCell: panel.square ? (cols > 1 ? 18 : 26) : bare ? 12 : 40, rowHeight: panel.square ? null : alignedRows.has(panel.at[0]) || bare ? rowH(panel) : panel.R === 1 ? 16 : panel.y_labels && panel.y_labels.length > LABEL_ALL_UP_TO ? 6 : panel.y_labels ? 14 : null,
+          unit: panel.unit, noBar: panel.colorbar === false, rowSplits: panel.row_splits || [], colSplits: panel.col_splits || [], rowGroup: panel.y_labels ? panel.y_groups || panel.y_labels.map(() => 0) : null, colGroup: panel.x_labels ? panel.x_groups || panel.x_labels.map(() => 0) : null,
           title: panel.title || "", xTitle: panel.x_title ? `${panel.x_title} \u2192` : "", yTitle: panel.y_title || "", hover });
         part.heat.limits = [panel.clim];
         limits.push(panel.clim);
