@@ -1,4 +1,6 @@
-"""Views of a trace, all drawn from one view model (`data.py`, packed by `codec.py`):
+"""Views of a trace, all drawn from one view model (`data.py`, packed by `codec.py`) as the panels
+each view's layout names (`panels.py`: heatmap, lines, bars, table; one resolver in Python and one in
+the front-end), by three renderers that only know those four primitives:
 
 - the notebook explorer `explore(tr)` and the exported page `export_html(tr, path)` run one
   front-end (`assets/app.js`) over the same view data;
