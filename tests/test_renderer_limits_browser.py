@@ -1,4 +1,4 @@
-"""The front-end draws the view model's limits (headless chromium on an exported page).
+"""The front-end draws the view model's limits and the panels Python resolves (headless chromium on an exported page).
 
 tests/test_views.py holds plotly and matplotlib to the limits `views/data.py` decides; this holds
 the third renderer, `views/assets/app.js`, to the same numbers, tab by tab, with B of the compare
@@ -7,6 +7,7 @@ view edited so that its maps reach past A's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
@@ -29,6 +30,21 @@ def sync_api():
     return pytest.importorskip("playwright.sync_api")
 
 
+@contextlib.contextmanager
+def opened_page(sync_api, path):
+    """An exported page in a fresh headless chromium, its first map drawn; the browser always closes."""
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(prefix="bvl-chromium-"), executable_path=CHROMIUM,
+                                                   headless=True, args=ARGS, viewport={"width": 1400, "height": 1000})
+        try:
+            page = ctx.new_page()
+            page.goto(path.as_uri())
+            page.wait_for_selector(".bvl-attn-heat")
+            yield page
+        finally:
+            ctx.close()
+
+
 def limits(page, selector: str) -> list:
     return page.evaluate(f"() => Array.from(document.querySelectorAll(\"{selector}\")).map((c) => c.limits)")
 
@@ -45,23 +61,15 @@ def test_the_page_draws_the_view_models_limits(small, sync_api, tmp_path):
     cmp = data.view_data(a, "compare", trace_b=b, layer=0)
     neuron = data.view_data(a, "neuron", layer=0)
     model = data.view_data(a, "model")
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(prefix="bvl-chromium-"), executable_path=CHROMIUM,
-                                                   headless=True, args=ARGS, viewport={"width": 1400, "height": 1000})
-        try:
-            page = ctx.new_page()
-            page.goto(path.as_uri())
-            page.wait_for_selector(".bvl-attn-heat")
-            got = {}
-            for tab, sel in [("attention", ".bvl-attn-heat"), ("token", ".bvl-x-section[data-tab=token] .bvl-heat"),
-                             ("step", ".bvl-x-section[data-tab=step] .bvl-heat"), ("model", ".bvl-thumb"),
-                             ("neuron", ".bvl-neuron"), ("compare", ".bvl-compare-heat")]:
-                page.click(f".bvl-x-tab[data-tab='{tab}']")
-                page.wait_for_function(f"() => document.querySelector(\"{sel}\")?.limits")
-                got[tab] = limits(page, sel)
-            got["grid"] = limits(page, ".bvl-grid-heat")
-        finally:
-            ctx.close()
+    with opened_page(sync_api, path) as page:
+        got = {}
+        for tab, sel in [("attention", ".bvl-attn-heat"), ("token", ".bvl-x-section[data-tab=token] .bvl-heat"),
+                         ("step", ".bvl-x-section[data-tab=step] .bvl-heat"), ("model", ".bvl-thumb"),
+                         ("neuron", ".bvl-neuron"), ("compare", ".bvl-compare-heat")]:
+            page.click(f".bvl-x-tab[data-tab='{tab}']")
+            page.wait_for_function(f"() => document.querySelector(\"{sel}\")?.limits")
+            got[tab] = limits(page, sel)
+        got["grid"] = limits(page, ".bvl-grid-heat")
     for tab in ("attention", "step"):
         np.testing.assert_allclose(got[tab][0], want[tab], rtol=1e-6)
     # the token view: every (layer, head) row divided by its own largest weight (the view model's limits), so 0..1
@@ -88,19 +96,11 @@ FIG_SUMMARY = """(tab) => { const f = document.querySelector(`.bvl-x-section[dat
 def page_figs(sync_api, path, tabs) -> dict:
     """Each tab's resolved panels as the page drew them (`section.fig`), at the page's first selection."""
     got = {}
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(prefix="bvl-chromium-"), executable_path=CHROMIUM,
-                                                   headless=True, args=ARGS, viewport={"width": 1400, "height": 1000})
-        try:
-            page = ctx.new_page()
-            page.goto(path.as_uri())
-            page.wait_for_selector(".bvl-attn-heat")
-            for tab in tabs:
-                page.click(f".bvl-x-tab[data-tab='{tab}']")
-                page.wait_for_function("t => document.querySelector(`.bvl-x-section[data-tab=${t}]`)?.fig", arg=tab)
-                got[tab] = page.evaluate(FIG_SUMMARY, tab)
-        finally:
-            ctx.close()
+    with opened_page(sync_api, path) as page:
+        for tab in tabs:
+            page.click(f".bvl-x-tab[data-tab='{tab}']")
+            page.wait_for_function("t => document.querySelector(`.bvl-x-section[data-tab=${t}]`)?.fig", arg=tab)
+            got[tab] = page.evaluate(FIG_SUMMARY, tab)
     return got
 
 

@@ -351,8 +351,8 @@ def test_export_html_small(small, tmp_path):
     tokens = {payloads[k]["header"]["layouts"] for k in payloads if k.startswith("token|")}
     assert len(tokens) == 1 and page["layouts"][tokens.pop()]["token"]["panels"][0]["type"] == "heatmap"
     from bertviz_lite.views import panels
-    assert page["layouts"][payloads[codec.request_key("attention", {"layer": 1, "kind": "probs"})]["header"]
-                           ["layouts"]] == json.loads(json.dumps(panels.layouts(data.view_data(tr, "attention", layer=1))))
+    lid = payloads[codec.request_key("attention", {"layer": 1, "kind": "probs"})]["header"]["layouts"]
+    assert page["layouts"][lid] == json.loads(json.dumps(panels.layouts(data.view_data(tr, "attention", layer=1))))
 
 
 def test_export_keeps_block_means_and_says_so(small, tmp_path):

@@ -403,9 +403,10 @@ def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dic
         if trace is None and config is None:
             raise ValueError("params needs ledger=count_params(model), or a config / trace to count from")
         if trace is not None and trace.nominal and config is trace.config:
-            raise ValueError("the parameters view needs the model's sizes, and this trace's are guessed (attention from "
-                             f"elsewhere: {', '.join(sorted(trace.nominal))} unknown); pass ledger=bv.count_params(model) "
-                             "or config= the model's BertConfig")
+            unknown = ", ".join(sorted(trace.nominal))
+            raise ValueError("the parameters view needs the model's sizes, and this trace's are guessed (attention "
+                             f"from elsewhere: {unknown} unknown); pass ledger=bv.count_params(model) or config= the "
+                             "model's BertConfig")
         mlm = trace is not None and "mlm.logits" in trace
         pooler = trace is None or "pooler.out" in trace or trace.keep is not None
         ledger, source = ledger_for_config(config, mlm=mlm, pooler=pooler), "the config's shapes"

@@ -57,7 +57,8 @@ def _heatmap(fig, p, row, col, dom) -> None:
     if p.get("square") or thumb:
         sub = fig.get_subplot(row, col)
         fig.update_yaxes(scaleanchor=sub.xaxis.plotly_name.replace("axis", ""), row=row, col=col)
-    for axis, labels, groups in (("x", p.get("x_labels"), p.get("x_groups")), ("y", p.get("y_labels"), p.get("y_groups"))):
+    for axis in ("x", "y"):
+        labels, groups = p.get(f"{axis}_labels"), p.get(f"{axis}_groups")
         if labelled and labels and groups and any(groups):  # sentence B's labels in the accent colour
             text = [f"<span style='color:{ACCENT}'>{lab}</span>" if g else lab for lab, g in zip(labels, groups)]
             (fig.update_xaxes if axis == "x" else fig.update_yaxes)(tickvals=labels, ticktext=text, row=row, col=col)
