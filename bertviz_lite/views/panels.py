@@ -19,9 +19,10 @@ What a click selects: "click" is one selection change for the whole panel, where
 stand for the clicked token; "click_rows" / "click_cols" give each word either one value or a list
 with one value per row (column), e.g. {"tab": "attention", "layer": [0, 0, 1, 1], "head": [0, 1, 0, 1]}.
 
-Selection words in text: a layout's texts may hold {layer}, {head}, {query}, {query_label},
+Selection words in text: a layout's own strings may hold {layer}, {head}, {query}, {query_label},
 {pair} (" [A->B]" when filtered), {key}; nothing else in braces is touched. A text is a string or
-a list of strings and references (joined); a reference with "fmt": k prints k digits.
+a list of strings and references (joined); referenced values (token labels, sentences) go in as
+written, and a reference with "fmt": k prints k digits (an exact tie rounds to even, in both resolvers).
 """
 
 from __future__ import annotations

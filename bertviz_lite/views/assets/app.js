@@ -667,7 +667,7 @@ function render({ model, el: host }) {
         cv.limits = [panel.clim]; cv.bvl = panel.meta;
         limits.push(panel.clim);
       } else if (panel.type === "heatmap") {
-        const room = cols === 1 || cs === cols ? full : panel.share ? Math.floor(full * panel.share) : Math.max(120, Math.floor((full + 150) * cs / cols) - 250);
+        const room = cols === 1 || cs === cols ? full : Math.max(120, Math.floor((full + 150) * cs / cols) - 250); // labels and bar beside each
         const hover = (ii, jj, v) => panel.hover.replace("{y}", panel.y_labels ? panel.y_labels[ii] : String(ii)).replace("{x}", panel.x_labels ? panel.x_labels[jj] : String(jj))
           .replace("{v}", fmt(panel.raw ? panel.raw[ii * panel.C + jj] : v, 4));
         const bare = !panel.x_labels && !panel.square;
