@@ -21,7 +21,7 @@ from . import data, panels
 from .data import PAIR_FILTERS, block_mean, plain_formula, stepper_steps  # noqa: F401  (public here too)
 
 PX = 80  # pixels per inch of the panels' shared size rule (`panels.grid_sizes`)
-ACCENT = "#c2410c"
+ACCENT = data.ACCENT
 
 
 def _hover(p: dict) -> str:

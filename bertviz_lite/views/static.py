@@ -28,7 +28,7 @@ from matplotlib.ticker import FuncFormatter
 from . import data, panels
 
 MAX_TICKS = 128  # every token label up to this many tokens; above, thinned
-ACCENT = "#c2410c"  # sentence B's labels and boundaries, the selected thumbnail (app.css's --bvl-accent)
+ACCENT = data.ACCENT
 
 
 def cmap(name: str) -> ListedColormap:
