@@ -451,7 +451,7 @@ def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:
     edits = {**edited_keys(trace_a), **edited_keys(trace_b)}
     return _base(trace_a, "compare", layer=layer, kind=kind, labels=a["labels"], labels_b=b["labels"],
                  texts=[" | ".join(t.texts) for t in (trace_a, trace_b)], steps=layer_steps,
-                 texts_short=[_short(" | ".join(t.texts), 90) for t in (trace_a, trace_b)],  # for titles
+                 texts_short=[shorten(" | ".join(t.texts), 90) for t in (trace_a, trace_b)],  # for titles
                  rows=[[k, r, m, c] for k, r, m, c in rows], edits=[[k, d] for k, d in edits.items()],
                  scale=shared, scale_diff=colour_scale(diff, "difference", per=1),
                  identical=["" if np.any(d != 0) else " \u2014 identical (the edit acts after this map, or not in this "
@@ -460,7 +460,8 @@ def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:
                  arrays=dict(a=ma, b=mb, diff=diff.astype(np.float32), grid=grid.astype(np.float32)))
 
 
-def _short(text: str, n: int) -> str:
+def shorten(text: str, n: int) -> str:
+    """text cut to n characters, the last one an ellipsis."""
     return text if len(text) <= n else text[:n - 1] + "\u2026"
 
 

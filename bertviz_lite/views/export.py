@@ -24,7 +24,6 @@ Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<
 from __future__ import annotations
 
 import html
-import json
 import os
 import secrets
 import stat
@@ -69,7 +68,8 @@ class Payloads:
 
     def add(self, view: str, args: dict, budget: int | None = None, **extra) -> bool:
         key, payload = self.make(view, args, **extra)
-        layouts = codec.to_json(payload["header"].pop("layouts"))
+        layout = payload["header"].pop("layouts")
+        layouts = codec.to_json(layout)
         new = layouts not in self._layout_ids
         lid = self._layout_ids.get(layouts, f"L{len(self._layout_ids)}")
         payload["header"]["layouts"] = lid
@@ -79,7 +79,7 @@ class Payloads:
             return False
         if new:
             self._layout_ids[layouts] = lid
-            self.layouts[lid] = json.loads(layouts)
+            self.layouts[lid] = layout
         self.items[key] = payload
         self.size += size - old
         return True

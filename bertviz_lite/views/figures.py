@@ -264,7 +264,7 @@ def draw_attention(vd: dict, head: int = 0, pair_filter: str = "all") -> go.Figu
 
 
 def draw_head(vd: dict, pair_filter: str = "all") -> go.Figure:
-    return view_figure(vd, "head", heads=vd.get("heads") or [0], pair_filter=pair_filter)  # bertviz's start: head 0
+    return view_figure(vd, "head", pair_filter=pair_filter)  # the data's heads, else head 0 (bertviz's start)
 
 
 def draw_model(vd: dict, **sel) -> go.Figure:

@@ -349,7 +349,7 @@ class _Resolver:
     def panel(self, p: dict) -> dict:
         out = {k: v for k, v in p.items() if k not in ("z", "clim", "x_labels", "y_labels", "labels", "values",
                                                       "row_scale", "groups", "rows")}
-        at = list(p["at"]) + [1, 1][len(p["at"]) - 2:] if len(p["at"]) < 4 else list(p["at"])
+        at = list(p["at"]) + [1, 1][:4 - len(p["at"])]  # [row, col] -> [row, col, 1, 1]
         out["at"] = at
         for k in ("title", "x_title", "y_title", "hover", "caption"):
             if k in p:

@@ -53,10 +53,6 @@ def _words(labels) -> list[str]:
     return [s.split(" ", 1)[1] if re.match(r"\d+ ", s) else s for s in labels]
 
 
-def _short(s: str, n: int = 22) -> str:
-    return s if len(s) <= n else s[:n - 1] + "\u2026"
-
-
 def _heatmap(mfig, ax, p) -> None:
     z = p["z"]
     im = ax.imshow(z, cmap=cmap(p["scale"]), vmin=p["clim"][0], vmax=p["clim"][1], interpolation="nearest",
@@ -85,15 +81,16 @@ def _heatmap(mfig, ax, p) -> None:
         ax.set_xticks(idx, [p["x_labels"][i] for i in idx], fontsize=8)
     else:
         ax.set_xticks([])
-    for labels, groups in ((ax.get_xticklabels(), p.get("x_groups")), (ax.get_yticklabels(), p.get("y_groups"))):
-        if groups:  # sentence B's labels in the accent colour, as in the page
-            for lab in labels:
-                at = int(round(lab.get_position()[0 if labels is ax.get_xticklabels() else 1]))
-                if 0 <= at < len(groups) and groups[at]:
-                    lab.set_color(ACCENT)
     if p.get("square"):
         ax.xaxis.tick_top()
         ax.xaxis.set_label_position("top")
+    for axis, labels, groups in ((0, ax.get_xticklabels(), p.get("x_groups")),
+                                 (1, ax.get_yticklabels(), p.get("y_groups"))):
+        if groups:  # sentence B's labels in the accent colour, as in the page
+            for lab in labels:
+                at = int(round(lab.get_position()[axis]))  # the tick's column (x) or row (y)
+                if 0 <= at < len(groups) and groups[at]:
+                    lab.set_color(ACCENT)
     for i in p.get("row_splits") or []:
         ax.axhline(i - 0.5, color=ACCENT, lw=1.2)
     for j in p.get("col_splits") or []:
@@ -121,7 +118,7 @@ def _lines(mfig, ax, p) -> None:
     for x, labels, groups, ha in ((-0.01, p["left"], p["left_groups"], "right"),
                                   (1.01, p["right"], p["right_groups"], "left")):
         for i, (s, g) in enumerate(zip(_words(labels), groups)):
-            ax.text(x, -i, _short(s), ha=ha, va="center", fontsize=9, color=ACCENT if g else "#1f2937")
+            ax.text(x, -i, data.shorten(s, 22), ha=ha, va="center", fontsize=9, color=ACCENT if g else "#1f2937")
     ax.text(-0.05, 1.2, p["left_title"], ha="right", fontsize=9, style="italic")
     ax.text(1.05, 1.2, p["right_title"], ha="left", fontsize=9, style="italic")
     ax.set_xlim(-0.55, 1.55)

@@ -610,7 +610,7 @@ function render({ model, el: host }) {
       part.canvas = part.heat;
       if (panel.name === "attn") part.heat.addEventListener("keydown", arrows);
     } else if (panel.type === "lines") {
-      part = Lines(); part.canvas = part.canvas; part.canvas.className = `bvl-${panel.name}`;
+      part = Lines(); part.canvas.className = `bvl-${panel.name}`;
     } else if (panel.type === "bars") {
       part = Bars();
     } else {
@@ -727,7 +727,7 @@ function render({ model, el: host }) {
     const record = { layer: s.layer, head: s.head, query: s.query, kind: s.kind, pair: s.pair_filter, key: s.key, heads: [...s.heads] };
     const first = p.parts[0], main = first && first.canvas;
     if (tab === "attention") Object.assign(record, { rows: fig.panels[0].rows, cols: fig.panels[0].cols, values: fig.panels[0].values, ms: performance.now() - t0 });
-    if (tab === "neuron") { const num = neuronNumbers(vd, s.head, s.query); Object.assign(record, { scores: num.scores, weights: num.weights }); }
+    if (tab === "neuron") { const bars = (name) => fig.panels.find((q) => q.name === name).values; Object.assign(record, { scores: bars("neuron-scores"), weights: bars("neuron-weights") }); }
     if (main && tab !== "model") { main.bvl = record; Object.assign(main.dataset, { layer: s.layer, head: s.head, kind: s.kind, pair: s.pair_filter }); }
     if (tab === "compare") { const g = p.parts.find((q) => q.key.startsWith("heatmap:grid")); if (g) g.heat.bvl = record; }
     p.grid.bvl = record; sections[tab].bvl = record; sections[tab].limits = p.grid.limits;
