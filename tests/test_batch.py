@@ -10,13 +10,10 @@ import bertviz_lite as bv
 from bertviz_lite import backend, engine, schema
 
 from .conftest import SMALL
+from .helpers import host
 
 TEXTS = ["The cat sat on the mat.", "I love machine learning", "Hello, world! How are you doing on this fine day?"]
 PAIRS = ["It purred.", None, "Very well, thank you."]
-
-
-def host(x):
-    return np.asarray(backend.to_host(x), dtype=np.float64)
 
 
 def assert_same_trace(a, b):

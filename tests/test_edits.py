@@ -11,10 +11,7 @@ from bertviz_lite import backend, engine
 from bertviz_lite.errors import EditError, PatternError
 
 from .conftest import SMALL
-
-
-def host(x):
-    return np.asarray(backend.to_host(x), dtype=np.float64)
+from .helpers import host
 
 
 PAIR = ("The cat sat on the mat.", "It purred quietly.")

@@ -13,10 +13,11 @@ import pytest
 
 import bertviz_lite as bv
 from bertviz_lite import schema
-from bertviz_lite.backend import to_host
 from bertviz_lite.params import formula_total, ledger_for_config
 from bertviz_lite.views import PAIR_FILTERS, codec, data, stepper_steps
 from bertviz_lite.views.explorer import EXACT_UP_TO, explore, widgets_available
+
+from .helpers import real_idx, real_map
 
 pytest.importorskip("plotly")
 if not widgets_available():
@@ -39,16 +40,6 @@ def padded(wide):
 @pytest.fixture(scope="module")
 def pair(wide):
     return wide.trace("The cat sat on the mat.", pair="It was tired.", pad_to=30)
-
-
-def real_idx(tr):
-    return [i for i, m in enumerate(tr.mask) if m]
-
-
-def real_map(tr, layer, head, kind="probs", rows=None, cols=None):
-    idx = real_idx(tr)
-    rows, cols = (idx if rows is None else rows), (idx if cols is None else cols)
-    return to_host(tr.get(f"attn.{kind}", layer=layer, head=head))[np.ix_(rows, cols)]
 
 
 class Sent:
@@ -101,7 +92,7 @@ def test_long_inputs_travel_as_scaled_uint16(wide):
         assert msg["arrays"][0]["dtype"] == "u2" and len(buffers[0]) == 2 * 6 * n * n
         maps = codec.decode(msg, buffers)["arrays"]["maps"]
         for h in (0, 5):
-            want = real_map(tr, 1, h, kind)
+            want = real_map(tr, 1, h, name=f"attn.{kind}")
             step = (want.max() - want.min()) / 65534
             np.testing.assert_allclose(maps[h], want, rtol=0, atol=step / 2 * 1.05 + 1e-7)
         assert np.isfinite(maps).all()  # scores of [PAD] keys (-inf) are not sent

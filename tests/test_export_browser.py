@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite.backend import to_host
 from bertviz_lite.views import export_html
+
+from .helpers import real_map
 
 pytestmark = pytest.mark.browser
 
@@ -65,11 +66,6 @@ def opened(browser, page_file):
 def distinct_colours(png: bytes) -> int:
     from PIL import Image
     return len(Image.open(io.BytesIO(png)).convert("RGB").getcolors(maxcolors=1 << 20) or [])
-
-
-def real_map(tr, layer, head, name="attn.probs"):
-    idx = [i for i, m in enumerate(tr.mask) if m]
-    return to_host(tr.get(name, layer=layer, head=head))[np.ix_(idx, idx)]
 
 
 def drawn_map(page) -> tuple[dict, np.ndarray]:

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from .helpers import real_idx, real_map
+
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
@@ -278,14 +280,6 @@ def same_map(shown, want):
     np.testing.assert_allclose(np.reshape(shown, want.shape), want, rtol=1e-6, atol=1e-7)
 
 
-def real_map(tr, layer, head, rows=None, cols=None):
-    from bertviz_lite.backend import to_host
-    real = [i for i, m in enumerate(tr.mask) if m]
-    rows = real if rows is None else [real[i] for i in rows]
-    cols = real if cols is None else [real[j] for j in cols]
-    return to_host(tr.get("attn.probs", layer=layer, head=head))[np.ix_(rows, cols)]
-
-
 TABS = [("model", ".bvl-x-section[data-tab='model'] .bvl-thumb"), ("head", ".bvl-headview"),
         ("token", ".bvl-x-section[data-tab='token'] .bvl-heat"), ("neuron", ".bvl-neuron"),
         ("step", ".bvl-x-section[data-tab='step'] .bvl-heat"), ("params", ".bvl-params"),
@@ -356,7 +350,8 @@ def test_explorer_in_jupyterlab(lab, sync_api, trace):
         a_rows = [i for i in range(n) if segs[i] == 0]
         b_cols = [i for i in range(n) if segs[i] == 1]
         assert shown["rows"] == a_rows and shown["cols"] == b_cols
-        same_map(shown["values"], real_map(trace, 2, 3, a_rows, b_cols))
+        real = real_idx(trace)
+        same_map(shown["values"], real_map(trace, 2, 3, rows=[real[i] for i in a_rows], cols=[real[j] for j in b_cols]))
 
         # the kernel sees what the page selected
         shoot(page, "attention-pair")

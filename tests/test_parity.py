@@ -20,7 +20,8 @@ except ImportError:
     import helpers_hf as H
 
 import bertviz_lite as bv
-from bertviz_lite import backend
+
+from .helpers import host
 
 EXPECTED_FIXTURES = {
     "base_random_single", "base_random_pair", "base_random_padded",
@@ -58,10 +59,6 @@ def run(name: str, workdir):
         model, trace = H.run_fixture(fx, workdir)
         _RUNS[name] = fx, model, trace
     return _RUNS[name]
-
-
-def host(x) -> np.ndarray:
-    return np.asarray(backend.to_host(x))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,15 +20,7 @@ pytest.importorskip("plotly")
 from bertviz_lite.views.figures import (attention_heatmap, compare_view, head_view, model_view,  # noqa: E402
                                         neuron_view, param_breakdown, step_view, token_view)
 
-
-def real_idx(tr):
-    return [i for i, m in enumerate(tr.mask) if m]
-
-
-def real_map(tr, name, layer, head=None):
-    idx = real_idx(tr)
-    a = to_host(tr.get(name, layer=layer))[:, idx][:, :, idx]
-    return a if head is None else a[head]
+from .helpers import real_idx, real_map
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +41,7 @@ def pair(small):
 @pytest.mark.parametrize("kind", ["probs", "scores"])
 def test_attention_data_is_the_layers_maps_over_real_tokens(padded, kind):
     vd = data.view_data(padded, "attention", layer=1, kind=kind)
-    np.testing.assert_allclose(vd["arrays"]["maps"], real_map(padded, f"attn.{kind}", 1), rtol=1e-6)
+    np.testing.assert_allclose(vd["arrays"]["maps"], real_map(padded, 1, name=f"attn.{kind}"), rtol=1e-6)
     assert np.isfinite(vd["arrays"]["maps"]).all()  # masked [PAD] keys are dropped, not drawn
     assert vd["labels"] == [f"{i} {padded.tokens[i]}" for i in real_idx(padded)]
     assert not any("[PAD]" in lab for lab in vd["labels"])
@@ -123,7 +115,7 @@ def test_model_view_every_layer_and_head_block_means(small):
     vd = data.view_data(tr, "model", kind="probs")
     L, A = tr.num_layers, tr.num_heads
     assert vd["arrays"]["maps"].shape == (L, A, 48, 48) and vd["shown"] == 48 < vd["tokens"] == tr.n_real
-    expect, _, _ = block_mean(real_map(tr, "attn.probs", 1, 2), 48)
+    expect, _, _ = block_mean(real_map(tr, 1, 2), 48)
     np.testing.assert_allclose(vd["arrays"]["maps"][1, 2], expect, rtol=1e-5)
     fig = model_view(tr)
     assert len(fig.data) == L * A and {(t.meta["layer"], t.meta["head"]) for t in fig.data} == \
@@ -141,7 +133,7 @@ def test_head_view_starts_with_one_head_and_groups_lines_by_head(pair):
     fig = head_view(pair, 0)
     assert {t.legendgroup for t in fig.data if t.legendgroup} == {"head 0"}
     fig = head_view(pair, 1, heads=[1, 3])
-    z = real_map(pair, "attn.probs", 1, 3)
+    z = real_map(pair, 1, 3)
     lines = [t for t in fig.data if t.mode == "lines" and t.meta.get("head") == 3 and "low" in t.meta]
     assert sum(np.isnan(np.asarray(t.x, dtype=float)).sum() for t in lines) == int((z >= 0.02).sum())
     q, k = [t for t in fig.data if t.mode == "text"]
@@ -151,7 +143,7 @@ def test_head_view_starts_with_one_head_and_groups_lines_by_head(pair):
 def test_token_view_rows_are_that_tokens_attention_in_every_layer_and_head(pair):
     vd = data.view_data(pair, "token", query=4)
     for layer in range(pair.num_layers):
-        np.testing.assert_allclose(vd["arrays"]["rows"][layer], real_map(pair, "attn.probs", layer)[:, 4], rtol=1e-6)
+        np.testing.assert_allclose(vd["arrays"]["rows"][layer], real_map(pair, layer)[:, 4], rtol=1e-6)
     assert token_view(pair, 4).layout.meta["query"] == 4
     with pytest.raises(ValueError, match="token index"):
         data.view_data(pair, "token", query=pair.n_real)
@@ -162,8 +154,8 @@ def test_neuron_view_adds_up_to_the_recorded_scores_and_weights(padded):
     num = data.neuron_numbers(vd, head=2, query=3)
     assert num["prod"].shape == (padded.n_real, padded.config.head_size)
     np.testing.assert_allclose(num["prod"].sum(axis=1) / np.sqrt(padded.config.head_size), num["scores"])
-    np.testing.assert_allclose(num["scores"], real_map(padded, "attn.scores", 1, 2)[3], rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(num["weights"], real_map(padded, "attn.probs", 1, 2)[3], rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(num["scores"], real_map(padded, 1, 2, name="attn.scores")[3], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(num["weights"], real_map(padded, 1, 2)[3], rtol=1e-4, atol=1e-7)
     fig = neuron_view(padded, 1, 2, 3)
     bars = [t for t in fig.data if t.type == "bar"]
     np.testing.assert_allclose(np.asarray(bars[1].x), num["weights"])
@@ -175,7 +167,7 @@ def test_compare_view(small, pair):
     assert np.nanmax(same["arrays"]["grid"]) == 0 and not same["arrays"]["diff"].any()
     other = small.trace("The dog sat on the mat.", pair="It was tired.", pad_to=30)
     vd = data.view_data(pair, "compare", trace_b=other, layer=1)
-    np.testing.assert_allclose(vd["arrays"]["diff"], real_map(other, "attn.probs", 1) - real_map(pair, "attn.probs", 1),
+    np.testing.assert_allclose(vd["arrays"]["diff"], real_map(other, 1) - real_map(pair, 1),
                                atol=1e-6)
     rows = {k: r for k, r, _, _ in vd["rows"]}
     steps = vd["steps"]
@@ -345,7 +337,7 @@ def test_export_html_small(small, tmp_path):
         assert any(k.startswith(view + "|") for k in payloads), view
     assert {json.loads(k.split("|", 1)[1])["key"] for k in payloads if k.startswith("step|")} == set(tr.keys())
     back = codec.from_text(payloads[codec.request_key("attention", {"layer": 1, "kind": "probs"})])
-    np.testing.assert_allclose(back["arrays"]["maps"], real_map(tr, "attn.probs", 1), atol=1 / 65534)
+    np.testing.assert_allclose(back["arrays"]["maps"], real_map(tr, 1), atol=1 / 65534)
     assert "<title>cats</title>" in text and "every layer" in info["page_note"]
     # each distinct layout is kept once: every token's one-token view names the same one
     tokens = {payloads[k]["header"]["layouts"] for k in payloads if k.startswith("token|")}
@@ -364,9 +356,9 @@ def test_export_keeps_block_means_and_says_so(small, tmp_path):
     assert "block means" in note and "attention in full" in note
     back = codec.from_text(page["payloads"][codec.request_key("attention", {"layer": 1, "kind": "probs"})])
     if back["edges"] is None:  # this layer was kept in full
-        np.testing.assert_allclose(back["arrays"]["maps"], real_map(tr, "attn.probs", 1), atol=1 / 254)
+        np.testing.assert_allclose(back["arrays"]["maps"], real_map(tr, 1), atol=1 / 254)
     else:
-        expect, _, _ = block_mean(real_map(tr, "attn.probs", 1), 96)
+        expect, _, _ = block_mean(real_map(tr, 1), 96)
         np.testing.assert_allclose(back["arrays"]["maps"], expect, atol=expect.max() / 250)
     assert out.stat().st_size < 500_000
 

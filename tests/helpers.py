@@ -1,0 +1,60 @@
+"""Helpers the test files share (defined once): where the repository is, the shipped vocabulary,
+a tensor on the host as float64, one head's attention map over the real tokens, and a checkpoint
+folder in Hugging Face layout."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import save_file
+
+import bertviz_lite as bv
+from bertviz_lite.backend import to_host
+from bertviz_lite.weights import to_hf_state
+
+ROOT = Path(__file__).resolve().parents[1]
+VOCAB = Path(bv.__file__).parent / "data" / "vocab.txt"
+
+# the golden key list: the order of one layer's steps, written out by hand
+LAYER_KEYS = ["attn.q", "attn.k", "attn.v", "attn.scores", "attn.probs", "attn.context", "attn.concat",
+              "attn.out", "attn.resid", "attn.ln", "ffn.up", "ffn.act", "ffn.down", "ffn.resid", "ffn.ln"]
+EMBED_KEYS = ["embed.token", "embed.position", "embed.segment", "embed.sum", "embed.ln"]
+
+
+def golden_keys(L, mlm=False):
+    keys = EMBED_KEYS + [f"layer.{l}.{k}" for l in range(L) for k in LAYER_KEYS] + ["pooler.out"]
+    return keys + (["mlm.logits"] if mlm else [])
+
+
+def host(x) -> np.ndarray:
+    """A recorded tensor (NumPy or CuPy) as a float64 NumPy array."""
+    return np.asarray(to_host(x), dtype=np.float64)
+
+
+def real_idx(tr) -> list[int]:
+    """The positions of the real (unpadded) tokens."""
+    return [i for i, m in enumerate(tr.mask) if m]
+
+
+def real_map(tr, layer, head=None, *, name="attn.probs", rows=None, cols=None) -> np.ndarray:
+    """`name`'s maps of one layer ([head, query, key]) or one head ([query, key]) over the real tokens;
+    rows / cols: token positions to keep instead (default: every real token)."""
+    idx = real_idx(tr)
+    rows, cols = (idx if rows is None else rows), (idx if cols is None else cols)
+    a = to_host(tr.get(name, layer=layer))[:, rows][:, :, cols]
+    return a if head is None else a[head]
+
+
+def write_folder(folder: Path, model, *, config: dict | None = None, state: dict | None = None) -> Path:
+    """A BertModel-layout folder of `model` (float32 safetensors, config.json, vocab.txt)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if state is None:
+        state = {k.removeprefix("bert."): v for k, v in to_hf_state(
+            {k: np.asarray(v) for k, v in model.weights.items()}).items()}
+    save_file({k: np.ascontiguousarray(v) for k, v in state.items()}, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(config or model.config.to_hf_dict()))
+    shutil.copy(VOCAB, folder / "vocab.txt")
+    return folder

@@ -1,0 +1,91 @@
+"""The fast path's kernels: the rational erf and GELU within their bound, kernels split over threads
+give the same bits, and each kernel computes its array API formula line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special
+
+from bertviz_lite import backend, engine
+
+
+def test_rational_erf_is_within_its_bound_of_scipy():
+    x = np.linspace(-6, 6, 200_001)
+    approx = backend.rational_erf(x, backend.get_namespace("numpy"))
+    assert np.max(np.abs(approx - scipy.special.erf(x))) < 1.5e-7
+
+
+def test_numpy_gelu_is_within_the_erf_bound_everywhere():
+    # the fast kernel computes max(x, 0) - |x| Phi(-|x|) with the same rational erf: its error
+    # is |x| * 1.5e-7 / 2 from the formula plus float32 rounding, on both sides of zero and out
+    # where Phi(-|x|) underflows
+    x = np.concatenate([np.linspace(-30, 30, 600_001), [0.0, -0.0, 1e-30, -1e-30, 3e4, -3e4]]).astype(np.float32)
+    exact = x.astype(np.float64) * 0.5 * scipy.special.erfc(-x.astype(np.float64) / np.sqrt(2))
+    fast = engine.gelu(x, np)
+    assert fast.dtype == np.float32
+    assert np.max(np.abs(fast - exact) / np.maximum(1.0, np.abs(x))) < 2.5e-7
+    assert np.all(fast[x >= 0] >= 0) and np.all(fast[x < 0] <= 0)  # the sign branch
+
+
+def test_kernels_split_over_threads_give_the_same_bits(monkeypatch):
+    # a large input is split by rows over kernel_threads() threads; each row (each element, for gelu)
+    # goes through the same ufuncs as on one thread, so the results are bitwise equal. Small blocks
+    # make a small input "large" here, with uneven cuts and a ragged last block.
+    from bertviz_lite import kernels
+    monkeypatch.setattr(kernels, "_BLOCK", 64)
+    rng = np.random.default_rng(7)
+    s = (rng.standard_normal((3, 41, 41)) * 4).astype(np.float32)
+    s[..., 3] = -np.inf
+    x = (rng.standard_normal((37, 29)) * 3).astype(np.float32)
+    g, b = rng.standard_normal(29).astype(np.float32), rng.standard_normal(29).astype(np.float32)
+    runs = {}
+    for threads in ("1", "3"):
+        monkeypatch.setenv("BERTVIZ_LITE_THREADS", threads)
+        assert kernels.kernel_threads() == int(threads)
+        runs[threads] = (kernels.numpy_softmax(s), kernels.numpy_gelu(x), kernels.numpy_layer_norm(x, g, b, 1e-12))
+    used = []
+    real_split = kernels._split
+    monkeypatch.setattr(kernels, "_split", lambda work, n, *a: (used.append(n), real_split(work, n, *a)))
+    kernels.numpy_softmax(s)
+    assert used == [3 * 41]  # the rows, not the elements, are cut for softmax
+    for one, three in zip(runs["1"], runs["3"]):
+        assert one.dtype == np.float32 and np.array_equal(one, three)
+
+
+def test_kernel_threads_follow_the_blas_limit(monkeypatch):
+    from bertviz_lite import kernels
+    for name in ("BERTVIZ_LITE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")  # as Dask sets it in each worker
+    assert kernels.kernel_threads() == 1
+    monkeypatch.setenv("BERTVIZ_LITE_THREADS", "2")  # the package's own setting wins
+    assert kernels.kernel_threads() == 2
+    monkeypatch.setenv("BERTVIZ_LITE_THREADS", "zero")  # not a count: the next setting is read
+    assert kernels.kernel_threads() == 1
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7), (12, 37, 37), (2, 300, 300), (1, 1, 1)])
+def test_numpy_kernels_compute_the_array_api_lines(shape):
+    # the fast numpy paths of softmax, gelu and layernorm against the engine's own array-api
+    # lines (run through array_api_strict), on sizes that do and do not fill whole blocks
+    strict = backend.get_namespace("array_api_strict")
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    x[..., 0] = -np.inf if shape[-1] > 1 else x[..., 0]  # a masked key in every row
+    s = strict.asarray(x)
+    np.testing.assert_allclose(engine.softmax(x, np), backend.to_host(engine.softmax(s, strict)), atol=2e-7)
+    assert np.all(engine.softmax(x, np)[..., 0] == 0) or shape[-1] == 1
+    y = np.where(np.isfinite(x), x, 1.5).astype(np.float32)
+    np.testing.assert_allclose(engine.gelu(y, np), backend.to_host(engine.gelu(strict.asarray(y), strict)),
+                               atol=1e-6, rtol=1e-6)
+    exact = y * 0.5 * (1 + scipy.special.erf(y.astype(np.float64) / np.sqrt(2)))
+    assert np.max(np.abs(engine.gelu(y, np) - exact)) < 1e-6 * max(1.0, np.abs(y).max())
+    gamma = rng.standard_normal(shape[-1]).astype(np.float32)
+    beta = rng.standard_normal(shape[-1]).astype(np.float32)
+    fast = engine.layer_norm(y, gamma, beta, 1e-12, np)
+    slow = engine.layer_norm(strict.asarray(y), strict.asarray(gamma), strict.asarray(beta), 1e-12, strict)
+    np.testing.assert_allclose(fast, backend.to_host(slow), atol=2e-6, rtol=1e-5)
+    for out in (engine.softmax(x, np), engine.gelu(y, np), fast):
+        assert out.shape == x.shape and out.dtype == np.float32
