@@ -13,6 +13,8 @@ import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import families
+
 # hidden_act values of a hugging face config -> the activation the engine computes.
 # "gelu" is the exact erf form BERT was trained with; the others are the approximations
 # and the relu that popular write-ups use (see lesson 07).
@@ -46,7 +48,7 @@ class BertConfig:
     attention_scale: float | None = None  # None: 1/sqrt(d_k). a what-if knob for lesson 13 (1/sqrt(H))
     tie_word_embeddings: bool = True  # the mlm output matrix is W_T itself; False: a separate decoder W_out
     # the family's switches (FAMILIES sets them from config.json's model_type; BERT's values are the defaults)
-    model_type: str = "bert"  # bert, roberta, distilbert, electra or albert: one engine, these switches
+    model_type: str = "bert"  # a record of families.py: bert, roberta, distilbert, electra or albert
     embedding_size: int | None = None  # E, width of the embedding tables; None: E = H. ALBERT and ELECTRA project E -> H
     position_offset: int = 0  # first row of W_P that position 0 reads: RoBERTa's padding_idx + 1
     shared_layers: bool = False  # ALBERT: every layer runs layer 0's weights (the trace still has a key per layer)
@@ -137,7 +139,7 @@ class BertConfig:
         if d.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError("only absolute position embeddings are supported, got "
                              f"position_embedding_type={d['position_embedding_type']!r}")
-        d = {**d, **{hf: d[ours] for ours, hf in RENAMED.get(family, {}).items() if ours in d}}  # distilbert's names
+        d = {**d, **{bert: d[its] for its, bert in families.family(family).renamed.items() if its in d}}
         kwargs = {ours: d[hf] for hf, ours in cls._HF_NAMES.items() if hf in d and d[hf] is not None}
         kwargs.update(family_switches(family, d))
         kwargs.update(head_from_architectures(family, d))
@@ -157,38 +159,18 @@ class BertConfig:
 
 
 # ------------------------------------------------------------------------------------------
-# the family: what each model_type changes, as switches of the one engine
+# the family: what each model_type changes, as switches of the one engine (families.py's records)
 # ------------------------------------------------------------------------------------------
 
 # model_type -> what its forward does differently from BERT's (the lesson prints this table)
-FAMILIES = {
-    "bert": "the reference: T + P + S, LayerNorm, L post-LN layers, tanh pooler",
-    "roberta": "positions start at padding_idx + 1 (W_P[o:o+n]); one segment; byte-level BPE tokens",
-    "distilbert": "no segment table (S = 0); 6 layers; no pooler (its classifier's pre_classifier uses relu)",
-    "electra": "embeddings of width E projected to H when E != H; classifier pooler uses gelu",
-    "albert": "embeddings of width E projected to H; one layer's weights shared by all L layers; Unigram tokens",
-}
-
-# distilbert writes the same fields under its own names: ours (hugging face bert name) -> its name
-RENAMED = {"distilbert": {"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
-                          "hidden_dim": "intermediate_size", "activation": "hidden_act"}}
+FAMILIES = {t: f.differences for t, f in families.FAMILIES.items()}
+# its own config.json names -> BERT's (DistilBERT writes dim for hidden_size)
+RENAMED = {t: dict(f.renamed) for t, f in families.FAMILIES.items() if f.renamed}
 
 
 def family_switches(family: str, d: dict) -> dict:
     """The config switches a model_type sets: each is one readable difference from BERT."""
-    if family == "roberta":  # fairseq numbers positions from padding_idx + 1
-        return {"model_type": family, "position_offset": d.get("pad_token_id", 1) + 1}
-    if family == "distilbert":
-        if d.get("sinusoidal_pos_embds"):
-            raise ValueError("DistilBERT with sinusoidal_pos_embds is not supported (learned positions only)")
-        return {"model_type": family, "type_vocab_size": 0, "pooler_act": "relu", "layer_norm_eps": 1e-12}
-    if family == "electra":
-        return {"model_type": family, "pooler_act": "gelu"}
-    if family == "albert":
-        if d.get("num_hidden_groups", 1) != 1 or d.get("inner_group_num", 1) != 1:
-            raise ValueError("ALBERT with num_hidden_groups or inner_group_num other than 1 is not supported")
-        return {"model_type": family, "shared_layers": True}
-    return {"model_type": family}
+    return {"model_type": family, **families.family(family).switches(d)}
 
 
 # the task heads: name -> what it computes (each is one formula line, schema's head.logits rows)
@@ -202,17 +184,6 @@ HEADS = {
 FIXED_LABELS = {"question_answering": ("start", "end"), "next_sentence": ("isNext", "notNext"),
                 "replaced_token": ("replaced",)}
 
-# architecture suffix -> the head it carries (None: the bare encoder; the masked-lm head is read from the
-# weights, as BertForMaskedLM's is)
-ARCHITECTURE_HEADS = {
-    "Model": None, "ForMaskedLM": None, "ForPreTraining": "next_sentence",
-    "ForNextSentencePrediction": "next_sentence", "ForSequenceClassification": "sequence_classification",
-    "ForTokenClassification": "token_classification", "ForQuestionAnswering": "question_answering",
-}
-CLASS_PREFIX = {"bert": "Bert", "roberta": "Roberta", "distilbert": "DistilBert", "electra": "Electra",
-                "albert": "Albert"}
-
-
 def head_from_architectures(family: str, d: dict) -> dict:
     """head and labels from config.json's architectures and id2label; an unknown head is an error."""
     archs = d.get("architectures") or []
@@ -220,24 +191,13 @@ def head_from_architectures(family: str, d: dict) -> dict:
         return {}
     if len(archs) != 1:
         raise ValueError(f"config.json lists {len(archs)} architectures {archs}; expected one")
-    arch, prefix = archs[0], CLASS_PREFIX[family]
-    suffix = arch[len(prefix):] if arch.startswith(prefix) else None
-    known = {prefix + s for s in ARCHITECTURE_HEADS}
-    if family != "bert":  # next-sentence prediction is BERT's alone
-        known.discard(prefix + "ForNextSentencePrediction")
-    if family in ("roberta", "distilbert"):  # no such classes
-        known.discard(prefix + "ForPreTraining")
-    if family == "electra":
-        known.discard("ElectraForMaskedLM")  # the generator: its masked-lm head is E wide with its own names
-    if arch not in known:
+    arch, record = archs[0], families.family(family)
+    if arch in record.refused:
+        raise ValueError(record.refused[arch])
+    if arch not in record.architectures:
         raise ValueError(f"config.json's architecture {arch!r} carries a head bertviz-lite does not compute; "
-                         f"it reads {', '.join(sorted(known))}")
-    head = ARCHITECTURE_HEADS[suffix]
-    if family == "electra" and suffix == "ForPreTraining":
-        head = "replaced_token"  # the discriminator
-    if family == "albert" and suffix == "ForPreTraining":
-        raise ValueError("AlbertForPreTraining's sentence-order head is not supported; use AlbertForMaskedLM or "
-                         "AlbertModel")
+                         f"it reads {', '.join(sorted(record.architectures))}")
+    head = record.architectures[arch]
     if head is None:
         return {}
     if head in FIXED_LABELS:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import schema
+from . import families, schema
 from .config import BertConfig
 from .errors import CheckpointError
 from .table import Table
@@ -230,26 +230,10 @@ def reconcile(config: BertConfig | None = None) -> Table:
                        f"n_h={c.num_heads}, F={c.ffn_size})", notes=("includes", "leaves out"))
 
 
-# published config.json values of the family's base checkpoints (the fields that set a count), from
-# bert-base-uncased, distilbert-base-uncased, roberta-base, albert-base-v2, electra-base-discriminator
-PUBLISHED_CONFIGS = {
-    "bert-base-uncased": {"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
-                          "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
-                          "type_vocab_size": 2},
-    "distilbert-base-uncased": {"model_type": "distilbert", "vocab_size": 30522, "dim": 768, "n_layers": 6,
-                                "n_heads": 12, "hidden_dim": 3072, "max_position_embeddings": 512,
-                                "pad_token_id": 0},
-    "roberta-base": {"model_type": "roberta", "vocab_size": 50265, "hidden_size": 768, "num_hidden_layers": 12,
-                     "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 514,
-                     "type_vocab_size": 1, "pad_token_id": 1, "layer_norm_eps": 1e-05},
-    "albert-base-v2": {"model_type": "albert", "vocab_size": 30000, "embedding_size": 128, "hidden_size": 768,
-                       "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-                       "max_position_embeddings": 512, "type_vocab_size": 2, "hidden_act": "gelu_new"},
-    "electra-base-discriminator": {"model_type": "electra", "vocab_size": 30522, "embedding_size": 768,
-                                   "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                                   "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2},
-}
-HAS_POOLER = {"bert": True, "roberta": True, "albert": True, "distilbert": False, "electra": False}  # the *Model
+# published config.json values of the family's base checkpoints (the fields that set a count), and whether
+# each family's bare *Model has a pooler: families.py's records
+PUBLISHED_CONFIGS = {f.published[0]: dict(f.published[1]) for f in families.FAMILIES.values()}
+HAS_POOLER = {t: f.base_has_pooler for t, f in families.FAMILIES.items()}  # the *Model
 
 
 def family_ledgers() -> Table:

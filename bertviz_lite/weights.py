@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from . import backend, schema
+from . import backend, families, schema
 from .config import BertConfig
 from .errors import CheckpointError
 
@@ -134,128 +134,17 @@ def random_weights(c: BertConfig, seed: int = 0, *, mlm: bool = False, nsp: bool
 # hugging face checkpoint names -> engine names
 # ------------------------------------------------------------------------------------------
 
-# (hugging face name pattern, engine name, transpose?) ; {l} is the layer index.
-# gamma/beta are the legacy layernorm names of the original google checkpoints.
-HF_NAME_MAP: tuple[tuple[str, str, bool], ...] = (
-    ("embeddings.word_embeddings.weight", "embed.W_T", False),
-    ("embeddings.position_embeddings.weight", "embed.W_P", False),
-    ("embeddings.token_type_embeddings.weight", "embed.W_S", False),
-    ("embeddings.LayerNorm.weight", "embed.ln.gamma", False),
-    ("embeddings.LayerNorm.bias", "embed.ln.beta", False),
-    ("encoder.layer.{l}.attention.self.query.weight", "layer.{l}.attn.W_Q", True),
-    ("encoder.layer.{l}.attention.self.query.bias", "layer.{l}.attn.b_Q", False),
-    ("encoder.layer.{l}.attention.self.key.weight", "layer.{l}.attn.W_K", True),
-    ("encoder.layer.{l}.attention.self.key.bias", "layer.{l}.attn.b_K", False),
-    ("encoder.layer.{l}.attention.self.value.weight", "layer.{l}.attn.W_V", True),
-    ("encoder.layer.{l}.attention.self.value.bias", "layer.{l}.attn.b_V", False),
-    ("encoder.layer.{l}.attention.output.dense.weight", "layer.{l}.attn.W_O", True),
-    ("encoder.layer.{l}.attention.output.dense.bias", "layer.{l}.attn.b_O", False),
-    ("encoder.layer.{l}.attention.output.LayerNorm.weight", "layer.{l}.attn.ln.gamma", False),
-    ("encoder.layer.{l}.attention.output.LayerNorm.bias", "layer.{l}.attn.ln.beta", False),
-    ("encoder.layer.{l}.intermediate.dense.weight", "layer.{l}.ffn.W_up", True),
-    ("encoder.layer.{l}.intermediate.dense.bias", "layer.{l}.ffn.b_up", False),
-    ("encoder.layer.{l}.output.dense.weight", "layer.{l}.ffn.W_down", True),
-    ("encoder.layer.{l}.output.dense.bias", "layer.{l}.ffn.b_down", False),
-    ("encoder.layer.{l}.output.LayerNorm.weight", "layer.{l}.ffn.ln.gamma", False),
-    ("encoder.layer.{l}.output.LayerNorm.bias", "layer.{l}.ffn.ln.beta", False),
-    ("pooler.dense.weight", "pooler.W", True),
-    ("pooler.dense.bias", "pooler.b", False),
-    ("cls.predictions.transform.dense.weight", "mlm.W_t", True),
-    ("cls.predictions.transform.dense.bias", "mlm.b_t", False),
-    ("cls.predictions.transform.LayerNorm.weight", "mlm.ln.gamma", False),
-    ("cls.predictions.transform.LayerNorm.bias", "mlm.ln.beta", False),
-    ("cls.predictions.bias", "mlm.bias", False),
-    ("cls.predictions.decoder.weight", "mlm.W_out", True),  # read only when untied (see from_hf_state)
-    ("cls.seq_relationship.weight", "nsp.W", True),
-    ("cls.seq_relationship.bias", "nsp.b", False),
-)
-
-# the task heads, named alike in every family (after the family's prefix is dropped)
-TASK_HEAD_NAMES: tuple[tuple[str, str, bool], ...] = (
-    ("classifier.weight", "head.W", True), ("classifier.bias", "head.b", False),  # sequence or token labels
-    ("qa_outputs.weight", "head.W", True), ("qa_outputs.bias", "head.b", False),  # start and end
-)
-# roberta's and electra's sequence classifier: a dense layer on [CLS] (the pooler's place), then out_proj
-CLASSIFIER_DENSE: tuple[tuple[str, str, bool], ...] = (
-    ("classifier.dense.weight", "pooler.W", True), ("classifier.dense.bias", "pooler.b", False),
-    ("classifier.out_proj.weight", "head.W", True), ("classifier.out_proj.bias", "head.b", False),
-)
-_BERT_BODY = tuple(row for row in HF_NAME_MAP if row[0].startswith(("embeddings.", "encoder.")))
-_BERT_POOLER = tuple(row for row in HF_NAME_MAP if row[0].startswith("pooler."))
-_ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0."  # the one layer every layer runs
-
+# the name maps are families.py's records: (hugging face name pattern, engine name, transpose?), {l} the layer
+HF_NAME_MAP = families.BERT_NAME_MAP
+TASK_HEAD_NAMES, CLASSIFIER_DENSE = families.TASK_HEAD_NAMES, families.CLASSIFIER_DENSE
 # model_type -> its name map: the same engine names, each family's checkpoint names
 FAMILY_NAME_MAPS: dict[str, tuple[tuple[str, str, bool], ...]] = {
-    "bert": HF_NAME_MAP + TASK_HEAD_NAMES,
-    "roberta": _BERT_BODY + _BERT_POOLER + (
-        ("lm_head.dense.weight", "mlm.W_t", True), ("lm_head.dense.bias", "mlm.b_t", False),
-        ("lm_head.layer_norm.weight", "mlm.ln.gamma", False), ("lm_head.layer_norm.bias", "mlm.ln.beta", False),
-        ("lm_head.bias", "mlm.bias", False),
-    ) + CLASSIFIER_DENSE + TASK_HEAD_NAMES,
-    "electra": _BERT_BODY + (
-        ("embeddings_project.weight", "embed.W_E", True), ("embeddings_project.bias", "embed.b_E", False),
-        ("discriminator_predictions.dense.weight", "head.W_d", True),
-        ("discriminator_predictions.dense.bias", "head.b_d", False),
-        ("discriminator_predictions.dense_prediction.weight", "head.W", True),
-        ("discriminator_predictions.dense_prediction.bias", "head.b", False),
-    ) + CLASSIFIER_DENSE + TASK_HEAD_NAMES,
-    "distilbert": (
-        ("embeddings.word_embeddings.weight", "embed.W_T", False),
-        ("embeddings.position_embeddings.weight", "embed.W_P", False),
-        ("embeddings.LayerNorm.weight", "embed.ln.gamma", False),
-        ("embeddings.LayerNorm.bias", "embed.ln.beta", False),
-        ("transformer.layer.{l}.attention.q_lin.weight", "layer.{l}.attn.W_Q", True),
-        ("transformer.layer.{l}.attention.q_lin.bias", "layer.{l}.attn.b_Q", False),
-        ("transformer.layer.{l}.attention.k_lin.weight", "layer.{l}.attn.W_K", True),
-        ("transformer.layer.{l}.attention.k_lin.bias", "layer.{l}.attn.b_K", False),
-        ("transformer.layer.{l}.attention.v_lin.weight", "layer.{l}.attn.W_V", True),
-        ("transformer.layer.{l}.attention.v_lin.bias", "layer.{l}.attn.b_V", False),
-        ("transformer.layer.{l}.attention.out_lin.weight", "layer.{l}.attn.W_O", True),
-        ("transformer.layer.{l}.attention.out_lin.bias", "layer.{l}.attn.b_O", False),
-        ("transformer.layer.{l}.sa_layer_norm.weight", "layer.{l}.attn.ln.gamma", False),
-        ("transformer.layer.{l}.sa_layer_norm.bias", "layer.{l}.attn.ln.beta", False),
-        ("transformer.layer.{l}.ffn.lin1.weight", "layer.{l}.ffn.W_up", True),
-        ("transformer.layer.{l}.ffn.lin1.bias", "layer.{l}.ffn.b_up", False),
-        ("transformer.layer.{l}.ffn.lin2.weight", "layer.{l}.ffn.W_down", True),
-        ("transformer.layer.{l}.ffn.lin2.bias", "layer.{l}.ffn.b_down", False),
-        ("transformer.layer.{l}.output_layer_norm.weight", "layer.{l}.ffn.ln.gamma", False),
-        ("transformer.layer.{l}.output_layer_norm.bias", "layer.{l}.ffn.ln.beta", False),
-        ("vocab_transform.weight", "mlm.W_t", True), ("vocab_transform.bias", "mlm.b_t", False),
-        ("vocab_layer_norm.weight", "mlm.ln.gamma", False), ("vocab_layer_norm.bias", "mlm.ln.beta", False),
-        ("vocab_projector.bias", "mlm.bias", False),
-        ("pre_classifier.weight", "pooler.W", True), ("pre_classifier.bias", "pooler.b", False),
-    ) + TASK_HEAD_NAMES,
-    "albert": tuple(row for row in _BERT_BODY if row[0].startswith("embeddings.")) + (
-        ("encoder.embedding_hidden_mapping_in.weight", "embed.W_E", True),
-        ("encoder.embedding_hidden_mapping_in.bias", "embed.b_E", False),
-    ) + tuple((_ALBERT_LAYER + hf, "layer.0." + ours, t) for hf, ours, t in (
-        ("attention.query.weight", "attn.W_Q", True), ("attention.query.bias", "attn.b_Q", False),
-        ("attention.key.weight", "attn.W_K", True), ("attention.key.bias", "attn.b_K", False),
-        ("attention.value.weight", "attn.W_V", True), ("attention.value.bias", "attn.b_V", False),
-        ("attention.dense.weight", "attn.W_O", True), ("attention.dense.bias", "attn.b_O", False),
-        ("attention.LayerNorm.weight", "attn.ln.gamma", False), ("attention.LayerNorm.bias", "attn.ln.beta", False),
-        ("ffn.weight", "ffn.W_up", True), ("ffn.bias", "ffn.b_up", False),
-        ("ffn_output.weight", "ffn.W_down", True), ("ffn_output.bias", "ffn.b_down", False),
-        ("full_layer_layer_norm.weight", "ffn.ln.gamma", False), ("full_layer_layer_norm.bias", "ffn.ln.beta", False),
-    )) + (
-        ("pooler.weight", "pooler.W", True), ("pooler.bias", "pooler.b", False),
-        ("predictions.dense.weight", "mlm.W_t", True), ("predictions.dense.bias", "mlm.b_t", False),
-        ("predictions.LayerNorm.weight", "mlm.ln.gamma", False), ("predictions.LayerNorm.bias", "mlm.ln.beta", False),
-        ("predictions.bias", "mlm.bias", False),
-    ) + TASK_HEAD_NAMES,
-}
-FAMILY_PREFIXES = ("bert.", "roberta.", "electra.", "distilbert.", "albert.")
+    t: f.name_map for t, f in families.FAMILIES.items()}
+FAMILY_PREFIXES = tuple(dict.fromkeys(f.checkpoint_prefix for f in families.FAMILIES.values()))
 
-# checkpoint entries that are not weights, or that duplicate one (tied), and are skipped
-HF_IGNORED = (
-    re.compile(r"^embeddings\.position_ids$"),
-    re.compile(r"^embeddings\.token_type_ids$"),
-    re.compile(r"^cls\.predictions\.decoder\.weight$"),  # tied to embed.W_T (checked when present)
-    re.compile(r"^cls\.predictions\.decoder\.bias$"),  # the same tensor as cls.predictions.bias
-    re.compile(r"^lm_head\.decoder\.(weight|bias)$"),  # roberta: tied to embed.W_T, and lm_head.bias
-    re.compile(r"^vocab_projector\.weight$"),  # distilbert: tied to embed.W_T
-    re.compile(r"^predictions\.decoder\.(weight|bias)$"),  # albert: tied to embed.W_T, and predictions.bias
-)
+# checkpoint entries that are not weights, or that duplicate one (tied), and are skipped: per family
+_IGNORED_RE = {t: tuple(re.compile(f"^{p}$") for p in f.ignored) for t, f in families.FAMILIES.items()}
+HF_IGNORED = tuple(dict.fromkeys(p for ps in _IGNORED_RE.values() for p in ps))  # every family's
 # an untied mlm head (tie_word_embeddings false) reads its own decoder: weight -> mlm.W_out, and
 # the bias its nn.Linear adds (transformers 5 unties it too) -> mlm.bias, in place of cls.predictions.bias
 UNTIED_DECODER = {"cls.predictions.decoder.weight": ("mlm.W_out", True),
@@ -268,16 +157,12 @@ def _compile(name_map):
             for hf, ours, t in name_map]
 
 
-_MAP_RE = _compile(HF_NAME_MAP)
 _FAMILY_RE = {family: _compile(m) for family, m in FAMILY_NAME_MAPS.items()}
 
 
-def normalise_hf_name(name: str) -> str:
-    """Drop the `bert.` (`roberta.`, ...) prefix of *For* checkpoints and rename legacy gamma/beta."""
-    for prefix in FAMILY_PREFIXES:
-        if name.startswith(prefix):
-            name = name[len(prefix):]
-            break
+def normalise_hf_name(name: str, family: str = "bert") -> str:
+    """Drop the family's prefix of *For* checkpoints (`bert.`, `roberta.`, ...) and rename legacy gamma/beta."""
+    name = name.removeprefix(families.family(family).checkpoint_prefix)
     name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
     name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
     return name
@@ -303,16 +188,16 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
     origin: dict[str, str] = {}
     decoder_weight = None
     untied = not config.tie_word_embeddings
-    names = {normalise_hf_name(k) for k in state}
+    names = {normalise_hf_name(k, config.model_type) for k in state}
     for raw_name, array in state.items():
-        name = normalise_hf_name(raw_name)
+        name = normalise_hf_name(raw_name, config.model_type)
         if name == "cls.predictions.decoder.weight":
             decoder_weight = (raw_name, array)
         if untied and name == "cls.predictions.bias" and "cls.predictions.decoder.bias" in names:
             continue  # untied: the decoder's own bias is the one added
         if untied and name in UNTIED_DECODER:
             mapped = UNTIED_DECODER[name]
-        elif any(p.match(name) for p in HF_IGNORED):
+        elif any(p.match(name) for p in _IGNORED_RE[config.model_type]):
             continue
         else:
             mapped = engine_name(name, config.model_type)
@@ -332,7 +217,7 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
     # DistilBERT and ELECTRA have one only in their sequence classifier
     has_pooler = any(k.startswith("pooler.") for k in weights) or config.head in ("sequence_classification",
                                                                                   "next_sentence") or \
-        (not has_mlm and config.head is None and config.model_type in ("bert", "roberta", "albert"))
+        (not has_mlm and config.head is None and families.family(config.model_type).base_has_pooler)
     expected = param_shapes(config, mlm=has_mlm, nsp=has_nsp, pooler=has_pooler)
     for ours, shape in expected.items():
         if ours not in weights:
