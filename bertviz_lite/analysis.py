@@ -18,18 +18,23 @@ import functools
 import math
 from collections.abc import Iterable
 
-from . import backend, schema, tokenizer
+from . import backend, families, schema, tokenizer
 
 # layernorm steps and the tensor each one normalises (its input)
 LAYER_NORM_INPUTS = {"embed.ln": "embed.sum", "attn.ln": "attn.resid", "ffn.ln": "ffn.resid"}
 TARGETS = ("[CLS]", "[SEP]", "punct", "prev", "next", "self")
-# BERT's special tokens under the names the family writes them (RoBERTa: <s>, </s>, <pad>)
-SPECIAL_NAMES = {"[CLS]": ("[CLS]", "<s>"), "[SEP]": ("[SEP]", "</s>"), "[PAD]": ("[PAD]", "<pad>")}
 
 
-def is_special(token: str, which: str) -> bool:
-    """Whether a token is the special token `which` ('[CLS]'), under any family's name for it."""
-    return token in SPECIAL_NAMES.get(which, (which,))
+def is_special(token: str, which: str, config=None) -> bool:
+    """Whether a token is the special token `which` ('[CLS]') as the config's family writes it (RoBERTa:
+    <s>; families.py's records), or as any family writes it without a config."""
+    return token in families.spellings(which, config)
+
+
+def family_config(trace):
+    """The config whose family spells the trace's special tokens; None for attention maps from elsewhere
+    (Trace.from_attentions without a config), whose tokens may be any family's."""
+    return None if trace.nominal else trace.config
 
 
 # ------------------------------------------------------------------------------------------
@@ -111,12 +116,13 @@ def max_weight(trace):
 # ------------------------------------------------------------------------------------------
 
 
-def target_cells(which: str, tokens, xp, dtype):
+def target_cells(which: str, tokens, xp, dtype, config=None):
     """Clark et al.'s (2019) targets, defined once: [B, n, n] of 0/1, which (query i, key j) cells
     count as attention to `which`, for B token lists of n tokens each.
 
-    '[CLS]', '[SEP]' (any special token): the keys that are that token; 'punct': punctuation
-    word pieces; 'self': j = i; 'prev': j = i - 1; 'next': j = i + 1.
+    '[CLS]', '[SEP]' (any special token): the keys that are that token, as the config's family spells
+    it (any family's spelling without a config); 'punct': punctuation word pieces; 'self': j = i;
+    'prev': j = i - 1; 'next': j = i + 1.
     """
     B, n = len(tokens), len(tokens[0])
     i = xp.reshape(xp.arange(n), (n, 1))  # query
@@ -127,7 +133,7 @@ def target_cells(which: str, tokens, xp, dtype):
     if which == "punct":
         flags = [[is_punctuation(t) for t in ts] for ts in tokens]
     elif which.startswith("[") and which.endswith("]"):
-        flags = [[is_special(t, which) for t in ts] for ts in tokens]
+        flags = [[is_special(t, which, config) for t in ts] for ts in tokens]
     else:
         raise ValueError(f"unknown target {which!r}: use one of {TARGETS} or a special token like '[PAD]'")
     return xp.broadcast_to(xp.reshape(xp.asarray(flags, dtype=dtype), (B, 1, n)), (B, n, n))
@@ -147,7 +153,8 @@ def attention_to(trace, which: Iterable[str] = TARGETS, *, per_query: bool = Fal
     p = _stack_layers(maps, xp)  # [L, n_h, n, n]
     out = {}
     for target in which:
-        cells = target_cells(target, [[trace.tokens[i] for i in trace.real_positions]], xp, p.dtype)[0, ...]  # [n, n]
+        tokens = [[trace.tokens[i] for i in trace.real_positions]]
+        cells = target_cells(target, tokens, xp, p.dtype, family_config(trace))[0, ...]  # [n, n]
         share = xp.sum(p * cells, axis=-1)  # [L, n_h, n]
         out[target] = backend.to_host(share if per_query else xp.mean(share, axis=-1))
     return out

@@ -6,7 +6,7 @@ along the last axis (`analysis.cosine`); with a masked-LM head, how the top 5 at
 
 from __future__ import annotations
 
-from . import backend
+from . import backend, families
 from .analysis import cosine
 from .errors import EditError
 from .trace import Table, Trace, check_patterns, compile_patterns, matches
@@ -104,8 +104,9 @@ def _mask_changes(tr_a: Trace, tr_b: Trace, model) -> list:
     la, lb = backend.to_host(tr_a["mlm.logits"]), backend.to_host(tr_b["mlm.logits"])
     hx = backend.namespace_of(la)
     out = []
+    mask = families.special_tokens(tr_a.config).mask  # [MASK]; RoBERTa's <mask>
     for pos, tok in enumerate(tr_a.tokens):
-        if tok == "[MASK]" and pos < lb.shape[0]:
+        if tok == mask and pos < lb.shape[0]:
             top_a = hx.argsort(la[pos], descending=True)[:5]
             top_b = hx.argsort(lb[pos], descending=True)[:5]
             out.append((pos, [name(int(i)) for i in top_a], [name(int(i)) for i in top_b]))

@@ -40,7 +40,6 @@ from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes, estimat
 
 # the statistics, in order; the first seven are sums of A[i, j] times a weight on (i, j)
 STATS = ("cls", "sep", "punct", "self", "prev", "next", "distance", "entropy")
-WEIGHTED = STATS[:7]
 _TARGET_OF = {"cls": "[CLS]", "sep": "[SEP]", "punct": "punct", "self": "self", "prev": "prev", "next": "next"}
 CONNECT_TIMEOUT = "10s"  # how long to try a scheduler address before saying it cannot be reached
 NO_WORKERS_TIMEOUT = 60.0  # seconds a cluster may have no workers while head_stats waits on it
@@ -79,8 +78,8 @@ def add(*parts: Partial) -> Partial:
     return total
 
 
-def key_weights(tokens, mask, xp, dtype):
-    """[B, 7, n, n]: for each statistic in WEIGHTED, the weight of key j for query i.
+def key_weights(tokens, mask, xp, dtype, config=None):
+    """[B, 7, n, n]: for each of the first seven STATS, the weight of key j for query i.
 
     cls / sep / punct weigh the keys that are such tokens; self / prev / next the key at i, i-1,
     i+1; distance |i - j|. Padded keys weigh 0 (they get zero attention anyway).
@@ -89,19 +88,20 @@ def key_weights(tokens, mask, xp, dtype):
     real = xp.asarray(mask, dtype=dtype)  # [B, n]
     i = xp.reshape(xp.arange(n), (n, 1))  # [n, 1], query
     j = xp.reshape(xp.arange(n), (1, n))  # [1, n], key
-    w = [target_cells(t, tokens, xp, dtype) for t in _TARGET_OF.values()]  # the targets analysis defines
+    w = [target_cells(t, tokens, xp, dtype, config) for t in _TARGET_OF.values()]  # the targets analysis defines
     w.append(xp.broadcast_to(xp.astype(xp.abs(i - j), dtype), (B, n, n)))  # distance |i - j|
     return xp.stack(w, axis=1) * xp.reshape(real, (B, 1, 1, n))  # [B, 7, n, n]
 
 
-def sentence_stats(probs, tokens, mask, xp):
-    """Each sentence's statistics for one layer: [B, n_h, n, n] maps -> [B, n_h, 8] (STATS order).
+def sentence_stats(probs, tokens, mask, xp, config=None):
+    """Each sentence's statistics for one layer: [B, n_h, n, n] maps -> [B, n_h, 8] (STATS order);
+    config: the model's, whose family spells [CLS] and [SEP] (RoBERTa: <s>, </s>).
 
     Per query i: sum_j A[i, j] w[i, j] for the weighted ones (one batched product) and the row's
     entropy; then the mean over the real queries of each sentence.
     """
     B, n_h, n, _ = probs.shape
-    w = key_weights(tokens, mask, xp, probs.dtype)  # [B, 7, n, n]
+    w = key_weights(tokens, mask, xp, probs.dtype, config)  # [B, 7, n, n]
     # [B, n, n_h, n] @ [B, n, n, 7] -> [B, n(query), n_h, 7]: sum over keys j, for each query i
     per_query = xp.permute_dims(probs, (0, 2, 1, 3)) @ xp.permute_dims(w, (0, 2, 3, 1))
     entropy = xp.permute_dims(_row_entropy(probs, xp), (0, 2, 1))  # [B, n, n_h]
@@ -171,7 +171,8 @@ def batch_sums(model, sentences: list, indices: list | None = None, too_long: st
         n = len(encs[stop - 1].ids)
         piece = [pad_encoding(e, n, pad_id, model.tokenizer.id_to_token(pad_id)) for e in encs[start:stop]]
         btr = trace_encodings(model, piece, texts[start:stop], keep=["attn.probs"], max_bytes=max_bytes)
-        per_layer = [xp.sum(sentence_stats(btr.get("attn.probs", layer=layer), btr.tokens, btr.mask, xp), axis=0)
+        per_layer = [xp.sum(sentence_stats(btr.get("attn.probs", layer=layer), btr.tokens, btr.mask, xp,
+                                           model.config), axis=0)
                      for layer in range(L)]  # L x [n_h, 8], summed over the piece's sentences
         total = total + xp.stack(per_layer, axis=0)  # [L, n_h, 8]
         del btr

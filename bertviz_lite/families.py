@@ -151,8 +151,8 @@ class Family:
 
     def architecture(self, *, head: str | None, mlm: bool) -> str:
         """The class name a model of this family with this head is (BertForPreTraining, RobertaForMaskedLM)."""
-        if head == "next_sentence" and mlm and self.class_prefix + "ForPreTraining" in self.architectures:
-            return self.class_prefix + "ForPreTraining"
+        if head == "next_sentence":
+            return self.class_prefix + ("ForPreTraining" if mlm else "ForNextSentencePrediction")
         wanted = [a for a, h in self.architectures.items() if h == head]
         if head is None:
             suffix = "ForMaskedLM" if mlm else "Model"
@@ -336,3 +336,11 @@ def family_of(config) -> Family:
 def special_tokens(config) -> SpecialTokens:
     """How the config's family spells [CLS], [SEP], [PAD], [MASK], [UNK]."""
     return family_of(config).special
+
+
+def spellings(bert_name: str, config=None) -> frozenset[str]:
+    """How a special token ('[CLS]', '[SEP]', '[PAD]', '[MASK]', '[UNK]') is written: in the config's family,
+    or in any family without a config (attention maps from elsewhere); any other string is itself."""
+    if config is not None:
+        return frozenset((family_of(config).special.spelling(bert_name),))
+    return frozenset(f.special.spelling(bert_name) for f in FAMILIES.values())

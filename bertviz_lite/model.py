@@ -11,11 +11,16 @@ import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from . import backend, engine, schema
+from . import backend, engine, families, schema
 from .config import BertConfig
 from .errors import BertVizError
 from .trace import Trace
 from .weights import head_shapes, param_shapes
+
+# the trained model load("minilm") reads; its masked-LM head is fitted here (loading imports this name, so the
+# model needs nothing from loading)
+MINILM_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+
 
 @dataclass(frozen=True)
 class MaskPrediction:
@@ -48,13 +53,23 @@ class Bert:
                                f"table has {config.vocab_size} rows; load a matching vocab.txt")
 
     @property
+    def family(self) -> families.Family:
+        """The record of the model's family (families.py): its special tokens, architectures, name map."""
+        return families.family_of(self.config)
+
+    @property
+    def architecture(self) -> str:
+        """The transformers class this model is (BertModel, RobertaForMaskedLM, BertForPreTraining, ...); a
+        head fitted here on MiniLM is not part of it (MiniLM is a BertModel)."""
+        return self.family.architecture(head=self.config.head, mlm=self.has_mlm and not self.mlm_fitted_here)
+
+    @property
     def has_mlm(self) -> bool:
         return "mlm.bias" in self.weights
 
     @property
     def mlm_fitted_here(self) -> bool:
         """True for minilm's head, fitted on the frozen encoder by scripts/train_mlm_head.py (not pre-trained)."""
-        from .loading import MINILM_REPO
         return self.has_mlm and self.source == MINILM_REPO
 
     @property
@@ -70,13 +85,26 @@ class Bert:
         """The longest input: the position table's rows from the offset on (RoBERTa: 514 - 2 = 512)."""
         return self.config.max_positions - self.config.position_offset
 
+    def heads(self) -> list[str]:
+        """What sits on the encoder, as the repr says it: the task head (with its labels), the masked-LM head
+        (the checkpoint's own, or the one fitted here on MiniLM), the next-sentence head."""
+        c, out = self.config, []
+        if c.head is not None and c.head != "next_sentence":
+            shown = ", ".join(c.labels[:4]) + (", ..." if len(c.labels) > 4 else "")
+            out.append(f"{c.head} head ({shown})")
+        if self.has_mlm:
+            out.append("mlm head (fitted by bertviz-lite)" if self.mlm_fitted_here else "mlm head")
+        if self.has_nsp or c.head == "next_sentence":
+            out.append("next-sentence head")
+        return out
+
     def __repr__(self) -> str:
         c = self.config
-        heads = ""
-        if self.has_mlm:  # where the head comes from: the checkpoint's own, or the one fitted here on minilm
-            heads = " +mlm head (fitted by bertviz-lite)" if self.mlm_fitted_here else " +mlm"
-        return (f"<Bert {self.name}: L={c.num_layers} H={c.hidden_size} n_h={c.num_heads} d_ffnn={c.ffn_size} "
-                f"V={c.vocab_size}{heads} on {self.backend}>")
+        heads = "".join(f" +{h}" for h in self.heads())
+        described = getattr(self, "description", "")  # a named model's line (load's model table), if it has one
+        return (f"<{self.family.name} {self.name}: {self.architecture}{f' ({described})' if described else ''}, "
+                f"L={c.num_layers} H={c.hidden_size} n_h={c.num_heads} d_ffnn={c.ffn_size} V={c.vocab_size}"
+                f"{heads} on {self.backend}>")
 
     def variant(self, *, name: str | None = None, weights: dict | None = None, **config_changes) -> "Bert":
         """A new model with some config fields and/or weights replaced; this one is unchanged.
@@ -202,11 +230,11 @@ class Bert:
         if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or not 1 <= top_k <= V:
             raise ValueError(f"top_k must be a whole number from 1 to the vocabulary size {V:,}, got {top_k!r}")
         enc = self.tokenize(text, pair)
-        mask = "<mask>" if "<mask>" in enc.tokens else "[MASK]"  # roberta's spelling, or bert's
+        mask = self.family.special.mask  # [MASK]; RoBERTa's <mask> (families.py)
         positions = [i for i, t in enumerate(enc.tokens) if t == mask]
         if not positions:
-            raise ValueError(f"no [MASK] token in {text!r}; write [MASK] (RoBERTa: <mask>) where a word should be "
-                             "predicted")
+            raise ValueError(f"no {mask} token in {text!r}; write {mask} where a word should be predicted"
+                             + (f" ({self.family.name} spells it {mask}, not [MASK])" if mask != "[MASK]" else ""))
         tr = self.trace_ids(enc.ids, enc.segments, enc.mask, tokens=enc.tokens, keep=["mlm.logits"])
         logits = backend.to_host(tr["mlm.logits"])
         hx = backend.namespace_of(logits)

@@ -13,7 +13,7 @@ import fnmatch
 import functools
 from collections.abc import Iterable, Sequence
 
-from . import backend, schema
+from . import backend, families, schema
 from .errors import OutOfRangeError, PatternError, TraceTooLargeError, as_int
 from .schema_text import plain_formula
 from .table import Table  # noqa: F401  (kept importable from here)
@@ -265,7 +265,8 @@ class Trace:
             raise ValueError(f"config has {config.num_layers} layers x {config.num_heads} heads; "
                              f"attentions hold {len(maps)} x {n_h}")
         segments = [0] * n if sentence_b_start is None else [int(i >= sentence_b_start) for i in range(n)]
-        mask = [int(t != "[PAD]") for t in tokens]
+        pads = families.spellings("[PAD]", config)  # the config's family's [PAD]; any family's without one
+        mask = [int(t not in pads) for t in tokens]
         values = {schema.full_key("attn.probs", layer): m for layer, m in enumerate(maps)}
         texts = (" ".join(tokens),)
         return cls(values, config=config, tokens=tokens, ids=[0] * n, segments=segments, mask=mask, texts=texts,
