@@ -132,7 +132,7 @@ def target_cells(which: str, tokens, xp, dtype, config=None):
         return xp.broadcast_to(xp.astype(cells, dtype), (B, n, n))
     if which == "punct":
         flags = [[is_punctuation(t) for t in ts] for ts in tokens]
-    elif which.startswith("[") and which.endswith("]"):
+    elif which.startswith("[") and which.endswith("]") or which in families.SPECIAL_SPELLINGS:  # '[CLS]', '<s>'
         flags = [[is_special(t, which, config) for t in ts] for ts in tokens]
     else:
         raise ValueError(f"unknown target {which!r}: use one of {TARGETS} or a special token like '[PAD]'")
@@ -394,23 +394,65 @@ def head_probabilities(trace):
     return backend.to_host(p)
 
 
-def head_summary(trace, top: int = 3) -> str:
+def answer_positions(trace) -> list[int]:
+    """Positions (in the padded input) a question-answering span or a token label may use, as Hugging Face's
+    pipelines choose them: real tokens that are not the family's [CLS], [SEP] or [PAD]; with a pair (question,
+    context), the context's tokens only."""
+    special = set().union(*(families.spellings(t, family_config(trace)) for t in ("[CLS]", "[SEP]", "[PAD]")))
+    out = [i for i in trace.real_positions if trace.tokens[i] not in special]
+    context = [i for i in out if trace.spans[i] is not None and trace.spans[i][0] == 1]
+    return context or out
+
+
+def fill_mask_summary(trace, top: int = 3, *, model=None) -> str:
+    """The masked-LM head's top guesses at each [MASK] (the family's spelling) of a trace with mlm.logits:
+    'at 3 ([MASK]): paris 0.41  london 0.12  ...'; token strings with model= (the trace holds ids only)."""
+    from .engine import softmax
+    if "mlm.logits" not in trace:
+        raise KeyError("this trace has no head.logits or mlm.logits: the model has no task head and no masked-LM "
+                       "head (config.json's architectures names a BertModel)")
+    mask = families.special_tokens(trace.config).mask
+    name = model.tokenizer.id_to_token if model is not None and model.tokenizer is not None else (lambda i: f"#{i}")
+    rows = [i for i in trace.real_positions if trace.tokens[i] == mask] or trace.real_positions
+    logits = _wide(trace["mlm.logits"])
+    xp = backend.namespace_of(logits)
+    lines = []
+    for pos in rows:
+        p = backend.to_host(softmax(logits[pos, ...], xp))
+        hx = backend.namespace_of(p)
+        order = [int(i) for i in hx.argsort(-p)][:top]
+        lines.append(f"at {pos} ({trace.tokens[pos]}): " + "  ".join(f"{name(i)} {float(p[i]):.2f}" for i in order))
+    none = "" if trace.tokens[rows[0]] == mask else f"(no {mask} in the input: every token's guesses) "
+    return none + "; ".join(lines)
+
+
+def head_summary(trace, top: int = 3, *, model=None) -> str:
     """One line per head kind, as the command line prints it: 'pos 0.91  neg 0.09'; for token heads,
-    each token with its most likely label; for question answering, the best span."""
+    each token with its most likely label ([CLS], [SEP] and [PAD] left out, as the pipelines do); for question
+    answering, the best span of the context's tokens; for a model with only a masked-LM head, the top guesses at
+    each [MASK] (token strings with model=; see `fill_mask_summary`)."""
+    if "head.logits" not in trace and "mlm.logits" in trace:
+        return fill_mask_summary(trace, top, model=model)
     p = head_probabilities(trace)
     hx = backend.namespace_of(p)
     labels, head = trace.labels, trace.config.head
-    tokens = [trace.tokens[i] for i in trace.real_positions]
+    real = trace.real_positions  # p's rows for token heads
+    keep = [real.index(i) for i in answer_positions(trace)]  # rows of p that are not special tokens
+    tokens = [trace.tokens[real[k]] for k in keep]
     if head in ("sequence_classification", "next_sentence"):
         order = [int(i) for i in hx.argsort(-p)][:top]
         return "  ".join(f"{labels[i]} {float(p[i]):.2f}" for i in order)
     if head == "token_classification":
-        best = [int(i) for i in hx.argmax(p, axis=-1)]
-        return "  ".join(f"{t}:{labels[b]} {float(p[i, b]):.2f}" for i, (t, b) in enumerate(zip(tokens, best)))
+        best = [int(hx.argmax(p[k, ...])) for k in keep]
+        return "  ".join(f"{t}:{labels[b]} {float(p[k, b]):.2f}" for t, k, b in zip(tokens, keep, best))
     if head == "question_answering":
-        n = len(tokens)
-        score, s, e = max((float(p[s, 0] * p[e, 1]), s, e) for s in range(n) for e in range(s, min(n, s + 30)))
-        return f"answer {' '.join(tokens[s:e + 1])!r} (tokens {s}..{e}) p(start) x p(end) = {score:.2f}"
+        n = len(keep)
+        if not n:
+            return "no answer: the input has no tokens besides [CLS], [SEP] and [PAD]"
+        score, s, e = max((float(p[keep[s], 0] * p[keep[e], 1]), s, e)
+                          for s in range(n) for e in range(s, min(n, s + 30)))
+        return (f"answer {' '.join(tokens[s:e + 1])!r} (tokens {real[keep[s]]}..{real[keep[e]]}) "
+                f"p(start) x p(end) = {score:.2f}")
     if head == "replaced_token":
-        return "  ".join(f"{t} {float(q):.2f}" for t, q in zip(tokens, p)) + "   (p replaced)"
+        return "  ".join(f"{t} {float(p[k]):.2f}" for t, k in zip(tokens, keep)) + "   (p replaced)"
     raise ValueError(f"unknown head {head!r}")

@@ -316,7 +316,10 @@ ELECTRA = Family(
 # model_type -> its record; every table about families is derived from these
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (BERT, DISTILBERT, ROBERTA, ALBERT, ELECTRA)}
 
-# every spelling of the padding token, for attention maps that come without a family (Trace.from_attentions)
+# every spelling of every special token, and of the padding token, for attention maps that come without a family
+# (Trace.from_attentions)
+SPECIAL_SPELLINGS: frozenset[str] = frozenset(
+    t for f in FAMILIES.values() for t in (f.special.cls, f.special.sep, f.special.pad, f.special.mask, f.special.unk))
 PAD_SPELLINGS: tuple[str, ...] = tuple(dict.fromkeys(f.special.pad for f in FAMILIES.values()))
 
 

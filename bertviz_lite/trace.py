@@ -265,7 +265,7 @@ class Trace:
             raise ValueError(f"config has {config.num_layers} layers x {config.num_heads} heads; "
                              f"attentions hold {len(maps)} x {n_h}")
         segments = [0] * n if sentence_b_start is None else [int(i >= sentence_b_start) for i in range(n)]
-        pads = families.spellings("[PAD]", config)  # the config's family's [PAD]; any family's without one
+        pads = families.spellings("[PAD]", None if nominal else config)  # the family's [PAD]; any family's without a config
         mask = [int(t not in pads) for t in tokens]
         values = {schema.full_key("attn.probs", layer): m for layer, m in enumerate(maps)}
         texts = (" ".join(tokens),)
@@ -320,6 +320,11 @@ class Trace:
 
     def _missing(self, key: str) -> KeyError:
         all_keys = schema.trace_keys(self.config.num_layers, mlm=True, head=self.config.head)
+        step = schema.STEP_BY_KEY.get(key)
+        if step is not None and step.scope == "layer":  # a step name without its layer, as tr.get takes it
+            L = self.config.num_layers
+            return KeyError(f"{key!r} is recorded once per layer: use tr['layer.0.{key}'] (layers 0..{L - 1}), "
+                            f"tr.get({key!r}, layer=0) (layer=-1: the last) or tr.stack({key!r}) for every layer")
         if key in all_keys:
             if key == "mlm.logits":
                 return KeyError("'mlm.logits' is recorded only for models with a masked-lm head "
@@ -366,7 +371,20 @@ class Trace:
         return name
 
     def get(self, name: str, layer: int | None = None, head: int | None = None):
-        """A tensor by step name and layer; head= selects one head of a per-head tensor."""
+        """A tensor by step name and layer; head= selects one head of a per-head tensor.
+
+        name: a step name ('attn.probs', 'ffn.act', 'embed.ln', 'pooler.out'; `bv.STEPS` lists them) or a
+        full key ('layer.3.attn.probs', as `tr.keys()` lists them). layer: which layer a per-layer step is
+        read from, 0..L-1, or negative from the end (-1: the last layer); needed for per-layer steps, refused
+        for the others. head: one head of a per-head step (0..n_h-1, or negative from the end), which drops
+        the head axis.
+
+        Axes (`tr.axes(key)` names them): attn.q / attn.k / attn.v [head, token, head_dim]; attn.scores and
+        attn.probs [head, query, key]; attn.context [head, token, head_dim]; the residual stream and the
+        LayerNorms [token, hidden]; ffn.up / ffn.act [token, ffn]; pooler.out [hidden]; mlm.logits
+        [token, vocab]. `tr.get("attn.probs", layer=2, head=5)` is one (query, key) map;
+        `tr.stack("attn.probs")` gives every layer at once, (layer, head, query, key).
+        """
         value = self[self.full_key(name, layer)]
         if head is not None:
             if self.axes(self.full_key(name, layer))[0] != "head":
