@@ -58,8 +58,6 @@ SYMBOLS: tuple[Symbol, ...] = (
     Symbol("y_head", "a task head's logits: one score per label", ("logits", "start_logits, end_logits")),
 )
 
-SYMBOL_BY_NAME = {s.symbol: s for s in SYMBOLS}
-
 # every axis name used by any trace tensor, with what its length is
 AXES = {
     "batch": "B, inputs of a batched trace (model.trace_batch)",
@@ -246,11 +244,6 @@ def step_of(key: str, config=None) -> Step:
     return STEP_BY_KEY[rel]
 
 
-def owner_of(weight: str) -> str:
-    """The model-scope step that owns (and counts) a weight, e.g. 'embed.W_T' -> 'embed.token'."""
-    return next(s.key for s in MODEL_STEPS if weight in s.reads)
-
-
 def axis_sizes(config, n: int) -> dict[str, int]:
     """Length of every named axis for a config and n tokens."""
     return {
@@ -328,7 +321,7 @@ def formula_of(key: str, config) -> str:
 
 def forward_lines(config, mlm: bool = False, pooler: bool = True) -> list[str]:
     """The formula lines a config runs (latex), the layer's lines once: what a family changes shows as
-    a diff of these against BERT's (the switches are config.py's FAMILIES)."""
+    a diff of these against BERT's (the switches are each family's record in families.py)."""
     c, lines = config, []
     for key in model_keys(c, mlm=mlm, pooler=pooler):
         layer, rel = split_key(key)

@@ -46,6 +46,7 @@ def test_cupy_backend_refused_clearly_without_gpu():
         bv.load("random", config=SMALL, backend="cupy")
 
 
+@pytest.mark.slow  # a fresh interpreter imports the package
 def test_engine_imports_and_runs_with_widget_libraries_blocked():
     code = textwrap.dedent("""
         import sys

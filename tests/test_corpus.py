@@ -153,7 +153,8 @@ def test_too_long_sentences_are_skipped_and_counted_or_refused(small):
     (42, {}, TypeError, "list of strings"),
     (["fine"], {"batch_size": 0}, ValueError, "batch_size"),
     (["fine"], {"too_long": "truncate"}, ValueError, "too_long"),
-    (["fine"], {"client": "tcp://127.0.0.1:9"}, bv.BertVizError, "could not reach a Dask scheduler"),
+    pytest.param(["fine"], {"client": "tcp://127.0.0.1:9"}, bv.BertVizError, "could not reach a Dask scheduler",
+                 marks=pytest.mark.slow, id="unreachable-scheduler"),  # waits for Dask's connect timeout
 ])
 def test_bad_input_is_refused_before_anything_runs(small, monkeypatch, sentences, kw, err, match):
     monkeypatch.setattr(corpus, "CONNECT_TIMEOUT", "1s")
@@ -166,6 +167,7 @@ def test_progress_bar_only_when_asked(small, capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow  # a fresh interpreter imports the package
 def test_importing_the_engine_loads_neither_dask_nor_tqdm():
     code = textwrap.dedent("""
         import sys
@@ -214,6 +216,7 @@ def cluster():
         yield lc
 
 
+@pytest.mark.slow  # the cluster fixture starts two worker processes
 def test_dask_run_equals_the_local_run(small, cluster):
     from distributed import Client
     sentences = SENTENCES[:60] + SAMPLE
@@ -239,6 +242,7 @@ def test_dask_run_equals_the_local_run(small, cluster):
                                                                     progress=False)["sep"], atol=1e-6)
 
 
+@pytest.mark.slow  # the cluster fixture starts two worker processes
 def test_dask_errors_are_clear(small, cluster):
     from distributed import Client
     with Client(cluster, set_as_default=False) as client:
@@ -251,6 +255,7 @@ def test_dask_errors_are_clear(small, cluster):
         corpus.head_stats(small, ["fine"], client=object(), progress=False)
 
 
+@pytest.mark.slow  # starts a Dask cluster
 def test_a_cluster_without_workers_is_an_error_not_a_hang(small, monkeypatch):
     distributed = pytest.importorskip("distributed", reason="needs the [cluster] extra (dask, distributed)")
     monkeypatch.setattr(corpus, "NO_WORKERS_TIMEOUT", 1.0)

@@ -25,6 +25,7 @@ def silent_tcp(silent_port):
     return f"tcp://127.0.0.1:{port}", held
 
 
+@pytest.mark.slow  # waits for Dask's connect timeout
 def test_a_silent_scheduler_address_fails_within_the_connect_timeout(small, silent_tcp, monkeypatch):
     pytest.importorskip("distributed", reason="needs the [cluster] extra (dask, distributed)")
     address, held = silent_tcp

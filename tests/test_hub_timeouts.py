@@ -24,6 +24,7 @@ def silent_server(silent_port):
     return f"http://127.0.0.1:{port}", held
 
 
+@pytest.mark.slow  # a fresh interpreter waits for the Hub timeouts
 def test_hub_that_never_answers_fails_within_seconds_with_the_advice(tmp_path, silent_server):
     url, held = silent_server
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}

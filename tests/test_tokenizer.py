@@ -208,6 +208,7 @@ def test_fuzz_against_tokenizers(ref, mine, text):
     assert mine.tokenize_with_spans(text) == reference_pieces(ref, text)
 
 
+@pytest.mark.slow  # all 1,112,064 code points
 def test_every_code_point_is_classified_like_tokenizers(ref, mine):
     """Each of the 1,112,064 code points between two letters: cleaning, accents, case and the
     white-space/punctuation split all agree (this also checks data/unicode_overrides.json)."""
