@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from . import backend, engine, kernels, schema
 from .edits import compile_edits
 from .errors import InputTooLongError, as_int
-from .tokenizer import Encoding
+from .tokenizer import Encoding, pad_encoding  # padding is written once, in tokenizer.py
 from .trace import NullRecorder, Recorder, Table, Trace, check_budget, check_patterns, compile_patterns
 
 BATCH_AXIS = "batch"  # the leading axis every key of a BatchTrace has (schema.AXES names it)
@@ -92,21 +92,10 @@ def check_texts(texts, pairs) -> tuple[list[str], list[str | None]]:
 # ------------------------------------------------------------------------------------------
 
 
-def pad_encoding(enc: Encoding, n: int, pad_id: int, pad_token: str = "[PAD]") -> Encoding:
-    """One input padded with [PAD] to n tokens (masked: 0), as the tokenizer's pad_to does."""
-    extra = n - len(enc.ids)
-    if extra < 0:
-        raise ValueError(f"pad_to={n} is shorter than an input of {len(enc.ids)} tokens; padding never cuts tokens")
-    return Encoding(enc.tokens + [pad_token] * extra, enc.ids + [pad_id] * extra, enc.segments + [0] * extra,
-                    enc.mask + [0] * extra, enc.spans + [None] * extra, enc.n_real, enc.truncated)
-
-
 def encode_batch(model, texts, pairs=None, *, pad_to: int | None = None, truncate: bool = False,
                  names: Sequence[str] | None = None) -> list[Encoding]:
     """Each text (and pair) tokenized once, then padded to the longest input or to pad_to.
     An input over the model's positions is named by its index (texts[i])."""
-    if pad_to is not None:
-        pad_to = as_int(pad_to, "pad_to")
     encs = []
     for i, (t, p) in enumerate(zip(texts, pairs)):
         try:
@@ -114,10 +103,9 @@ def encode_batch(model, texts, pairs=None, *, pad_to: int | None = None, truncat
         except InputTooLongError as e:
             raise InputTooLongError(f"{names[i] if names else f'texts[{i}]'}: {e}") from None
     n = max(len(e.ids) for e in encs) if pad_to is None else pad_to
-    if n > model.max_tokens:
-        raise InputTooLongError(f"pad_to={n} is more than the model's {model.max_tokens} positions")
     pad_id = model.config.pad_token_id  # [PAD] in bert's vocabulary, <pad> in roberta's and albert's
-    return [pad_encoding(e, n, pad_id, model.tokenizer.id_to_token(pad_id)) for e in encs]
+    return [pad_encoding(e, n, pad_id, model.tokenizer.id_to_token(pad_id), max_length=model.max_tokens)
+            for e in encs]
 
 
 # ------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import families
 from .errors import BertVizError, InputTooLongError
-from .tokenizer import Encoding, check_pad_to
+from .tokenizer import Encoding, pad_encoding
 
 # every family's padding token (families.py), the library tokenizers' first: roberta's and albert's <pad>
 PAD_TOKENS = tuple(sorted(families.PAD_SPELLINGS, key=lambda t: t.startswith("[")))
@@ -78,12 +78,6 @@ class LibraryTokenizer:
         tokens, ids, segments = list(enc.tokens), list(enc.ids), list(enc.type_ids)
         spans = [None if s is None or special else (s, a, b)
                  for s, special, (a, b) in zip(enc.sequence_ids, enc.special_tokens_mask, enc.offsets)]
-        n_real = len(ids)
-        if pad_to is not None:
-            extra = check_pad_to(pad_to, n_real, max_length) - n_real
-            tokens += [self.id_to_token(self.pad_token_id)] * extra
-            ids += [self.pad_token_id] * extra
-            segments += [0] * extra
-            spans += [None] * extra
-        mask = [1] * n_real + [0] * (len(ids) - n_real)
-        return Encoding(tokens, ids, segments, mask, spans, n_real, truncated)
+        enc = Encoding(tokens, ids, segments, [1] * len(ids), spans, len(ids), truncated)
+        return enc if pad_to is None else pad_encoding(enc, pad_to, self.pad_token_id,
+                                                       self.id_to_token(self.pad_token_id), max_length=max_length)

@@ -304,15 +304,10 @@ class WordPieceTokenizer:
             tokens += [t for t, _, _ in part] + ["[SEP]"]
             spans += [(which, s, e) for _, s, e in part] + [None]
             segments += [which] * (len(part) + 1)
-        n_real = len(tokens)
-        if pad_to is not None:
-            extra = check_pad_to(pad_to, n_real, max_length) - n_real
-            tokens += ["[PAD]"] * extra
-            spans += [None] * extra
-            segments += [0] * extra
         ids = [self.token_to_id(t) for t in tokens]
-        mask = [1] * n_real + [0] * (len(tokens) - n_real)
-        return Encoding(tokens, ids, segments, mask, spans, n_real, truncated)
+        enc = Encoding(tokens, ids, segments, [1] * len(ids), spans, len(ids), truncated)
+        return enc if pad_to is None else pad_encoding(enc, pad_to, self.token_to_id("[PAD]"), "[PAD]",
+                                                       max_length=max_length)
 
 
 def _truncation_lengths(n_a: int, n_b: int | None, budget: int) -> tuple[int, int]:
@@ -372,10 +367,22 @@ def _nfd_runs(chars):
         yield run
 
 
-def check_pad_to(pad_to, n_real: int, max_length: int) -> int:
-    """pad_to as an int, checked: within the model's positions and not shorter than the real tokens."""
+def pad_encoding(enc: Encoding, n: int, pad_id: int, pad_token: str = "[PAD]", *,
+                 max_length: int | None = None) -> Encoding:
+    """The one place an input is padded (both tokenizers' pad_to, and every batch): `enc` with `pad_token`
+    appended up to n tokens, masked (0), in segment 0, with no span; n is checked (check_pad_to)."""
+    extra = check_pad_to(n, len(enc.ids), max_length) - len(enc.ids)
+    if not extra:
+        return enc
+    return Encoding(enc.tokens + [pad_token] * extra, enc.ids + [pad_id] * extra, enc.segments + [0] * extra,
+                    enc.mask + [0] * extra, enc.spans + [None] * extra, enc.n_real, enc.truncated)
+
+
+def check_pad_to(pad_to, n_real: int, max_length: int | None = None) -> int:
+    """pad_to as an int, checked: within the model's positions (max_length, when given) and not shorter
+    than the input's tokens."""
     pad_to = as_int(pad_to, "pad_to")
-    if pad_to > max_length:
+    if max_length is not None and pad_to > max_length:
         raise InputTooLongError(f"pad_to={pad_to} is more than the model's {max_length} positions")
     if pad_to < n_real:
         raise ValueError(f"pad_to={pad_to} is shorter than the input's {n_real} tokens; padding never "
