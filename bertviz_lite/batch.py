@@ -17,7 +17,7 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import backend, engine, kernels, schema
+from . import backend, engine, kernels, schema, threads
 from .edits import compile_edits
 from .errors import InputTooLongError, as_int
 from .tokenizer import Encoding
@@ -164,7 +164,7 @@ def run(model, encs: Sequence[Encoding], texts, opts: Options, *, edits=None, pa
         rec = Recorder(xp, keep=opts.keep, dtype=store_dtype, edits=key_edits)
     ids = xp.asarray([e.ids for e in encs])  # [B, n]
     segments = xp.asarray([e.segments for e in encs])  # [B, n]
-    with backend.fast_path(opts.fast), kernels.threads_for_load():  # fewer threads while other work holds the cores
+    with kernels.fast_path(opts.fast), threads.threads_for_load():  # fewer threads while other work holds the cores
         engine.forward(model.weights, model.layer_weights, ids, segments, masks, c, rec, xp, mlm=model.has_mlm)
     return BatchTrace(rec.store, config=c, encodings=encs, texts=texts, model_name=model.name,
                       backend_name=model.backend, keep=opts.keep, edits=rec.edited)

@@ -50,7 +50,21 @@ def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | N
     brings its own heads (mlm=False drops its masked-LM head);
     backend picks 'numpy', 'cupy' or 'array_api_strict' (default: cupy when a GPU is usable);
     cache_dir overrides the Hugging Face cache folder.
+
+    The steps: find and check the files, build the model, then (numpy backend) tune malloc once for
+    traces (`backend.keep_freed_memory`: freed trace memory is kept for the next trace, not returned
+    to the OS; BERTVIZ_LITE_MALLOC_TUNING=0 turns it off).
     """
+    model = _build(source, seed=seed, config=config, mlm=mlm, nsp=nsp, backend_name=backend, cache_dir=cache_dir)
+    if model.backend == "numpy":
+        from .backend import keep_freed_memory  # (the argument `backend` hides the module here)
+        keep_freed_memory()
+    return model
+
+
+def _build(source, *, seed, config, mlm, nsp, backend_name, cache_dir) -> Bert:
+    """The model load() names, before malloc tuning."""
+    backend = backend_name
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"load() takes 'random', 'minilm', a folder or a Hub id, got {type(source).__name__}")
     source = os.fspath(source)
@@ -235,6 +249,21 @@ def read_state(folder: Path) -> dict:
     raise CheckpointError(f"{folder} has no model.safetensors (or pytorch_model.bin)")
 
 
+# safetensors dtype names -> numpy dtype strings (little-endian, as the format stores them); BF16 has no
+# numpy type: its bits are read as uint16 and widened exactly to float32 (backend.host_widen_bfloat16)
+SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+                      "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def decode_safetensor(dtype: str, data, shape):
+    """A safetensors tensor's raw little-endian bytes as a host array; bfloat16 becomes float32 exactly."""
+    if dtype == "BF16":
+        return backend.host_widen_bfloat16(backend.host_from_bytes(data, "<u2", shape))
+    if dtype not in SAFETENSORS_DTYPES:
+        raise TypeError(f"tensor dtype {dtype} is not supported (float32, float16, bfloat16 and integers are)")
+    return backend.host_from_bytes(data, SAFETENSORS_DTYPES[dtype], shape)
+
+
 def _read_safetensors(path: Path) -> dict:
     """Every tensor of a .safetensors file as a host array; bfloat16 (numpy has no such type) widened
     exactly to float32, float16 as stored (the weights become float32 in from_hf_state)."""
@@ -243,10 +272,10 @@ def _read_safetensors(path: Path) -> dict:
     try:
         with safe_open(str(path), framework="np") as f:
             dtypes = {f.get_slice(k).get_dtype() for k in f.keys()}
-        if dtypes <= set(backend.SAFETENSORS_NUMPY_DTYPES):
+        if dtypes <= set(SAFETENSORS_DTYPES):
             return load_file(str(path))
         with open(path, "rb") as f:  # raw bytes per tensor: bf16 widened, other dtypes refused by name
-            return {name: backend.host_from_raw(t["dtype"], t["data"], t["shape"]) for name, t in deserialize(f.read())}
+            return {name: decode_safetensor(t["dtype"], t["data"], t["shape"]) for name, t in deserialize(f.read())}
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{path} could not be read ({e}); the file may be truncated or not a "
                               "safetensors file: download it again") from e

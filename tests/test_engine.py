@@ -434,7 +434,7 @@ def test_random_next_sentence_head_is_traced():
 
 def test_rational_erf_is_within_its_bound_of_scipy():
     x = np.linspace(-6, 6, 200_001)
-    approx = backend.rational_erf(x, backend.get_namespace("numpy"))
+    approx = engine.rational_erf(x, backend.get_namespace("numpy"))
     assert np.max(np.abs(approx - scipy.special.erf(x))) < 1.5e-7
 
 
@@ -454,7 +454,7 @@ def test_kernels_split_over_threads_give_the_same_bits(monkeypatch):
     # a large input is split by rows over kernel_threads() threads; each row (each element, for gelu)
     # goes through the same ufuncs as on one thread, so the results are bitwise equal. Small blocks
     # make a small input "large" here, with uneven cuts and a ragged last block.
-    from bertviz_lite import kernels
+    from bertviz_lite import kernels, threads
     monkeypatch.setattr(kernels, "_BLOCK", 64)
     rng = np.random.default_rng(7)
     s = (rng.standard_normal((3, 41, 41)) * 4).astype(np.float32)
@@ -462,10 +462,10 @@ def test_kernels_split_over_threads_give_the_same_bits(monkeypatch):
     x = (rng.standard_normal((37, 29)) * 3).astype(np.float32)
     g, b = rng.standard_normal(29).astype(np.float32), rng.standard_normal(29).astype(np.float32)
     runs = {}
-    for threads in ("1", "3"):
-        monkeypatch.setenv("BERTVIZ_LITE_THREADS", threads)
-        assert kernels.kernel_threads() == int(threads)
-        runs[threads] = (kernels.numpy_softmax(s), kernels.numpy_gelu(x), kernels.numpy_layer_norm(x, g, b, 1e-12))
+    for count in ("1", "3"):
+        monkeypatch.setenv("BERTVIZ_LITE_THREADS", count)
+        assert threads.kernel_threads() == int(count)
+        runs[count] = (kernels.numpy_softmax(s), kernels.numpy_gelu(x), kernels.numpy_layer_norm(x, g, b, 1e-12))
     used = []
     real_split = kernels._split
     monkeypatch.setattr(kernels, "_split", lambda work, n, *a: (used.append(n), real_split(work, n, *a)))
@@ -475,72 +475,7 @@ def test_kernels_split_over_threads_give_the_same_bits(monkeypatch):
         assert one.dtype == np.float32 and np.array_equal(one, three)
 
 
-def test_kernel_threads_follow_the_blas_limit(monkeypatch):
-    from bertviz_lite import kernels
-    for name in ("BERTVIZ_LITE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")  # as Dask sets it in each worker
-    assert kernels.kernel_threads() == 1
-    monkeypatch.setenv("BERTVIZ_LITE_THREADS", "2")  # the package's own setting wins
-    assert kernels.kernel_threads() == 2
-    monkeypatch.setenv("BERTVIZ_LITE_THREADS", "zero")  # not a count: the next setting is read
-    assert kernels.kernel_threads() == 1
-
-
-def _blas_threads() -> int:
-    from threadpoolctl import threadpool_info
-    return max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
-
-
-def test_a_busy_machine_gets_fewer_threads_and_the_same_numbers(monkeypatch):
-    # kernels.threads_for_load: with other runnable tasks holding the cores, a forward uses the cores
-    # left free (at least one) for BLAS and the fast kernels, then gives the threads back; quiet, it
-    # changes nothing, and an explicit BERTVIZ_LITE_THREADS is obeyed as it is
-    from bertviz_lite import kernels
-    for name in ("BERTVIZ_LITE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(kernels, "cores", lambda: 4)
-    monkeypatch.setattr(kernels, "kernel_threads", lambda real=kernels.kernel_threads: real() if kernels._BUSY else 4)
-    before = _blas_threads()
-    seen = {}
-    for others, expected in ((0, 4), (1, 3), (3, 1), (9, 1), (None, 4)):
-        monkeypatch.setattr(kernels, "other_runnable_tasks", lambda others=others: others)
-        with kernels.threads_for_load() as threads:
-            seen[others] = (threads, kernels._BUSY[-1] if kernels._BUSY else None, _blas_threads())
-        assert threads == expected, (others, threads)
-        assert _blas_threads() == before and not kernels._BUSY  # given back
-    assert seen[9][1] == 1 and seen[9][2] == 1  # kernels and BLAS on one thread
-    assert seen[0][1] is None and seen[0][2] == before  # quiet: nothing touched
-    monkeypatch.setenv("BERTVIZ_LITE_THREADS", "2")
-    monkeypatch.setattr(kernels, "other_runnable_tasks", lambda: 9)
-    with kernels.threads_for_load() as threads:
-        assert threads == 4 and not kernels._BUSY  # an explicit count is obeyed (the lambda above gives 4)
-
-
-def test_a_trace_on_a_busy_machine_equals_the_quiet_one(monkeypatch):
-    from bertviz_lite import kernels
-    model = bv.load("random", config=SMALL)
-    quiet = model.trace("the cat sat on the mat", keep=["layer.1.ffn.ln", "layer.0.attn.probs"])
-    used = []
-    real = kernels.threads_for_load
-
-    def busy():
-        used.append(1)
-        return real()
-
-    monkeypatch.delenv("BERTVIZ_LITE_THREADS", raising=False)
-    monkeypatch.setattr(kernels, "other_runnable_tasks", lambda: 64)
-    monkeypatch.setattr(kernels, "threads_for_load", busy)
-    loaded = model.trace("the cat sat on the mat", keep=["layer.1.ffn.ln", "layer.0.attn.probs"])
-    assert used == [1]  # the one runner asks
-    for key in quiet.keys():
-        np.testing.assert_allclose(loaded[key], quiet[key], rtol=1e-6, atol=1e-6)
-
-
-def test_other_runnable_tasks_reads_proc_loadavg():
-    from bertviz_lite import kernels
-    n = kernels.other_runnable_tasks()
-    assert n is None or (isinstance(n, int) and n >= 0)
+# the thread policy's tests (kernel_threads, threads_for_load, other_runnable_tasks): tests/test_threads.py
 
 
 @pytest.mark.parametrize("shape", [(3, 5, 7), (12, 37, 37), (2, 300, 300), (1, 1, 1)])
