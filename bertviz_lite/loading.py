@@ -351,6 +351,8 @@ def _read_tokenizer_file(path: Path, expected: str, read):
     """read(path), with any way the file can be malformed turned into one CheckpointError naming it."""
     try:
         return read(path)
+    except CheckpointError:  # already names the file, and what is wrong, without quoting it
+        raise
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, BertVizError) as e:
         why = _detail(path, f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else e)
         raise CheckpointError(f"{path} could not be read as {expected} ({' '.join(why.split())[:200]})") from None
