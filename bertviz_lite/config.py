@@ -13,6 +13,16 @@ import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
+MAX_SIZE = 2**31 - 1  # no width, depth or vocabulary of a BERT comes near this; larger is a broken config
+MAX_LABELS = 100_000  # a task head's labels (named entity sets: tens; the largest label sets: ~22,000)
+
+
+def _short(value) -> str:
+    """A config value for an error message, cut short (a 400-digit number, a long list)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 # hidden_act values of a hugging face config -> the activation the engine computes.
 # "gelu" is the exact erf form BERT was trained with; the others are the approximations
 # and the relu that popular write-ups use (see lesson 07).
@@ -64,7 +74,16 @@ class BertConfig:
             value = getattr(self, name)
             low = 0 if name == "type_vocab_size" else 1  # 0: no segment table (DistilBERT), S = 0
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                problems.append(f"{name} must be a {'non-negative' if low == 0 else 'positive'} integer, got {value!r}")
+                problems.append(f"{name} must be a {'non-negative' if low == 0 else 'positive'} integer, "
+                                f"got {_short(value)}")
+            elif value > MAX_SIZE:  # 10**400 would overflow float arithmetic further on
+                problems.append(f"{name} {_short(value)} is larger than any model ({MAX_SIZE:,} at most)")
+        if not problems and (isinstance(self.pad_token_id, bool) or not isinstance(self.pad_token_id, int)
+                             or not 0 <= self.pad_token_id < self.vocab_size):
+            problems.append(f"pad_token_id must be a token id 0..{self.vocab_size - 1} (the [PAD] token's), "
+                            f"got {_short(self.pad_token_id)}")
+        if len(self.labels) > MAX_LABELS:
+            problems.append(f"{len(self.labels):,} labels is more than {MAX_LABELS:,}")
         if not problems and self.hidden_size % self.num_heads:
             problems.append(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
         if self.hidden_act not in ACTIVATIONS:
@@ -177,7 +196,8 @@ RENAMED = {"distilbert": {"dim": "hidden_size", "n_layers": "num_hidden_layers",
 def family_switches(family: str, d: dict) -> dict:
     """The config switches a model_type sets: each is one readable difference from BERT."""
     if family == "roberta":  # fairseq numbers positions from padding_idx + 1
-        return {"model_type": family, "position_offset": d.get("pad_token_id", 1) + 1}
+        pad = d.get("pad_token_id", 1)  # not a token id: BertConfig names it
+        return {"model_type": family, "position_offset": pad + 1 if isinstance(pad, int) and pad >= 0 else 0}
     if family == "distilbert":
         if d.get("sinusoidal_pos_embds"):
             raise ValueError("DistilBERT with sinusoidal_pos_embds is not supported (learned positions only)")
@@ -216,10 +236,13 @@ CLASS_PREFIX = {"bert": "Bert", "roberta": "Roberta", "distilbert": "DistilBert"
 def head_from_architectures(family: str, d: dict) -> dict:
     """head and labels from config.json's architectures and id2label; an unknown head is an error."""
     archs = d.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ValueError(f"architectures must be a list of class names such as [\"BertModel\"], got "
+                         f"{type(archs).__name__} {_short(archs)}")
     if not archs:
         return {}
     if len(archs) != 1:
-        raise ValueError(f"config.json lists {len(archs)} architectures {archs}; expected one")
+        raise ValueError(f"config.json lists {len(archs)} architectures {_short(archs)}; expected one")
     arch, prefix = archs[0], CLASS_PREFIX[family]
     suffix = arch[len(prefix):] if arch.startswith(prefix) else None
     known = {prefix + s for s in ARCHITECTURE_HEADS}
@@ -242,6 +265,26 @@ def head_from_architectures(family: str, d: dict) -> dict:
         return {}
     if head in FIXED_LABELS:
         return {"head": head, "labels": FIXED_LABELS[head]}
-    id2label = d.get("id2label") or {str(i): f"LABEL_{i}" for i in range(int(d.get("num_labels", 2)))}
-    labels = tuple(str(id2label[k]) for k in sorted(id2label, key=int))
-    return {"head": head, "labels": labels}
+    return {"head": head, "labels": read_labels(d)}
+
+
+def read_labels(d: dict) -> tuple[str, ...]:
+    """The head's label names in id order: id2label's, else LABEL_0.. for num_labels. Sizes and types
+    are checked before anything is built (num_labels 10**9 once built a 3 GB dict)."""
+    id2label = d.get("id2label")
+    if id2label:
+        if not isinstance(id2label, dict) or len(id2label) > MAX_LABELS:
+            raise ValueError(f"id2label must be an object of at most {MAX_LABELS:,} id: name entries, got "
+                             f"{type(id2label).__name__} of {len(id2label):,}")
+        try:
+            ids = sorted(int(k) for k in id2label)
+        except (TypeError, ValueError):
+            raise ValueError("id2label's keys must be the label ids 0, 1, ... as strings") from None
+        if ids != list(range(len(ids))):
+            raise ValueError(f"id2label's keys must be 0..{len(ids) - 1}, each once")
+        by_id = {int(k): v for k, v in id2label.items()}
+        return tuple(str(by_id[i]) for i in range(len(ids)))
+    n = d.get("num_labels", 2)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LABELS:
+        raise ValueError(f"num_labels must be a whole number 1..{MAX_LABELS:,}, got {_short(n)}")
+    return tuple(f"LABEL_{i}" for i in range(n))

@@ -230,7 +230,7 @@ def read_folder(folder: str | os.PathLike):
                               "model.safetensors and vocab.txt (or tokenizer.json)")
     try:
         config = BertConfig.from_json(cfg_path)
-    except (ValueError, TypeError, RecursionError) as e:
+    except (ValueError, TypeError, RecursionError, OverflowError) as e:
         raise CheckpointError(f"{cfg_path}: {_detail(cfg_path, e)}") from None
     check_model_size(config, what=str(cfg_path))
     state = read_state(folder)
