@@ -80,13 +80,23 @@ def _build(source, *, seed, config, mlm, nsp, backend_name, cache_dir) -> Bert:
             weights = {**weights, **read_mlm_head(packaged_head_path(), config, weights)}
         return Bert(config, weights, tokenizer, name="minilm (all-MiniLM-L6-v2)", backend_name=backend,
                     source=MINILM_REPO)
+    check_source_name(source)
     path = Path(source).expanduser()
-    if path.is_dir():
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as e:  # a name too long for the file system, a folder we may not read
+        raise WeightsNotFoundError(f"{source[:120]!r}{'...' if len(source) > 120 else ''} cannot be a folder "
+                                   f"here ({e.strerror}); give 'random', 'minilm', a folder or a Hub id") from None
+    if is_dir:
         return Bert(*_heads(read_folder(path), mlm, str(path)), name=path.name, backend_name=backend,
                     source=str(path))
-    if path.exists():
+    if exists:
         raise CheckpointError(f"{source} is a file; pass the folder that holds config.json and the weights")
     repo = ALIASES.get(source, source)
+    suggestion = did_you_mean(source)
+    if suggestion:  # before any Hub advice: a typo of a name bertviz-lite knows
+        raise WeightsNotFoundError(f"{source!r} is not a model bertviz-lite knows and not a folder; did you mean "
+                                   f"{suggestion!r}? (names: {', '.join(repr(k) for k in known_names())})")
     if _looks_like_hub_id(repo):
         return Bert(*_heads(read_folder(hub_folder(repo, cache_dir)), mlm, repo), name=repo, backend_name=backend,
                     source=repo)
@@ -226,8 +236,11 @@ def read_folder(folder: str | os.PathLike):
     folder = Path(folder)
     cfg_path = folder / "config.json"
     if not cfg_path.is_file():
+        archives = sorted(p.name for p in folder.iterdir() if p.suffix.lower() in (".zip", ".tar", ".gz", ".tgz"))
+        hint = (f"; it holds {', '.join(archives[:3])}: unpack it here first (e.g. `unzip {archives[0]} -d "
+                f"{folder}`) and load the folder that has config.json" if archives else "")
         raise CheckpointError(f"{folder} has no config.json: a Hugging Face model folder needs config.json, "
-                              "model.safetensors and vocab.txt (or tokenizer.json)")
+                              f"model.safetensors and vocab.txt (or tokenizer.json){hint}")
     try:
         config = BertConfig.from_json(cfg_path)
     except (ValueError, TypeError, RecursionError, OverflowError) as e:
@@ -393,6 +406,48 @@ def find_minilm(cache_dir=None) -> Path:
         f"(--no-deps: its declared dependency pulls in torch), or put {MINILM_REPO} in the Hugging Face cache.")
 
 
+MAX_SOURCE_CHARS = 4096  # a path longer than linux's PATH_MAX is no folder; a Hub id is at most 96 + 1 + 96
+
+
+def known_names() -> list[str]:
+    """The model names load() takes besides folders and Hub ids."""
+    return ["random", "minilm", *[k for k in ALIASES if k not in ("random", "minilm")]]
+
+
+def did_you_mean(source: str) -> str | None:
+    """The known model name a short, slash-free source is a typo of ('minlm' -> 'minilm'), or None."""
+    import difflib
+    if "/" in source or os.sep in source or source in known_names():
+        return None
+    close = difflib.get_close_matches(source.lower(), known_names(), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def check_source_name(source: str) -> None:
+    """A model name that no folder and no Hub id can be, refused in one line before anything is looked up:
+    a NUL character, or a name longer than any path (a raw OSError before; an HFValidationError for a
+    Hub id that breaks the Hub's rules)."""
+    if "\x00" in source:
+        raise WeightsNotFoundError("the model name contains a NUL character ('\\x00'); give 'random', "
+                                   "'minilm', a folder or a Hub id")
+    if len(source) > MAX_SOURCE_CHARS:
+        raise WeightsNotFoundError(f"the model name is {len(source):,} characters long; no folder or Hub id is "
+                                   f"(at most {MAX_SOURCE_CHARS:,}): give 'random', 'minilm', a folder or a Hub id")
+
+
+def _valid_hub_id(repo: str) -> str | None:
+    """Why repo breaks the Hub's naming rules (huggingface_hub's own check), or None."""
+    try:
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+    except ImportError:
+        return None
+    try:
+        validate_repo_id(repo)
+    except HFValidationError as e:
+        return " ".join(str(e).split())[:300]
+    return None
+
+
 def _looks_like_hub_id(s: str) -> bool:
     parts = s.split("/")
     return 1 <= len(parts) <= 2 and all(p and not p.startswith(".") and " " not in p for p in parts)
@@ -435,6 +490,10 @@ def hub_reachable(endpoint: str | None = None, timeout: float = HUB_TIMEOUT_S) -
 
 def hub_folder(repo: str, cache_dir=None) -> Path:
     """A Hub repo's files: from the cache (offline), else downloaded with huggingface_hub."""
+    why = _valid_hub_id(repo)
+    if why:
+        raise WeightsNotFoundError(f"{repo[:120]!r}{'...' if len(repo) > 120 else ''} is not an existing folder, "
+                                   f"and not a Hub id either: {why}")
     cached = cached_folder(repo, cache_dir)
     if cached is not None:
         return cached
