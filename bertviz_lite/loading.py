@@ -133,8 +133,25 @@ def save_mlm_head(path, head: dict, *, encoder: str, layer: int) -> None:
         raise ValueError(f"a head needs {list(W.MLM_LEARNED)}; missing {missing}")
     # one metadata entry, its JSON with sorted keys: safetensors writes several entries in hash order, and
     # the file must come out the same bytes every time (scripts/train_mlm_head.py --check)
-    about = json.dumps({"format": HEAD_FORMAT, "encoder": encoder, "layer": str(layer)}, sort_keys=True)
-    save_file({k: backend.host_float32(head[k]) for k in W.MLM_LEARNED}, str(path), metadata={"bertviz_lite": about})
+    tensors = {k: backend.host_float32(head[k]) for k in W.MLM_LEARNED}
+    about = json.dumps({"format": HEAD_FORMAT, "encoder": encoder, "layer": str(layer),
+                        "sha256": head_checksum(tensors)}, sort_keys=True)
+    save_file(tensors, str(path), metadata={"bertviz_lite": about})
+
+
+def head_checksum(tensors: dict) -> str:
+    """sha256 of a head's learned tensors (names, shapes and float32 bytes, in W.MLM_LEARNED order): stored in
+    the file's metadata, so a flipped bit in any tensor is found at load."""
+    import hashlib
+    h = hashlib.sha256()
+    for k in W.MLM_LEARNED:
+        a = backend.host_float32(tensors[k])
+        h.update(f"{k}:{tuple(a.shape)}:".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+MAX_HEAD_METADATA = 1 << 16  # characters of the head file's metadata JSON: a few hundred are written
 
 
 def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
@@ -148,10 +165,16 @@ def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
     from safetensors import SafetensorError, safe_open
     try:
         with safe_open(str(path), framework="np") as f:
-            meta = json.loads((f.metadata() or {}).get("bertviz_lite", "{}"))
+            about = (f.metadata() or {}).get("bertviz_lite", "{}")
+            if not isinstance(about, str) or len(about) > MAX_HEAD_METADATA:
+                raise ValueError(f"its bertviz_lite metadata is longer than {MAX_HEAD_METADATA:,} characters")
+            meta = json.loads(about)
             state = {k: f.get_tensor(k) for k in f.keys()}
         if not isinstance(meta, dict):
             raise ValueError("its bertviz_lite metadata is not a JSON object")
+    except RecursionError:
+        raise CheckpointError(f"the masked-LM head file {path} could not be read (its metadata JSON is nested too "
+                              "deeply); regenerate it with scripts/train_mlm_head.py") from None
     except (SafetensorError, OSError, ValueError, TypeError) as e:
         raise CheckpointError(f"the masked-LM head file {path} could not be read ({e}); it may be truncated or "
                               "corrupted: regenerate it with scripts/train_mlm_head.py") from e
@@ -172,6 +195,9 @@ def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
         elif backend.host_bad_values(state[k]):
             problems.append(f"{k} holds {backend.host_bad_values(state[k])} NaN/Inf value(s)")
     problems += [f"unexpected tensor {k}" for k in sorted(set(state) - set(W.MLM_LEARNED))]
+    if not problems and "sha256" in meta and meta["sha256"] != head_checksum(state):
+        problems.append("its tensors do not match the sha256 checksum stored with them: the file is corrupted "
+                        "(regenerate it with scripts/train_mlm_head.py, or reinstall bertviz-lite)")
     if problems:
         raise CheckpointError(f"the masked-LM head file {path} does not fit {MINILM_REPO} (hidden size "
                               f"{config.hidden_size}, vocabulary {config.vocab_size}):\n  - " + "\n  - ".join(problems))
