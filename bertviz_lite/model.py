@@ -188,6 +188,13 @@ class Bert:
         return run(self, [enc], [tuple(texts)], opts, edits=edits, patch_from=patch_from, patch=patch).example(
             0, keep_padding=True)
 
+    def _knows_token(self, token: str) -> bool:
+        """Whether the tokenizer's vocabulary holds this token."""
+        try:  # (WordPiece answers an unknown token with [UNK]'s id)
+            return self.tokenizer.id_to_token(self.tokenizer.token_to_id(token)) == token
+        except (KeyError, ValueError, IndexError):
+            return False
+
     # --- masked language modelling
     def fill_mask(self, text: str, top_k: int = 5, pair: str | None = None) -> list[list[MaskPrediction]]:
         """Top-k tokens for each [MASK] in the text, from the mlm head (softmax over the vocabulary).
@@ -201,12 +208,16 @@ class Bert:
         V = self.config.vocab_size
         if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or not 1 <= top_k <= V:
             raise ValueError(f"top_k must be a whole number from 1 to the vocabulary size {V:,}, got {top_k!r}")
+        known = [t for t in ("[MASK]", "<mask>") if self._knows_token(t)]  # bert's spelling, roberta's
+        if not known:  # a typed [MASK] would become [UNK]s or pieces, and nothing could be predicted
+            raise BertVizError(f"{self.name}'s vocabulary has no mask token ([MASK] or <mask>), so fill_mask cannot "
+                               "mark a position to predict; use a checkpoint whose tokenizer has one, or trace "
+                               "the text and read tr['mlm.logits'] at the position you want")
         enc = self.tokenize(text, pair)
         mask = "<mask>" if "<mask>" in enc.tokens else "[MASK]"  # roberta's spelling, or bert's
         positions = [i for i, t in enumerate(enc.tokens) if t == mask]
         if not positions:
-            raise ValueError(f"no [MASK] token in {text!r}; write [MASK] (RoBERTa: <mask>) where a word should be "
-                             "predicted")
+            raise ValueError(f"no {known[0]} token in {text!r}; write {known[0]} where a word should be predicted")
         tr = self.trace_ids(enc.ids, enc.segments, enc.mask, tokens=enc.tokens, keep=["mlm.logits"])
         logits = backend.to_host(tr["mlm.logits"])
         hx = backend.namespace_of(logits)
