@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from . import backend, engine, kernels, schema, threads
 from .edits import compile_edits
-from .errors import InputTooLongError, as_int
+from .errors import InputTooLongError, as_bool, as_int
 from .tokenizer import Encoding
 from .trace import NullRecorder, Recorder, Table, Trace, check_budget, check_patterns, compile_patterns
 
@@ -63,7 +63,7 @@ def check_options(model, *, keep=None, dtype=None, max_bytes=None, pad_to=None, 
             raise InputTooLongError(f"pad_to={pad_to} is more than the model's {model.max_tokens} positions")
     keep = compile_patterns(keep)  # once: a generator would be used up by the budget check
     check_patterns(keep, model.trace_keys(), "keep=")
-    return Options(keep, dtype or "float32", max_bytes, pad_to, bool(fast))
+    return Options(keep, dtype or "float32", max_bytes, pad_to, as_bool(fast, "fast"))
 
 
 def check_texts(texts, pairs) -> tuple[list[str], list[str | None]]:

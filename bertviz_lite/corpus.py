@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from . import backend
 from .analysis import _row_entropy, target_cells
 from .batch import pad_encoding, trace_encodings
-from .errors import BertVizError, InputTooLongError
+from .errors import BertVizError, InputTooLongError, as_bool, as_int
 from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes, estimate_working_bytes
 
 # the statistics, in order; the first seven are sums of A[i, j] times a weight on (i, j)
@@ -304,8 +304,10 @@ def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bo
     A cluster's workers usually run BLAS on other thread counts than this process, and a matrix product's
     rounding depends on them, so a cluster's result equals the local one to about 1e-6, not bit for bit.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    batch_size = as_int(batch_size, "batch_size")  # numpy's integers too
+    if batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    progress = as_bool(progress, "progress")
     if too_long not in ("skip", "error"):
         raise ValueError(f"too_long must be 'skip' or 'error', got {too_long!r}")
     sentences = _check_corpus(sentences)

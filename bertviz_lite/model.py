@@ -99,6 +99,10 @@ class Bert:
         new_weights = {**{k: backend.to_host(v) for k, v in self.weights.items()},
                        **{k: backend.host_real_array(v, f"variant weight {k!r}") for k, v in (weights or {}).items()}}
         changes = ", ".join(f"{k}={v!r}" for k, v in config_changes.items()) or "weights changed"
+        bad = [f"{k} holds {backend.host_bad_values(new_weights[k])} NaN/Inf value(s)" for k in (weights or {})
+               if backend.host_bad_values(new_weights[k])]  # as a checkpoint's weights are checked
+        if bad:
+            raise ValueError(f"variant({changes}): weights must be finite: {'; '.join(bad[:5])}")
         # a variant changes values, never the model's shapes (load('random', config=...) builds another size)
         shapes = param_shapes(config, mlm=self.has_mlm, nsp=self.has_nsp, pooler=self.has_pooler)  # with any head
         wrong = [f"{k} has {tuple(w.shape)}, the config needs {shapes[k]}" for k, w in new_weights.items()
@@ -180,6 +184,9 @@ class Bert:
         segments = [0] * n if segments is None else [int(s) for s in segments]
         mask = [1] * n if mask is None else [int(m) for m in mask]
         opts = check_options(self, keep=keep, dtype=dtype, max_bytes=max_bytes, fast=fast)
+        for what, given in (("tokens", tokens), ("spans", spans)):
+            if given is not None and len(given) != n:
+                raise ValueError(f"trace_ids: {what}= has {len(given)} entries for {n} ids; give one per id")
         if tokens is None:
             in_vocab = self.tokenizer is not None and all(0 <= i < self.config.vocab_size for i in ids)
             tokens = [self.tokenizer.id_to_token(i) for i in ids] if in_vocab else [str(i) for i in ids]
