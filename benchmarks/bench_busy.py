@@ -1,4 +1,4 @@
-"""Traces on a busy machine: the thread policy of kernels.threads_for_load against fixed threads.
+"""Traces on a busy machine: the thread policy of threads.threads_for_load against fixed threads.
 
     .venv/bin/python benchmarks/bench_busy.py                 # MiniLM, a 13-token sentence
     .venv/bin/python benchmarks/bench_busy.py --model random --traces 20
@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from bertviz_lite import kernels
+from bertviz_lite import threads
 
 SENTENCE = "The cat sat on the mat because it was tired."
 CHILD = """
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--traces", type=int, default=40)
     args = ap.parse_args(argv)
-    cores = kernels.cores()
+    cores = threads.cores()
     print(f"{args.model}, {args.traces} traces of {SENTENCE!r}; {cores} cores; load average {os.getloadavg()}")
     print(f"{'other busy processes':>22} {'policy ms/trace':>16} {'fixed ms/trace':>15} {'fixed / policy':>15}")
     for busy in sorted({0, max(0, cores - 1), cores}):

@@ -117,11 +117,11 @@ def worker_engine(n: int, reps: int) -> dict:
 def kernel_breakdown(model, ids, reps: int) -> dict:
     """Where a trace's time goes: seconds per trace inside the three elementwise kernels (softmax,
     gelu, layernorm), the rest (matrix products, bias adds, residuals, recording) and the total."""
-    from bertviz_lite import backend
+    from bertviz_lite import kernels
 
-    names = ("softmax", "gelu", "layer_norm")  # whichever kernel backend.FUSED names for each
+    names = ("softmax", "gelu", "layer_norm")  # whichever kernel kernels.FUSED names for each
     spent = dict.fromkeys(names, 0.0)
-    originals = {name: backend.FUSED[(name, "numpy", "float32")] for name in names}
+    originals = {name: kernels.FUSED[(name, "numpy", "float32")] for name in names}
 
     def timed(name):
         fn = originals[name]
@@ -136,7 +136,7 @@ def kernel_breakdown(model, ids, reps: int) -> dict:
 
     try:
         for name in names:
-            backend.FUSED[(name, "numpy", "float32")] = timed(name)
+            kernels.FUSED[(name, "numpy", "float32")] = timed(name)
         model.trace_ids(ids)  # warm up
         spent.update(dict.fromkeys(names, 0.0))
         t = time.perf_counter()
@@ -145,7 +145,7 @@ def kernel_breakdown(model, ids, reps: int) -> dict:
         total = (time.perf_counter() - t) / reps
     finally:
         for name, fn in originals.items():
-            backend.FUSED[(name, "numpy", "float32")] = fn
+            kernels.FUSED[(name, "numpy", "float32")] = fn
     out = {name: spent[name] / reps for name in names}
     out.update(total=total, rest=total - sum(out.values()))
     return out

@@ -1,4 +1,4 @@
-"""The fast path's elementwise kernels (backend.FUSED) against the candidates for replacing them,
+"""The fast path's elementwise kernels (kernels.FUSED) against the candidates for replacing them,
 on BERT-base shapes at 512 tokens, in one process, alternating:
 
   - numexpr (`pip install numexpr`; not a dependency): softmax as exp(s - max) / sum, gelu as the
@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bertviz_lite import kernels as K  # noqa: E402
+from bertviz_lite import kernels as K, threads  # noqa: E402
 
 def one_thread(f):
     """f with the kernels held to one thread."""
@@ -90,7 +90,7 @@ def main() -> None:
         row = []
         for (name, fn, a), ne_fn in zip(cases, ne_fns or [None] * 3):
             row.append(f"{name}: numpy 1 thread {median_ms(one_thread(fn), *a):.1f}")
-            row.append(f"numpy {K.kernel_threads()} threads {median_ms(fn, *a):.1f}")
+            row.append(f"numpy {threads.kernel_threads()} threads {median_ms(fn, *a):.1f}")
             if ne_fn is not None:
                 for th in (1, 2):
                     ne.set_num_threads(th)

@@ -19,10 +19,17 @@ if "numpy" not in _sys.modules:
     # the fast path (kernels.py) cannot use it: at 512 tokens they ran 108 and 89 ms per trace instead
     # of 52 and 52 (benchmarks/bench_engine.py). 2^4 cycles lets the workers sleep at once; the matrix
     # products did not slow down. OpenBLAS reads this when numpy loads, so it only applies when
-    # bertviz_lite is imported first; a value you set yourself is kept.
+    # bertviz_lite is imported first; a value you set yourself is kept. Once numpy has loaded, the
+    # variable is taken out again, so child processes get the environment the user gave this one.
+    _SET_TIMEOUT = "OPENBLAS_THREAD_TIMEOUT" not in _os.environ
     _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+else:
+    _SET_TIMEOUT = False
 
 from . import analysis, corpus  # noqa: E402 (the lines above must run before numpy loads)
+
+if _SET_TIMEOUT:  # numpy, and with it OpenBLAS, has loaded and read it
+    _os.environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
 from .batch import BatchTrace
 from .config import BertConfig
 from .comparison import Comparison, compare

@@ -1,6 +1,6 @@
-"""Array backends: which namespace runs the engine, and which fused kernel replaces which formula line.
+"""Array backends: which namespace runs the engine, and moving arrays between it and the host.
 
-With `kernels.py` (the numpy kernels themselves), the only modules that name numpy, cupy or scipy.
+With `kernels.py` (the fast path's numpy kernels), the only modules that name numpy, cupy or scipy.
 
 Everything else in the engine is written against the array API standard (`xp.*`),
 with the namespace found here once and passed down (the SciPy / scikit-learn
@@ -10,16 +10,12 @@ present; `array_api_strict` proves the engine uses nothing outside the standard.
 
 from __future__ import annotations
 
-import contextvars
-import math
 import os
-from contextlib import contextmanager
 from types import ModuleType
 
 import array_api_compat
 import numpy as np
 
-from . import kernels
 from .errors import BackendError
 
 BACKENDS = ("numpy", "cupy", "array_api_strict")
@@ -47,7 +43,10 @@ def keep_freed_memory() -> bool:
     with an old trace goes back to the OS, and the next trace page-faults the same amount
     afresh: +30% on a 128-token trace here. Raising the mmap threshold (32 MiB) and the trim
     threshold (1 GiB) keeps freed blocks for reuse; the process keeps up to its peak usage.
-    Set BERTVIZ_LITE_MALLOC_TUNING=0 to leave malloc alone. Returns whether it was applied.
+    The freed memory stays with the process (up to 1 GiB of it is not handed back to the OS,
+    e.g. 411 MiB after a 512-token trace and `del`), also for the user's own arrays; `load()` applies
+    it for the numpy backend, once. Set BERTVIZ_LITE_MALLOC_TUNING=0 to leave malloc alone. Returns
+    whether it was applied.
     """
     global _MALLOC_TUNED
     if _MALLOC_TUNED or os.environ.get("BERTVIZ_LITE_MALLOC_TUNING", "1") == "0":
@@ -68,7 +67,6 @@ def get_namespace(backend: str | None = None) -> ModuleType:
     if backend is None:
         backend = os.environ.get("BERTVIZ_LITE_BACKEND") or ("cupy" if cupy_available() else "numpy")
     if backend == "numpy":
-        keep_freed_memory()
         return array_api_compat.array_namespace(np.empty(0))
     if backend == "cupy":
         if not cupy_available():
@@ -177,89 +175,21 @@ def host_real_array(value, what: str) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
-# safetensors dtype names -> numpy; BF16 has no numpy type and is widened (host_from_raw)
-SAFETENSORS_NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
-                       "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+def host_from_bytes(data, dtype: str, shape) -> np.ndarray:
+    """Raw bytes as a host array of a numpy dtype string ('<f4', '<u2', ...), no copy."""
+    return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
 
 
-def host_from_raw(dtype: str, data, shape) -> np.ndarray:
-    """A safetensors tensor's raw little-endian bytes as a host array; bfloat16 becomes float32 exactly.
-
-    A bfloat16 is the top 16 bits of a float32 (same sign and exponent, 7 mantissa bits), so
-    shifting it up 16 bits and reading the result as float32 is the exact value.
-    """
-    if dtype == "BF16":
-        u16 = np.frombuffer(data, dtype="<u2")
-        return (u16.astype(np.uint32) << 16).view(np.float32).reshape(shape)
-    if dtype not in SAFETENSORS_NUMPY_DTYPES:
-        raise TypeError(f"tensor dtype {dtype} is not supported (float32, float16, bfloat16 and integers are)")
-    return np.frombuffer(data, dtype=np.dtype(SAFETENSORS_NUMPY_DTYPES[dtype]).newbyteorder("<")).reshape(shape)
+def host_widen_bfloat16(u16: np.ndarray) -> np.ndarray:
+    """bfloat16 values held as uint16 bits -> float32, exactly: a bfloat16 is the top 16 bits of a
+    float32 (same sign and exponent, 7 mantissa bits), so shifting it up 16 bits is the value."""
+    return (u16.astype(np.uint32) << 16).view(np.float32)
 
 
-# ---------------------------------------------------------------------------------------------
-# erf: the array api has none. gelu(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)) needs it.
-# ---------------------------------------------------------------------------------------------
-
-# abramowitz & stegun 7.1.26: |error| <= 1.5e-7 for every x (tests check it against scipy); the
-# constants live with the kernels (kernels.ERF_P, kernels.ERF_A), which use them too
-_AS_P, _AS_A = kernels.ERF_P, kernels.ERF_A
-
-
-def rational_erf(x, xp: ModuleType):
-    """erf(x) from array-api operations alone: 1 - t(a1 + t(a2 + ...)) e^{-x^2}, t = 1/(1 + p|x|)."""
-    ax = xp.abs(x)
-    t = 1.0 / (1.0 + _AS_P * ax)
-    poly = _AS_A[4]
-    for a in _AS_A[3::-1]:  # horner: a1 + t (a2 + t (a3 + t (a4 + t a5)))
-        poly = a + t * poly
-    y = 1.0 - (t * poly) * xp.exp(-ax * ax)
-    return xp.where(x < 0, -y, y)
-
-
-SQRT_2 = math.sqrt(2.0)
-
-
-def erf(x, xp: ModuleType):
-    """erf for any backend (the array API has none): cupyx on cupy, else the rational form above.
-    (On numpy float32 the fast path replaces the whole gelu line, erf included: kernels.numpy_gelu.)"""
+def library_erf(xp: ModuleType):
+    """The array library's own erf where it has one on the GPU (cupyx on cupy), else None: the array API
+    has no erf, and engine.erf computes it from array-API operations instead."""
     if backend_name(xp) == "cupy":
         import cupyx.scipy.special
-        return cupyx.scipy.special.erf(x)
-    return rational_erf(x, xp)
-
-
-# ------------------------------------------------------------------------------------------
-# the fast path, decided once: which fused kernel replaces which formula function
-# ------------------------------------------------------------------------------------------
-
-# (formula function, backend, dtype) -> the kernel that computes the same line faster. The
-# formula functions live in engine.py, the kernels in kernels.py; each kernel takes the formula
-# function's own arguments. Nothing else in the package chooses a kernel. Tests hold every
-# kernel equal to its formula, and `model.trace(..., fast=False)` runs the formulas as written.
-FUSED = {
-    ("layer_norm", "numpy", "float32"): lambda x, gamma, beta, eps, xp: kernels.numpy_layer_norm(x, gamma, beta, eps),
-    ("softmax", "numpy", "float32"): lambda s, xp: kernels.numpy_softmax(s),
-    ("gelu", "numpy", "float32"): lambda x, xp: kernels.numpy_gelu(x),
-    ("matmul", "numpy", "float32"): lambda x, W, xp: kernels.numpy_matmul(x, W),
-}
-
-_FAST = contextvars.ContextVar("bertviz_lite_fast", default=True)
-
-
-@contextmanager
-def fast_path(enabled: bool):
-    """Within this block, formula functions are replaced by their FUSED kernels (enabled=True,
-    the default everywhere) or run exactly as written (enabled=False)."""
-    token = _FAST.set(bool(enabled))
-    try:
-        yield
-    finally:
-        _FAST.reset(token)
-
-
-def fused_kernel(name: str, x):
-    """The FUSED kernel for formula `name` on array x, or None: fast path off, or no kernel for
-    this backend and dtype."""
-    if not _FAST.get() or not isinstance(x, np.ndarray):
-        return None
-    return FUSED.get((name, "numpy", x.dtype.name))
+        return cupyx.scipy.special.erf
+    return None

@@ -17,9 +17,9 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import backend, engine, kernels, schema
+from . import backend, engine, kernels, schema, threads
 from .edits import compile_edits
-from .errors import InputTooLongError, as_int
+from .errors import InputTooLongError, as_bool, as_int
 from .tokenizer import Encoding, pad_encoding  # padding is written once, in tokenizer.py
 from .trace import NullRecorder, Recorder, Table, Trace, check_budget, check_patterns, compile_patterns
 
@@ -63,7 +63,7 @@ def check_options(model, *, keep=None, dtype=None, max_bytes=None, pad_to=None, 
             raise InputTooLongError(f"pad_to={pad_to} is more than the model's {model.max_tokens} positions")
     keep = compile_patterns(keep)  # once: a generator would be used up by the budget check
     check_patterns(keep, model.trace_keys(), "keep=")
-    return Options(keep, dtype or "float32", max_bytes, pad_to, bool(fast))
+    return Options(keep, dtype or "float32", max_bytes, pad_to, as_bool(fast, "fast"))
 
 
 def check_texts(texts, pairs) -> tuple[list[str], list[str | None]]:
@@ -152,7 +152,7 @@ def run(model, encs: Sequence[Encoding], texts, opts: Options, *, edits=None, pa
         rec = Recorder(xp, keep=opts.keep, dtype=store_dtype, edits=key_edits)
     ids = xp.asarray([e.ids for e in encs])  # [B, n]
     segments = xp.asarray([e.segments for e in encs])  # [B, n]
-    with backend.fast_path(opts.fast), kernels.threads_for_load():  # fewer threads while other work holds the cores
+    with kernels.fast_path(opts.fast), threads.threads_for_load():  # fewer threads while other work holds the cores
         engine.forward(model.weights, model.layer_weights, ids, segments, masks, c, rec, xp, mlm=model.has_mlm)
     return BatchTrace(rec.store, config=c, encodings=encs, texts=texts, model_name=model.name,
                       backend_name=model.backend, keep=opts.keep, edits=rec.edited)

@@ -1,8 +1,9 @@
 """The `bertviz-lite` command: trace a sentence or count a model's parameters from a shell.
 
-    bertviz-lite trace "The cat sat on the mat." [--pair TEXT] [--model minilm] [--pad-to N] [--all]
+    bertviz-lite trace "The cat sat on the mat." [--pair TEXT] [--model minilm] [--pad-to N] [--truncate] [--all]
                  [--html out.html] [--png out.png --view attention --layer L --head H]
     bertviz-lite params [--model random]
+    bertviz-lite --version
 
 Output fits the terminal's width (or $COLUMNS); formulas are printed with Unicode sub- and
 superscripts. Errors (a model that cannot be loaded, an input that is too long) print one
@@ -17,15 +18,29 @@ import shutil
 import sys
 import textwrap
 
-from .errors import BertVizError
+from .errors import BertVizError, InputTooLongError
 from .table import Table
 
 VIEWS = ("attention", "model", "head", "token", "neuron", "step", "params")
+MIN_WIDTH = 20  # characters per line: narrower and no table fits
+
+
+def _width_arg(text: str) -> int:
+    """--width: a whole number of characters, at least MIN_WIDTH (checked before any output)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of characters") from None
+    if value < MIN_WIDTH:
+        raise argparse.ArgumentTypeError(f"{value} is too narrow; give at least {MIN_WIDTH} characters")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
+    from . import __version__
     p = argparse.ArgumentParser(prog="bertviz-lite", description="Watch BERT compute: trace a sentence, "
                                 "count parameters, export views.")
+    p.add_argument("--version", action="version", version=f"bertviz-lite {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     model = argparse.ArgumentParser(add_help=False)
     model.add_argument("--model", default="minilm",
@@ -33,13 +48,17 @@ def _parser() -> argparse.ArgumentParser:
     model.add_argument("--seed", type=int, default=0, help="seed for --model random")
     model.add_argument("--all", action="store_true",
                        help="list every layer (default: the first and the last, the middle layers folded)")
-    model.add_argument("--width", type=int, default=None, help="characters per line (default: the terminal's)")
+    model.add_argument("--width", type=_width_arg, default=None,
+                       help=f"characters per line, at least {MIN_WIDTH} (default: the terminal's)")
     t = sub.add_parser("trace", parents=[model], help="run the forward pass: the tokens and every tensor's shape")
     t.add_argument("text", help="the sentence to trace (sentence A)")
     t.add_argument("--pair", default=None, help="second sentence (segment B)")
     t.add_argument("--pad-to", type=int, default=None, help="pad with [PAD] to this many tokens")
+    t.add_argument("--truncate", action="store_true",
+                   help="cut an input longer than the model takes (512 tokens) instead of refusing it")
     t.add_argument("--html", default=None, help="write a self-contained HTML page of every view")
-    t.add_argument("--png", default=None, help="write a PNG of one view (--view, default one head's attention map)")
+    t.add_argument("--png", default=None,
+                   help="write a PNG (a .png file name) of one view (--view, default one head's attention map)")
     t.add_argument("--view", default="attention", choices=VIEWS, help="the view --png draws")
     t.add_argument("--layer", type=int, default=0, help="layer --png draws (0..L-1; default 0)")
     t.add_argument("--head", type=int, default=0, help="head --png draws (0..n_h-1; default 0)")
@@ -160,15 +179,33 @@ def check_selection(args, model, tr=None) -> None:
                                f"({' '.join(t for t, m in zip(tr.tokens, tr.mask) if m)})")
 
 
+def check_output(path: str | None, option: str, kind: str) -> None:
+    """An --html / --png file name checked before any work or output: not empty, the right kind of file,
+    in a folder that exists and can be written, and not something a page may not replace (a folder, a
+    device, a FIFO: views.export.check_target)."""
+    import os
+    if path is None:
+        return
+    if not path.strip():
+        raise BertVizError(f"{option} needs a file name, got an empty one")
+    if kind == ".png" and os.path.splitext(path)[1].lower() != ".png":
+        raise BertVizError(f"{option} writes PNG images; {path!r} does not end in .png (give e.g. "
+                           f"{os.path.splitext(path)[0] + '.png'!r}, or convert the PNG afterwards)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise BertVizError(f"{option} {path!r}: the folder {folder!r} does not exist; create it first")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BertVizError(f"{option} {path!r}: the folder {folder!r} cannot be written")
+    _views_function("export", "check_target", option)(path, what=option, kind=kind)
+
+
 def cmd_trace(args, out) -> None:
     from .params import count_params
-    if args.html:  # a target that is not a page's to replace is refused before any work
-        _views_function("export", "check_target", "--html")(args.html)
-    if args.png:  # the same for a PNG (a FIFO would block for ever)
-        _views_function("export", "check_target", "--png")(args.png, what="--png", kind=".png")
+    check_output(args.html, "--html", ".html")  # refused before any work and any output
+    check_output(args.png, "--png", ".png")  # (a FIFO would block for ever)
     model = _load(args)
-    check_selection(args, model, model.tokenize(args.text, args.pair, pad_to=args.pad_to))
-    tr = model.trace(args.text, pair=args.pair, pad_to=args.pad_to)
+    check_selection(args, model, model.tokenize(args.text, args.pair, pad_to=args.pad_to, truncate=args.truncate))
+    tr = model.trace(args.text, pair=args.pair, pad_to=args.pad_to, truncate=args.truncate)
     ledger = count_params(model)
     width = _width(args)
     print(tokens_text(tr, width), file=out)
@@ -218,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except (BertVizError, ValueError, TypeError, KeyError, OSError) as e:
         message = str(e.args[0] if isinstance(e, KeyError) and e.args else e)
+        if isinstance(e, InputTooLongError):  # the option, not the keyword argument
+            message = message.replace("pass truncate=True", "pass --truncate")
         print(f"bertviz-lite: error: {' '.join(message.split())}", file=sys.stderr)
         return 2
     return 0

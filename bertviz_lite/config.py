@@ -14,6 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import families
+MAX_SIZE = 2**31 - 1  # no width, depth or vocabulary of a BERT comes near this; larger is a broken config
+MAX_LABELS = 100_000  # a task head's labels (named entity sets: tens; the largest label sets: ~22,000)
+
+
+def _short(value) -> str:
+    """A config value for an error message, cut short (a 400-digit number, a long list)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
 
 # hidden_act values of a hugging face config -> the activation the engine computes.
 # "gelu" is the exact erf form BERT was trained with; the others are the approximations
@@ -66,7 +75,16 @@ class BertConfig:
             value = getattr(self, name)
             low = 0 if name == "type_vocab_size" else 1  # 0: no segment table (DistilBERT), S = 0
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                problems.append(f"{name} must be a {'non-negative' if low == 0 else 'positive'} integer, got {value!r}")
+                problems.append(f"{name} must be a {'non-negative' if low == 0 else 'positive'} integer, "
+                                f"got {_short(value)}")
+            elif value > MAX_SIZE:  # 10**400 would overflow float arithmetic further on
+                problems.append(f"{name} {_short(value)} is larger than any model ({MAX_SIZE:,} at most)")
+        if not problems and (isinstance(self.pad_token_id, bool) or not isinstance(self.pad_token_id, int)
+                             or not 0 <= self.pad_token_id < self.vocab_size):
+            problems.append(f"pad_token_id must be a token id 0..{self.vocab_size - 1} (the [PAD] token's), "
+                            f"got {_short(self.pad_token_id)}")
+        if len(self.labels) > MAX_LABELS:
+            problems.append(f"{len(self.labels):,} labels is more than {MAX_LABELS:,}")
         if not problems and self.hidden_size % self.num_heads:
             problems.append(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
         if self.hidden_act not in ACTIVATIONS:
@@ -184,13 +202,17 @@ HEADS = {
 FIXED_LABELS = {"question_answering": ("start", "end"), "next_sentence": ("isNext", "notNext"),
                 "replaced_token": ("replaced",)}
 
+
 def head_from_architectures(family: str, d: dict) -> dict:
     """head and labels from config.json's architectures and id2label; an unknown head is an error."""
     archs = d.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ValueError(f"architectures must be a list of class names such as [\"BertModel\"], got "
+                         f"{type(archs).__name__} {_short(archs)}")
     if not archs:
         return {}
     if len(archs) != 1:
-        raise ValueError(f"config.json lists {len(archs)} architectures {archs}; expected one")
+        raise ValueError(f"config.json lists {len(archs)} architectures {_short(archs)}; expected one")
     arch, record = archs[0], families.family(family)
     if arch in record.refused:
         raise ValueError(record.refused[arch])
@@ -202,6 +224,26 @@ def head_from_architectures(family: str, d: dict) -> dict:
         return {}
     if head in FIXED_LABELS:
         return {"head": head, "labels": FIXED_LABELS[head]}
-    id2label = d.get("id2label") or {str(i): f"LABEL_{i}" for i in range(int(d.get("num_labels", 2)))}
-    labels = tuple(str(id2label[k]) for k in sorted(id2label, key=int))
-    return {"head": head, "labels": labels}
+    return {"head": head, "labels": read_labels(d)}
+
+
+def read_labels(d: dict) -> tuple[str, ...]:
+    """The head's label names in id order: id2label's, else LABEL_0.. for num_labels. Sizes and types
+    are checked before anything is built (num_labels 10**9 once built a 3 GB dict)."""
+    id2label = d.get("id2label")
+    if id2label:
+        if not isinstance(id2label, dict) or len(id2label) > MAX_LABELS:
+            raise ValueError(f"id2label must be an object of at most {MAX_LABELS:,} id: name entries, got "
+                             f"{type(id2label).__name__} of {len(id2label):,}")
+        try:
+            ids = sorted(int(k) for k in id2label)
+        except (TypeError, ValueError):
+            raise ValueError("id2label's keys must be the label ids 0, 1, ... as strings") from None
+        if ids != list(range(len(ids))):
+            raise ValueError(f"id2label's keys must be 0..{len(ids) - 1}, each once")
+        by_id = {int(k): v for k, v in id2label.items()}
+        return tuple(str(by_id[i]) for i in range(len(ids)))
+    n = d.get("num_labels", 2)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LABELS:
+        raise ValueError(f"num_labels must be a whole number 1..{MAX_LABELS:,}, got {_short(n)}")
+    return tuple(f"LABEL_{i}" for i in range(n))

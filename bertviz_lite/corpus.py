@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from . import backend
 from .analysis import _row_entropy, target_cells
 from .batch import pad_encoding, trace_encodings
-from .errors import BertVizError, InputTooLongError
+from .errors import BertVizError, InputTooLongError, as_bool, as_int
 from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes, estimate_working_bytes
 
 # the statistics, in order; the first seven are sums of A[i, j] times a weight on (i, j)
@@ -76,6 +76,15 @@ def add(*parts: Partial) -> Partial:
     for p in parts[1:]:
         total = total + p
     return total
+
+
+def pairwise_sum(parts: list, add_pair=add) -> object:
+    """The batches' partial sums added in one fixed tree, level by level ((0+1) + (2+3)) + ...: the order
+    head_stats uses here and on a cluster, so both add the same numbers in the same order."""
+    level = list(parts)
+    while len(level) > 1:
+        level = [add_pair(*level[k:k + 2]) for k in range(0, len(level), 2)]
+    return level[0]
 
 
 def key_weights(tokens, mask, xp, dtype, config=None):
@@ -290,21 +299,27 @@ def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bo
     max_bytes: the memory budget of one piece (2 GiB by default): any batch_size is traced in pieces
     that fit it, counting the attention maps, the forward pass's working memory and the statistics.
     Blank and whitespace-only lines are always skipped and counted in r.skipped.
-    Deterministic: the same corpus and batch size give the same result, here or on a cluster.
+    Deterministic: the same corpus and batch size give the same bits run after run, here or on a
+    cluster, when BLAS runs the same number of threads (BERTVIZ_LITE_THREADS set; see README, "What is
+    bit-stable"): the partial sums are added in one fixed pairwise order (`pairwise_sum`) in both places.
+    A cluster's workers usually run BLAS on other thread counts than this process, and a matrix product's
+    rounding depends on them, so a cluster's result equals the local one to about 1e-6, not bit for bit.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    batch_size = as_int(batch_size, "batch_size")  # numpy's integers too
+    if batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    progress = as_bool(progress, "progress")
     if too_long not in ("skip", "error"):
         raise ValueError(f"too_long must be 'skip' or 'error', got {too_long!r}")
     sentences = _check_corpus(sentences)
     groups = batches(sentences, batch_size)
     if client is None:
-        total = None
+        parts = []  # a few [layer, head] arrays per batch: small beside one batch's attention maps
         with _progress(len(sentences), progress, "head_stats") as bar:
             for idx in groups:  # one batch of traces alive at a time
-                part = batch_sums(model, [sentences[i] for i in idx], idx, too_long, max_bytes)
-                total = part if total is None else total + part
+                parts.append(batch_sums(model, [sentences[i] for i in idx], idx, too_long, max_bytes))
                 bar.update(len(idx))
+        total = pairwise_sum(parts)  # the cluster's order
     else:
         total = _on_cluster(client, model, sentences, groups, progress, too_long, max_bytes)
     return HeadStats.from_sums(total, model.name)
@@ -364,6 +379,28 @@ def _check_cluster(client, no_workers_since: float | None) -> float | None:
     return since
 
 
+SCATTER_TRIES = 3  # a worker that dies while the model is being sent to every worker fails one try
+
+
+def _scatter_model(client, model):
+    """The model sent once to every worker (broadcast). A worker that dies while it is sent (N16: it failed
+    the run; a worker killed later was survived) is not fatal: the model is sent again to the workers
+    still there, up to SCATTER_TRIES times, waiting for at least one."""
+    for attempt in range(1, SCATTER_TRIES + 1):
+        try:
+            return client.scatter(model, broadcast=True, hash=False)
+        except BertVizError:
+            raise
+        except Exception:  # the connection to a dying worker closed, a timeout: try the workers left
+            if attempt == SCATTER_TRIES or client.status != "running":
+                raise
+            try:
+                client.wait_for_workers(1, timeout=NO_WORKERS_TIMEOUT)
+            except TimeoutError:
+                raise BertVizError(f"the Dask cluster lost its workers while the model was sent to them and has had "
+                                   f"none for {NO_WORKERS_TIMEOUT:.0f} s; start workers and run again") from None
+
+
 def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str, max_bytes=None) -> Partial:
     """Send each batch to the workers, add the partial sums there in a tree, bring back the total."""
     import queue
@@ -377,15 +414,17 @@ def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str,
             except TimeoutError:
                 raise BertVizError(f"the Dask cluster has no workers (waited {NO_WORKERS_TIMEOUT:.0f} s); start some "
                                    "(`dask worker <scheduler address>`) and run head_stats again") from None
-            remote_model = client.scatter(model, broadcast=True, hash=False)  # once per worker, not per batch
+            remote_model = _scatter_model(client, model)  # once per worker, not per batch
             leaves = [client.submit(batch_sums, remote_model, [sentences[i] for i in idx], idx, too_long, max_bytes,
                                     pure=False)
                       for idx in groups]
             futures = list(leaves)
-            level = leaves
-            while len(level) > 1:  # pairwise sums, in a fixed order: the same result every run
-                level = [client.submit(add, *level[k:k + 2], pure=False) for k in range(0, len(level), 2)]
-                futures += level
+
+            def submit_add(*pair):  # pairwise sums, in pairwise_sum's order: the local run's
+                futures.append(client.submit(add, *pair, pure=False))
+                return futures[-1]
+
+            root = pairwise_sum(leaves, submit_add)
             sizes = {f.key: len(idx) for f, idx in zip(leaves, groups)}
             finished = queue.Queue()  # each future puts itself here when it is done (dask calls back)
             for f in futures:
@@ -402,7 +441,7 @@ def _on_cluster(client, model, sentences, groups, progress: bool, too_long: str,
                     if f.status != "finished":
                         f.result()  # raises the task's error (or CancelledError) now, not after the run
                     bar.update(sizes.get(f.key, 0))
-            return level[0].result()
+            return root.result()
         except (InputTooLongError, BertVizError, TypeError, ValueError):
             raise  # the run's own errors, raised on a worker: pass them on as they are
         except Exception as e:  # the cluster went away, a worker died, the connection closed

@@ -236,6 +236,9 @@ class KeyEdit:
         ctx = Context(key, self.masks[b, ...], self.config, self.xp)
         for e in self.edits:
             given = backend.read_only(x)
+            # where the input already holds an infinity (the padding mask's -inf), taken before the edit runs:
+            # comparing y with x afterwards would compare an edit's in-place writes with themselves
+            inf_before = self.xp.isinf(x)
             try:
                 y = e(given, ctx)
             except EditError:
@@ -250,12 +253,16 @@ class KeyEdit:
                             "array, e.g. y = x.copy(); y[...] = ...; return y)")
                 raise EditError(f"the edit of {key!r} ({e.description}) raised {type(err).__name__}: {err}{hint}") \
                     from err
-            _check_result(key, e, x, y)
+            if getattr(getattr(given, "flags", None), "writeable", False):  # numpy's read-only view, unlocked
+                raise EditError(f"the edit of {key!r} ({e.description}) set its input's flags.writeable = True: "
+                                "an edit must not write into the tensor it is given (it is the one the forward "
+                                "pass computed); return a new array, e.g. y = x.copy(); y[...] = ...; return y")
+            _check_result(key, e, x, y, inf_before)
             x = x if y is given else y  # an edit that returns its input unchanged: keep the writable original
         return x
 
 
-def _check_result(key: str, e: Edit, x, y) -> None:
+def _check_result(key: str, e: Edit, x, y, inf_before) -> None:
     what = f"the edit of {key!r} ({e.description})"
     if type(y) is not type(x):
         raise EditError(f"{what} returned a {type(y).__name__}; it must return an array like its input "
@@ -268,7 +275,7 @@ def _check_result(key: str, e: Edit, x, y) -> None:
     xp = backend.namespace_of(y)
     # NaN never; an infinity only where the input had the same one (the padding mask's -inf in the scores)
     nan = int(xp.sum(xp.astype(xp.isnan(y), xp.int32)))
-    inf = int(xp.sum(xp.astype(xp.isinf(y) & (y != x), xp.int32)))
+    inf = int(xp.sum(xp.astype(xp.isinf(y) & (~inf_before | (y != x)), xp.int32)))
     if nan or inf:
         found = " and ".join(f"{c} {w}" for c, w in ((nan, "NaN"), (inf, "new infinite value(s)")) if c)
         hint = " (to keep a query from a key, add a large negative number such as -1e4 to attn.scores, or put 0 " \

@@ -14,6 +14,13 @@ def as_int(value, what: str) -> int:
     raise TypeError(f"{what} must be an int, got {type(value).__name__} {value!r}")
 
 
+def as_bool(value, what: str) -> bool:
+    """True or False (numpy's bool too) as a bool; TypeError naming `what` for anything else ('no', None, 0)."""
+    if isinstance(value, bool) or type(value).__name__ in ("bool", "bool_"):  # numpy 2 names its own "bool"
+        return bool(value)
+    raise TypeError(f"{what} must be True or False, got {type(value).__name__} {value!r}")
+
+
 class BertVizError(Exception):
     """Base class for every error bertviz-lite raises on purpose."""
 

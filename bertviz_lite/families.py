@@ -168,7 +168,9 @@ def _classes(prefix: str, *suffixes: str, **special: str | None) -> dict[str, st
 
 
 def _roberta_switches(d: dict) -> dict:
-    return {"position_offset": d.get("pad_token_id", 1) + 1}  # fairseq numbers positions from padding_idx + 1
+    pad = d.get("pad_token_id", 1)  # not a token id: BertConfig's check names it
+    # fairseq numbers positions from padding_idx + 1
+    return {"position_offset": pad + 1 if isinstance(pad, int) and not isinstance(pad, bool) and pad >= 0 else 0}
 
 
 def _distilbert_switches(d: dict) -> dict:

@@ -1,19 +1,21 @@
-"""The numpy kernels of the fast path: each computes exactly what a formula function in engine.py
-computes (tests hold them equal), faster. Which one replaces which line, for which backend and
-dtype, is decided in one table, `backend.FUSED`; `model.trace(..., fast=False)` runs none of them.
+"""The fast path: which fused kernel replaces which formula line (`FUSED`, decided once), and the numpy
+kernels themselves. Each computes exactly what a formula function in engine.py computes (tests hold
+them equal), faster; `model.trace(..., fast=False)` runs none of them (`fast_path`). How many threads
+a kernel splits its rows over is the thread policy's (threads.py).
 """
 
 from __future__ import annotations
 
-import glob
+import contextvars
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 import numpy as np
 
-# abramowitz & stegun 7.1.26 (backend.rational_erf's formula): |error| <= 1.5e-7 for every x
+from . import threads
+
+# abramowitz & stegun 7.1.26 (engine.rational_erf's formula, which reads these): |error| <= 1.5e-7 for every x
 ERF_P = 0.3275911
 ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 SQRT_2 = math.sqrt(2.0)
@@ -40,108 +42,16 @@ _BLOCK = 1 << 16  # float32 elements per block (256 KiB)
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
-def kernel_threads() -> int:
-    """How many threads the kernels split a large input over: within a forward on a busy machine, the
-    cores left free (threads_for_load); else BERTVIZ_LITE_THREADS if set, else the limit the environment
-    gives BLAS (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS: Dask's workers set 1, the
-    benchmarks their --threads), else the cores this process may run on."""
-    if _BUSY:  # inside threads_for_load() on a busy machine
-        return _BUSY[-1]
-    for name in ("BERTVIZ_LITE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        count = _env_count(name)
-        if count:
-            return count
-    return cores()
-
-
-def _env_count(name: str) -> int | None:
-    """The positive whole number an environment variable holds, else None."""
-    value = os.environ.get(name, "").strip()
-    return int(value) if value.isdigit() and int(value) > 0 else None
-
-
-# ------------------------------------------------------------------------------------------
-# threads on a busy machine. Each matrix product of a trace is split over BLAS's threads, and the
-# fast kernels over kernel_threads(); every split waits for its slowest thread. When other processes
-# keep the cores busy, a thread waits for the scheduler at every product, and a trace becomes many
-# times slower than on fewer threads. So each forward counts the tasks the kernel is running besides
-# this one (/proc/loadavg, instantaneous) and uses only the cores left free, at least one.
-# benchmarks/bench_busy.py, MiniLM, 13 tokens, this 2-core machine, ms a trace, this policy against
-# every core whatever else runs: quiet 18.7 / 18.7; one other busy process 26.4 / 33.7; two 33.1 / 460.
-# ------------------------------------------------------------------------------------------
-
-_BUSY: list[int] = []  # the thread limit of the forward running now (kernel_threads() reads it)
-_CONTROLLER = None
-
-
-def cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on linux
-        return os.cpu_count() or 1
-
-
-def other_runnable_tasks() -> int | None:
-    """How many tasks of other processes the kernel is running or ready to run right now: the 4th field
-    of /proc/loadavg ("runnable/total") minus this process's own running threads (this one, and a BLAS
-    worker still spinning after the last product, which is no one else's load); None where there is no
-    /proc (not linux)."""
-    try:
-        with open("/proc/loadavg", encoding="ascii") as f:
-            runnable = int(f.read().split()[3].split("/")[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    own = 0
-    for stat in glob.glob("/proc/self/task/*/stat"):
-        try:
-            with open(stat, encoding="ascii", errors="replace") as f:
-                own += f.read().rsplit(")", 1)[1].split()[0] == "R"  # the state field follows "(comm)"
-        except (OSError, IndexError):
-            continue  # a thread that ended meanwhile
-    return max(0, runnable - max(1, own))
-
-
-@contextmanager
-def threads_for_load():
-    """For the duration of one forward pass: BLAS and the fast kernels use at most the cores that other
-    runnable tasks leave free (at least one), when that is fewer than they would use. On a quiet machine
-    it changes nothing; with BERTVIZ_LITE_THREADS set (an explicit count), or where /proc/loadavg or
-    threadpoolctl is missing, nothing either."""
-    wanted = kernel_threads()
-    explicit = _env_count("BERTVIZ_LITE_THREADS") is not None
-    others = other_runnable_tasks() if wanted > 1 and not explicit else None
-    free = wanted if others is None else max(1, min(wanted, cores() - others))
-    if free >= wanted:
-        yield wanted
-        return
-    global _CONTROLLER
-    try:
-        if _CONTROLLER is None:
-            from threadpoolctl import ThreadpoolController  # the BLAS libraries numpy (or scipy) loaded
-
-            _CONTROLLER = ThreadpoolController()
-        limit = _CONTROLLER.limit(limits=free, user_api="blas")
-    except ImportError:
-        limit = nullcontext()
-    _BUSY.append(free)
-    try:
-        with limit:
-            yield free
-    finally:
-        _BUSY.pop()
-
-
 def _split(work, n: int, *arrays: np.ndarray) -> None:
     """work(*(a[lo:hi] for a in arrays)) for consecutive ranges of the n leading rows, on
-    kernel_threads() threads when every thread gets at least a block, else at once here."""
-    threads = min(kernel_threads(), 16)
+    threads.kernel_threads() threads when every thread gets at least a block, else at once here."""
+    count = min(threads.kernel_threads(), 16)
     size = arrays[0].size
-    if threads < 2 or size < threads * _BLOCK:
+    if count < 2 or size < count * _BLOCK:
         work(*arrays)
         return
-    pool = _POOLS.get(threads) or _POOLS.setdefault(threads, ThreadPoolExecutor(threads, "bertviz-kernel"))
-    cuts = [n * i // threads for i in range(threads + 1)]
+    pool = _POOLS.get(count) or _POOLS.setdefault(count, ThreadPoolExecutor(count, "bertviz-kernel"))
+    cuts = [n * i // count for i in range(count + 1)]
     for f in [pool.submit(work, *(a[lo:hi] for a in arrays)) for lo, hi in zip(cuts, cuts[1:])]:
         f.result()  # re-raises a worker's exception here
 
@@ -235,3 +145,38 @@ def numpy_matmul(x: np.ndarray, W: np.ndarray) -> np.ndarray:
     return (x.reshape(-1, x.shape[-1]) @ W).reshape(*x.shape[:-1], W.shape[-1])
 
 
+# ------------------------------------------------------------------------------------------
+# the fast path, decided once: which fused kernel replaces which formula function
+# ------------------------------------------------------------------------------------------
+
+# (formula function, backend, dtype) -> the kernel that computes the same line faster. The
+# formula functions live in engine.py, the kernels above; each kernel takes the formula
+# function's own arguments. Nothing else in the package chooses a kernel. Tests hold every
+# kernel equal to its formula, and `model.trace(..., fast=False)` runs the formulas as written.
+FUSED = {
+    ("layer_norm", "numpy", "float32"): lambda x, gamma, beta, eps, xp: numpy_layer_norm(x, gamma, beta, eps),
+    ("softmax", "numpy", "float32"): lambda s, xp: numpy_softmax(s),
+    ("gelu", "numpy", "float32"): lambda x, xp: numpy_gelu(x),
+    ("matmul", "numpy", "float32"): lambda x, W, xp: numpy_matmul(x, W),
+}
+
+_FAST = contextvars.ContextVar("bertviz_lite_fast", default=True)
+
+
+@contextmanager
+def fast_path(enabled: bool):
+    """Within this block, formula functions are replaced by their FUSED kernels (enabled=True,
+    the default everywhere) or run exactly as written (enabled=False)."""
+    token = _FAST.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _FAST.reset(token)
+
+
+def fused_kernel(name: str, x):
+    """The FUSED kernel for formula `name` on array x, or None: fast path off, or no kernel for
+    this backend and dtype."""
+    if not _FAST.get() or not isinstance(x, np.ndarray):
+        return None
+    return FUSED.get((name, "numpy", x.dtype.name))

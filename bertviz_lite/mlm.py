@@ -114,7 +114,7 @@ def bias_backward(dy, xp):
 
 def gelu_backward(dy, x, xp):
     """y = x Phi(x)   ->   dx = dy (Phi(x) + x phi(x)), phi the standard normal density."""
-    cdf = 0.5 * (1.0 + backend.erf(x / backend.SQRT_2, xp))
+    cdf = 0.5 * (1.0 + engine.erf(x / engine.SQRT_2, xp))
     pdf = xp.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
     return dy * (cdf + x * pdf)
 

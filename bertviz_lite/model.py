@@ -127,6 +127,10 @@ class Bert:
         new_weights = {**{k: backend.to_host(v) for k, v in self.weights.items()},
                        **{k: backend.host_real_array(v, f"variant weight {k!r}") for k, v in (weights or {}).items()}}
         changes = ", ".join(f"{k}={v!r}" for k, v in config_changes.items()) or "weights changed"
+        bad = [f"{k} holds {backend.host_bad_values(new_weights[k])} NaN/Inf value(s)" for k in (weights or {})
+               if backend.host_bad_values(new_weights[k])]  # as a checkpoint's weights are checked
+        if bad:
+            raise ValueError(f"variant({changes}): weights must be finite: {'; '.join(bad[:5])}")
         # a variant changes values, never the model's shapes (load('random', config=...) builds another size)
         shapes = param_shapes(config, mlm=self.has_mlm, nsp=self.has_nsp, pooler=self.has_pooler)  # with any head
         wrong = [f"{k} has {tuple(w.shape)}, the config needs {shapes[k]}" for k, w in new_weights.items()
@@ -208,6 +212,9 @@ class Bert:
         segments = [0] * n if segments is None else [int(s) for s in segments]
         mask = [1] * n if mask is None else [int(m) for m in mask]
         opts = check_options(self, keep=keep, dtype=dtype, max_bytes=max_bytes, fast=fast)
+        for what, given in (("tokens", tokens), ("spans", spans)):
+            if given is not None and len(given) != n:
+                raise ValueError(f"trace_ids: {what}= has {len(given)} entries for {n} ids; give one per id")
         if tokens is None:
             in_vocab = self.tokenizer is not None and all(0 <= i < self.config.vocab_size for i in ids)
             tokens = [self.tokenizer.id_to_token(i) for i in ids] if in_vocab else [str(i) for i in ids]
@@ -215,6 +222,13 @@ class Bert:
         enc = Encoding(list(tokens), ids, segments, mask, spans, sum(mask), False)
         return run(self, [enc], [tuple(texts)], opts, edits=edits, patch_from=patch_from, patch=patch).example(
             0, keep_padding=True)
+
+    def _knows_token(self, token: str) -> bool:
+        """Whether the tokenizer's vocabulary holds this token."""
+        try:  # (WordPiece answers an unknown token with [UNK]'s id)
+            return self.tokenizer.id_to_token(self.tokenizer.token_to_id(token)) == token
+        except (KeyError, ValueError, IndexError):
+            return False
 
     # --- masked language modelling
     def fill_mask(self, text: str, top_k: int = 5, pair: str | None = None) -> list[list[MaskPrediction]]:
@@ -229,8 +243,12 @@ class Bert:
         V = self.config.vocab_size
         if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or not 1 <= top_k <= V:
             raise ValueError(f"top_k must be a whole number from 1 to the vocabulary size {V:,}, got {top_k!r}")
-        enc = self.tokenize(text, pair)
         mask = self.family.special.mask  # [MASK]; RoBERTa's <mask> (families.py)
+        if not self._knows_token(mask):  # a typed mask would become [UNK]s or pieces, and nothing could be predicted
+            raise BertVizError(f"{self.name}'s vocabulary has no mask token ({mask}), so fill_mask cannot "
+                               "mark a position to predict; use a checkpoint whose tokenizer has one, or trace "
+                               "the text and read tr['mlm.logits'] at the position you want")
+        enc = self.tokenize(text, pair)
         positions = [i for i, t in enumerate(enc.tokens) if t == mask]
         if not positions:
             raise ValueError(f"no {mask} token in {text!r}; write {mask} where a word should be predicted"

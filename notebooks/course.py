@@ -19,6 +19,7 @@ import bertviz_lite where they need it); it holds no copy of package code.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import reprlib
 import sys
@@ -119,6 +120,11 @@ def checker(id: str) -> Callable[..., tuple[bool, str]]:
     ex = _lookup(id)
 
     def run(answer, **context) -> tuple[bool, str]:
+        try:  # the call itself (the lesson's context= names) is the course's to get right, not the student's
+            inspect.signature(ex.fn).bind(answer, **context)
+        except TypeError as e:
+            raise TypeError(f"check({id!r}, ...) is called with the wrong context ({e}); this is a mistake in the "
+                            "lesson cell or the checker, not in your answer") from None
         if answer is Ellipsis:
             return False, STUB
         try:  # a checker's arithmetic on a wrong answer (inf - inf, 0 / 0) warns nothing into the cell

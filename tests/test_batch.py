@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite import backend, engine, schema
+from bertviz_lite import backend, engine, kernels, schema
 
 from .conftest import SMALL
 from .helpers import host
@@ -105,7 +105,7 @@ def test_shape_agnostic_lines_keep_the_single_input_shapes():
     assert m.shape == (2, 1, 1, 3) and m[0, 0, 0, 2] == -np.inf and m[1].max() == 0
     W = np.random.default_rng(0).standard_normal((8, 3), dtype=np.float32)
     folded = engine.matmul(x, W, xp)  # the fused kernel folds [2, 3, 5] into one [30, 8] product
-    with backend.fast_path(False):
+    with kernels.fast_path(False):
         as_written = engine.matmul(x, W, xp)  # x @ W, one product per leading index
     assert folded.shape == as_written.shape == (2, 3, 5, 3)
     np.testing.assert_allclose(folded, as_written, rtol=1e-6, atol=1e-4)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite import backend, engine
+from bertviz_lite import backend, engine, kernels
 from bertviz_lite.errors import EditError, PatternError
 
 from .conftest import SMALL
@@ -66,15 +66,15 @@ def test_an_edited_activation_line_takes_effect(small, monkeypatch):
 
 
 def test_fused_kernels_are_decided_in_one_table():
-    assert set(backend.FUSED) == {("layer_norm", "numpy", "float32"), ("softmax", "numpy", "float32"),
+    assert set(kernels.FUSED) == {("layer_norm", "numpy", "float32"), ("softmax", "numpy", "float32"),
                                   ("gelu", "numpy", "float32"), ("matmul", "numpy", "float32")}
-    for name, _, _ in backend.FUSED:  # every kernel replaces a formula line the engine runs (none unreachable)
+    for name, _, _ in kernels.FUSED:  # every kernel replaces a formula line the engine runs (none unreachable)
         assert hasattr(getattr(engine, name), "formula"), name
     x = np.ones((2, 3), dtype=np.float32)
-    assert backend.fused_kernel("softmax", x) is not None
-    with backend.fast_path(False):
-        assert backend.fused_kernel("softmax", x) is None
-    assert backend.fused_kernel("softmax", x.astype(np.float64)) is None
+    assert kernels.fused_kernel("softmax", x) is not None
+    with kernels.fast_path(False):
+        assert kernels.fused_kernel("softmax", x) is None
+    assert kernels.fused_kernel("softmax", x.astype(np.float64)) is None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,81 @@
+"""config.json values checked before anything is built: label counts, pad_token_id, architectures,
+absurd sizes (issue 31 item 3, N5, N6). Each is one CheckpointError naming config.json, within a second."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+import bertviz_lite as bv
+from bertviz_lite.config import BertConfig
+from bertviz_lite.errors import CheckpointError
+
+FAMILY = Path(__file__).parent / "fixtures" / "checkpoints" / "family"
+
+
+def folder_with(tmp_path, case: str, **changes) -> Path:
+    folder = tmp_path / case
+    shutil.copytree(FAMILY / case, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            cfg.pop(key, None)
+        else:
+            cfg[key] = value
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def refused(folder, match: str) -> str:
+    t0 = time.perf_counter()
+    with pytest.raises(CheckpointError, match=match) as err:
+        bv.load(folder, backend="numpy")
+    assert time.perf_counter() - t0 < 5  # before any work (num_labels 10**9 took 28 s and 3.2 GB)
+    assert "config.json" in str(err.value)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("n", [10**9, 0, -2, 2.5, "7", True])
+def test_num_labels_is_checked_before_labels_are_built(tmp_path, n):
+    refused(folder_with(tmp_path, "bert_seqcls", num_labels=n, id2label=None, label2id=None), "num_labels")
+
+
+@pytest.mark.parametrize("id2label, match", [
+    ({"a": "x"}, "keys"), ({"0": "x", "2": "y"}, "0..1"), (["x", "y"], "id2label"),
+    ({str(i): "x" for i in range(100_001)}, "at most")])
+def test_id2label_is_checked(tmp_path, id2label, match):
+    refused(folder_with(tmp_path, "bert_seqcls", id2label=id2label), match)
+
+
+@pytest.mark.parametrize("pad", [10**9, -1, "x", 2.0, [0]])
+@pytest.mark.parametrize("case", ["bert_seqcls", "roberta_seqcls"])
+def test_pad_token_id_is_a_token_id(tmp_path, case, pad):
+    # N5: 10**9, -1 and 'x' loaded, then trace_batch / head_stats failed with IndexError; RoBERTa with -3
+    # failed every trace
+    refused(folder_with(tmp_path, case, pad_token_id=pad), "pad_token_id")
+
+
+@pytest.mark.parametrize("archs", [{"a": 1}, "BertForSequenceClassification", [1], [["BertModel"]]])
+def test_architectures_must_be_a_list_of_names(tmp_path, archs):
+    message = refused(folder_with(tmp_path, "bert_seqcls", architectures=archs), "architectures")
+    assert "KeyError" not in message
+
+
+@pytest.mark.parametrize("field", ["hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size"])
+def test_an_astronomic_size_is_named_not_an_overflow(tmp_path, field):
+    # N6: hidden_size 10**400 gave OverflowError
+    message = refused(folder_with(tmp_path, "bert_seqcls", **{field: 10**400}), "larger than any model")
+    assert len(message) < 600  # the 400 digits are not printed
+
+
+def test_the_defaults_and_the_fixtures_still_pass():
+    BertConfig()
+    assert BertConfig(vocab_size=10, pad_token_id=9).pad_token_id == 9
+    with pytest.raises(ValueError, match="pad_token_id"):
+        BertConfig(vocab_size=10, pad_token_id=10)
+    for case in ("bert_seqcls", "roberta_mlm", "distilbert_qa", "albert_mlm", "electra_seqcls"):
+        bv.load(FAMILY / case, backend="numpy")

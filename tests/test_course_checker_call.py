@@ -1,0 +1,25 @@
+"""The course checker's own call errors are errors, not "not yet" verdicts for the student (L6)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "notebooks"))
+import course  # noqa: E402  (notebooks/course.py, as the lessons import it)
+
+
+def test_a_check_called_with_the_wrong_context_raises(monkeypatch, capsys):
+    @course.exercise("96.1", hint="double it")
+    def _(answer, *, x):
+        return course.close(answer, 2 * x)
+
+    monkeypatch.delenv(course.STRICT_ENV, raising=False)
+    for context in ({}, {"x": 1, "y": 2}, {"z": 1}):
+        with pytest.raises(TypeError, match="not in your answer"):
+            course.check("96.1", 2, **context)
+    assert "not yet" not in capsys.readouterr().out
+    assert course.check("96.1", 2, x=1) is True
+    assert course.check("96.1", None, x=1) is False  # a malformed answer is still "not yet"

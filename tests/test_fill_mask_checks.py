@@ -1,0 +1,36 @@
+"""fill_mask on a vocabulary without a mask token (N14)."""
+
+from __future__ import annotations
+
+import pytest
+
+import bertviz_lite as bv
+from bertviz_lite.errors import BertVizError
+from bertviz_lite.tokenizer import WordPieceTokenizer
+
+SMALL = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "ffn_size": 64}
+
+
+def model_with_vocab(vocab):
+    m = bv.load("random", config={**SMALL, "vocab_size": len(vocab)}, mlm=True)
+    m.tokenizer = WordPieceTokenizer(vocab)
+    return m
+
+
+def test_no_mask_token_in_the_vocabulary_says_so():
+    # N14: the message said "no [MASK] token in the text; write [MASK]" while the text had one, and the
+    # typed [MASK] had become [UNK]s
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat"]
+    m = model_with_vocab(vocab)
+    assert "[MASK]" not in m.tokenize("the [MASK] sat").tokens
+    with pytest.raises(BertVizError, match="no mask token"):
+        m.fill_mask("the [MASK] sat")
+
+
+def test_a_vocabulary_with_the_mask_token_still_predicts():
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+    m = model_with_vocab(vocab)
+    (preds,) = m.fill_mask("the [MASK] sat", top_k=2)
+    assert len(preds) == 2 and preds[0].position == 2
+    with pytest.raises(ValueError, match=r"no \[MASK\] token"):
+        m.fill_mask("the cat sat")

@@ -1,0 +1,90 @@
+"""tokenizer.json files run by the `tokenizers` library (RoBERTa's BPE, ALBERT's Unigram) are checked at
+load: anything the library raises, its Rust panics included, is one CheckpointError naming the file and
+never quoting it (issue 31 item 1)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import bertviz_lite as bv
+from bertviz_lite.errors import BertVizError, CheckpointError
+
+pytest.importorskip("tokenizers")
+ROBERTA = Path(__file__).parent / "fixtures" / "checkpoints" / "family" / "roberta_mlm"
+SECRET = "TOPSECRETzzq"
+
+
+def folder_with(tmp_path, change, name="m") -> Path:
+    folder = tmp_path / name
+    shutil.copytree(ROBERTA, folder)
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    change(tok)
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    return folder
+
+
+BROKEN = {
+    # a merge of tokens not in the vocabulary: the library raised a bare Exception quoting the token
+    "merge with unknown tokens": lambda t: t["model"]["merges"].append([SECRET, SECRET + "b"]),
+    "vocabulary of the wrong type": lambda t: t["model"].__setitem__("vocab", [SECRET, 2]),
+    "merges of the wrong type": lambda t: t["model"].__setitem__("merges", {SECRET: 1}),
+    "unknown normalizer": lambda t: t.__setitem__("normalizer", {"type": SECRET}),
+    # loads, then panics in Rust (pyo3's PanicException, a BaseException) on every text
+    "replace of the empty string": lambda t: t.__setitem__(
+        "normalizer", {"type": "Replace", "pattern": {"String": ""}, "content": SECRET}),
+    # loads, then a backtracking pre-tokenizer regex panics past oniguruma's retry limit
+    "backtracking regex": lambda t: t.__setitem__(
+        "pre_tokenizer", {"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": "Isolated", "invert": False}),
+}
+
+
+@pytest.mark.parametrize("what", sorted(BROKEN))
+def test_a_broken_tokenizer_json_is_one_checkpoint_error_at_load(tmp_path, what):
+    folder = folder_with(tmp_path, BROKEN[what])
+    with pytest.raises(CheckpointError) as err:
+        bv.load(folder, backend="numpy")
+    message = str(err.value)
+    assert str(folder / "tokenizer.json") in message
+    assert SECRET not in message and "(a+)+" not in message  # the file is never quoted
+
+
+def test_a_tokenizer_that_panics_later_fails_with_an_error_not_a_panic(tmp_path):
+    # a regex the probe sentences do not trip: the panic comes at trace time, as a BertVizError
+    # (which `except Exception` and the CLI catch) instead of pyo3's PanicException
+    regex = {"type": "Split", "pattern": {"Regex": "(x+x+)+y"}, "behavior": "Isolated", "invert": False}
+    folder = folder_with(tmp_path, lambda t: t.__setitem__("pre_tokenizer", regex))
+    model = bv.load(folder, backend="numpy")
+    model.trace("the cat sat")
+    with pytest.raises(BertVizError, match="tokenizers library"):
+        model.trace("x" * 200)
+
+
+def test_the_error_never_shows_a_linked_files_content(tmp_path):
+    outside = tmp_path / "secret.txt"
+    outside.write_text(f'{{"model": {{"type": "BPE", "vocab": {{"{SECRET}": 0}}, "merges": [["{SECRET}", "q"]]}}}}')
+    folder = folder_with(tmp_path, lambda t: None)
+    (folder / "tokenizer.json").unlink()
+    (folder / "tokenizer.json").symlink_to(outside)
+    with pytest.raises(CheckpointError) as err:
+        bv.load(folder, backend="numpy")
+    assert SECRET not in str(err.value) and "tokenizer.json" in str(err.value)
+
+
+@pytest.mark.parametrize("pad", [10**9, -1, "x", 1.5])
+def test_pad_token_id_outside_the_vocabulary_is_refused_at_load(tmp_path, pad):
+    # N5: it loaded, then trace_batch and head_stats failed with IndexError (RoBERTa with -3: every trace)
+    folder = folder_with(tmp_path, lambda t: None)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["pad_token_id"] = pad
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="pad_token_id"):
+        bv.load(folder, backend="numpy")
+
+
+def test_the_good_fixture_still_loads_and_matches(tmp_path):
+    model = bv.load(folder_with(tmp_path, lambda t: None), backend="numpy")
+    assert model.tokenize("the cat sat").tokens[0] == "<s>"
