@@ -37,11 +37,8 @@ EXACT_UP_TO = 128  # up to here maps travel as float32 (exact); above as uint16 
 ASSETS = Path(__file__).with_name("assets")
 
 
-def check_trace(trace) -> Trace:
-    if not isinstance(trace, Trace):
-        raise TypeError(f"explore() takes a Trace, got {type(trace).__name__}: make one with "
-                        "tr = model.trace('some text') and call bv.explore(tr)")
-    return data.check_attention(trace, "explore()")
+def check_trace(trace, what: str = "explore()") -> Trace:
+    return data.check_trace(trace, what)
 
 
 def check_model(model, trace: Trace):
@@ -123,18 +120,21 @@ def _widget_class():
         pair_filter = t.Unicode("all").tag(sync=True)
         key = t.Unicode("").tag(sync=True)
         query = t.Int(0).tag(sync=True)
+        heads = t.List(t.Int()).tag(sync=True)  # the head view's heads; [] = every head (bertviz's start)
 
         def __init__(self, trace: Trace, *, model=None, ledger=None, compare=None, tab="attention", layer=0, head=0,
-                     kind="probs", pair_filter="all", key=None, query=0):
+                     kind="probs", pair_filter="all", key=None, query=0, pretty=True):
             trace = check_trace(trace).to_host()
             if compare is not None:
                 data.check_comparable(trace, compare)
                 compare = compare.to_host()
-            self.trace, self.model, self.trace_b, self.ledger = trace, model, compare, ledger
+            self.trace, self.model, self.trace_b, self.ledger, self.pretty = trace, model, compare, ledger, pretty
             name = model.name if model is not None else (trace.model_name or "bert")
             source = ("the loaded model's arrays" if ledger is not None
                       else "the config's shapes (pass model= to count the loaded arrays)")
-            super().__init__(info=data.facts(trace, model_name=name, trace_b=compare, ledger_source=source),
+            with data.pretty_labels(pretty):
+                info = data.facts(trace, model_name=name, trace_b=compare, ledger_source=source)
+            super().__init__(info=info,
                              tab=check_tab(tab, compare is not None), layer=trace.check_layer(layer),
                              head=trace.check_head(head), kind=data.check_kind(trace, kind),
                              pair_filter=self._pair(pair_filter), query=check_query(trace, query),
@@ -174,25 +174,32 @@ def _widget_class():
         def _v_query(self, proposal):
             return check_query(self.trace, proposal["value"])
 
+        @t.validate("heads")
+        def _v_heads(self, proposal):
+            return [self.trace.check_head(h) for h in proposal["value"]]
+
         def view_data(self, tab: str | None = None) -> dict:
             """The view data of a tab at the current selection."""
             tab = check_tab(tab or self.tab, self.trace_b is not None)
             args = data.request(tab, layer=self.layer, head=self.head, query=self.query, kind=self.kind,
                                 key=self.key)
-            return data.view_data(self.trace, tab, trace_b=self.trace_b, ledger=self.ledger, **args)
+            with data.pretty_labels(self.pretty):
+                return data.view_data(self.trace, tab, trace_b=self.trace_b, ledger=self.ledger, **args)
 
         def figure(self, tab: str | None = None):
             """The plotly figure of a tab at the current selection."""
-            from .figures import figure
-            return figure(self.view_data(tab), head=self.head, query=self.query, pair_filter=self.pair_filter,
-                          trace=self.trace)
+            from .figures import view_figure
+            vd = self.view_data(tab)
+            return view_figure(vd, tab or self.tab, head=self.head if vd.get("per_head", True) else 0,
+                               heads=self.heads or None, query=self.query, pair_filter=self.pair_filter, outline=True)
 
         # --- the front-end asks, the kernel answers
         def _on_msg(self, _widget, content, buffers):
             try:
                 if not isinstance(content, dict) or content.get("type") != "view":
                     raise ValueError(f"unknown request {content!r}")
-                header, data_ = answer(self.trace, content, trace_b=self.trace_b, ledger=self.ledger)
+                with data.pretty_labels(self.pretty):
+                    header, data_ = answer(self.trace, content, trace_b=self.trace_b, ledger=self.ledger)
                 self.send(header, buffers=data_)
             except Exception as e:  # shown in the page: the kernel's log is not where people look
                 key = content.get("request_key") if isinstance(content, dict) else None
@@ -267,34 +274,78 @@ def require_views_extra(static: bool) -> None:
                            "pip install 'bertviz-lite[views]'")
 
 
-def explore(trace, model=None, *, compare=None, tab: str = "attention", layer: int = 0, head: int = 0,
-            kind: str = "probs", pair_filter: str = "all", key: str | None = None, query: int = 0,
-            static: bool = False):
+def explore(trace, model=None, *, tokens=None, sentence_b_start: int | None = None, compare=None,
+            tab: str = "attention", layer: int = 0, head: int = 0, kind: str = "probs", pair_filter: str = "all",
+            key: str | None = None, query: int = 0, prettify_tokens: bool = True, static: bool = False):
     """The explorer widget for a trace, or with static=True the plotly figure of one tab.
 
-    trace: `model.trace(text)` (every layer's attn.probs recorded). model: the Bert that made
-    it (optional): the parameters tab then counts its loaded arrays (else the config's shapes).
-    compare: a second trace of the same model and length (an edited run, another sentence):
-    adds the compare tab. tab: one of "attention", "head", "token", "model", "neuron", "step",
-    "params", "compare"; layer, head, kind ("probs" or "scores"), pair_filter ("all", "A->A",
-    "A->B", "B->A", "B->B" for sentence pairs), key (a trace key for the step-through) and query
-    (a token index) set the starting selection. static=True returns a `go.Figure`.
+    trace: `model.trace(text)` (every layer's attn.probs recorded), or attention computed elsewhere
+    (`outputs.attentions`, torch tensors included) with tokens= (and sentence_b_start= for a pair).
+    model: the Bert that made it (optional): the parameters tab then counts its loaded arrays (else
+    the config's shapes). compare: a second trace of the same model and length (an edited run,
+    another sentence): adds the compare tab. tab: one of "attention", "head", "token", "model",
+    "neuron", "step", "params", "compare"; layer, head, kind ("probs" or "scores"), pair_filter ("all",
+    "A->A", "A->B", "B->A", "B->B" for sentence pairs), key (a trace key for the step-through) and
+    query (a token index) set the starting selection. prettify_tokens: labels without Ġ, ▁ and ##
+    (`bertviz_lite.foreign.prettify_tokens`; False shows the tokenizer's strings). static=True
+    returns a `go.Figure`.
     """
-    trace = check_trace(trace)
+    trace = check_trace(data.as_trace(trace, tokens, sentence_b_start=sentence_b_start))
     model = check_model(model, trace)
     ledger: ParamLedger | None = count_params(model) if model is not None else None
-    if static is not True and static is not False:
-        raise TypeError(f"static must be True or False, got {static!r}")
+    for name, flag in (("static", static), ("prettify_tokens", prettify_tokens)):
+        if flag is not True and flag is not False:
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
     require_views_extra(static)
     if static:
-        from .figures import figure
+        from .figures import view_figure
         check_tab(tab, compare is not None)
         data.check_kind(trace, kind)
         data.pair_positions(trace, pair_filter)
         layer, head, query = trace.check_layer(layer), trace.check_head(head), check_query(trace, query)
         args = data.request(tab, layer=layer, head=head, query=query, kind=kind,
                             key=data.check_key(trace, key if key is not None else data.stepper_steps(trace)[0]))
-        vd = data.view_data(trace, tab, trace_b=compare, ledger=ledger, **args)
-        return figure(vd, head=head, query=query, pair_filter=pair_filter, trace=trace)
+        with data.pretty_labels(prettify_tokens):
+            vd = data.view_data(trace, tab, trace_b=compare, ledger=ledger, **args)
+        return view_figure(vd, tab, head=head if vd.get("per_head", True) else 0, query=query,
+                           pair_filter=pair_filter, outline=True)
     return _widget_class()(trace, model=model, ledger=ledger, compare=compare, tab=tab, layer=layer, head=head,
-                           kind=kind, pair_filter=pair_filter, key=key, query=query)
+                           kind=kind, pair_filter=pair_filter, key=key, query=query, pretty=prettify_tokens)
+
+
+def head_view(attention, tokens=None, sentence_b_start: int | None = None, *, layer: int = 0, heads=None,
+              pair_filter: str = "all", prettify_tokens: bool = True):
+    """bertviz's head view, interactive: the explorer opened on its head view tab.
+
+        outputs = hf_model(inputs, output_attentions=True)          # bertviz's README example
+        bv.views.head_view(outputs.attentions, tokens)
+
+    attention: `outputs.attentions` (L tensors [batch, heads, n, n] of any framework) with its
+    tokens, or a bertviz_lite Trace (no tokens). Every head is shown at the start, one colour each;
+    the layer select, hovering a token (only its lines), clicking a head's box (toggle), double-
+    clicking it (that head alone), "all heads" and the sentence-pair filter work as in bertviz.
+    heads=: the heads to start with. The plotly figure: `bv.views.head_view_figure(trace, layer)`."""
+    w = explore(attention, tokens=tokens, sentence_b_start=sentence_b_start, tab="head", layer=layer,
+                pair_filter=pair_filter, prettify_tokens=prettify_tokens)
+    if heads is not None:
+        w.heads = [w.trace.check_head(h) for h in heads]
+    return w
+
+
+def model_view(attention, tokens=None, sentence_b_start: int | None = None, *, pair_filter: str = "all",
+               prettify_tokens: bool = True):
+    """bertviz's model view, interactive: the explorer opened on its model view tab (every layer x
+    head as a thumbnail; click one to open it, the sentence-pair filter above). Arguments as
+    `head_view`. The plotly figure: `bv.views.model_view_figure(trace)`."""
+    return explore(attention, tokens=tokens, sentence_b_start=sentence_b_start, tab="model",
+                   pair_filter=pair_filter, prettify_tokens=prettify_tokens)
+
+
+def neuron_view(trace, *, layer: int = 0, head: int = 0, query: int = 0, prettify_tokens: bool = True):
+    """bertviz's neuron view, interactive: the explorer opened on its neuron view tab (how a query's
+    q and each key's k make the scores and the weights). Needs a trace that recorded attn.q and
+    attn.k (`model.trace(text)`); attention from elsewhere has no queries and keys. The plotly
+    figure: `bv.views.neuron_view_figure(trace, layer, head, query)`."""
+    trace = check_trace(data.as_trace(trace, what="neuron_view()"))
+    data.check_neuron(trace, "neuron_view()")
+    return explore(trace, tab="neuron", layer=layer, head=head, query=query, prettify_tokens=prettify_tokens)

@@ -24,14 +24,13 @@ Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<
 from __future__ import annotations
 
 import html
-import os
-import secrets
-import stat
+import os  # noqa: F401  (the same module files.write_whole calls: tests patch export.os.replace)
 from pathlib import Path
 
 from .. import schema
-from ..errors import BertVizError, NotARegularFileError
+from ..errors import BertVizError
 from . import codec, data
+from .files import check_target, write_whole  # noqa: F401  (public here too)
 
 SMALL_MAPS = 96
 FULL_UP_TO = 128
@@ -172,8 +171,7 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
     page is written through; anything else that is not a regular file (a device, a FIFO, a
     folder) is refused with NotARegularFileError before the page is built.
     """
-    from .explorer import check_trace
-    trace = check_trace(trace).to_host()
+    trace = data.check_trace(trace, "export_html()").to_host()
     if compare is not None:
         data.check_comparable(trace, compare)
         compare = compare.to_host()
@@ -185,65 +183,7 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
     payloads, layouts, kept = build_payloads(trace, ledger=ledger, trace_b=compare, max_bytes=max_bytes,
                                              fixed_bytes=fixed)
     info["page_note"] = "This page keeps: " + "; ".join(kept) + "."
-    state = dict(tab="attention", layer=0, head=0, kind="probs", pair_filter="all",
+    state = dict(tab="attention", layer=0, head=0, heads=[], kind="probs", pair_filter="all",
                  key=data.stepper_steps(trace)[0], query=0)
     write_whole(target, render_page(info, state, payloads, title, layouts), shown=path)
     return path
-
-
-def check_target(path, what: str = "export_html", kind: str = ".html") -> Path:
-    """The file a page (or a PNG) at `path` is written to: `path`, or the regular file its symlink points to.
-
-    Refuses, before any page is built, whatever is not a page's to replace: a folder, a device,
-    a FIFO, a socket, a symlink to one of those or to nothing (a dangling link).
-    """
-    path = Path(path)
-    if not os.path.lexists(path):
-        return path  # a new file
-    try:
-        st = os.stat(path)  # follows symlinks
-    except OSError as e:
-        raise NotARegularFileError(f"{what} will not write to {str(path)!r}: it is a symlink whose target "
-                                   f"cannot be reached ({e.strerror}); remove it or give another file name") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(f"{what} writes a file; {str(path)!r} is a folder (give a file name, e.g. "
-                                f"{str(path / ('trace' + kind))!r})")
-    if not stat.S_ISREG(st.st_mode):
-        what_it_is = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO (named "
-                "pipe)", stat.S_IFSOCK: "a socket"}.get(stat.S_IFMT(st.st_mode), "not a regular file")
-        via = " (through a symlink)" if path.is_symlink() else ""
-        raise NotARegularFileError(f"{what} will not replace {str(path)!r}: it is {what_it_is}{via}, not a regular "
-                                   f"file; give the name of a new or existing {kind} file")
-    return Path(os.path.realpath(path))
-
-
-def write_whole(target: Path, text: str | bytes, shown: Path, what: str = "the page") -> None:
-    """Write text (or bytes) to target (a new or a regular file) whole or not at all: a temp file beside it, then
-    os.replace. A new file follows the umask; a replaced one keeps its mode (and its owner, where we may
-    set it: root overwriting another user's page). Errors name `shown`."""
-    try:
-        old = os.stat(target)
-    except FileNotFoundError:
-        old = None
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.part")
-    try:
-        # 0o666 & ~umask, as open() would make it; O_EXCL: never an existing file
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
-                if old is not None:
-                    if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
-                        try:
-                            os.fchown(f.fileno(), old.st_uid, old.st_gid)
-                        except PermissionError:  # only root may give a file to another user
-                            pass
-                    os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
-                f.write(text)
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-    except OSError as e:
-        if e.errno is None:
-            raise
-        raise OSError(e.errno, f"could not write {what}: {e.strerror}", str(shown)) from None

@@ -176,30 +176,18 @@ def view_figure(vd: dict, view: str | None = None, **sel) -> go.Figure:
     return draw(panels.resolve(vd, view, sel))
 
 
-def as_trace(trace_or_attention, tokens=None, **kwargs):
-    """A Trace as is, or attention computed elsewhere (Hugging Face's `outputs.attentions`: L arrays
-    [batch, heads, n, n]) with its tokens, through `Trace.from_attentions` (bertviz's calls)."""
-    from ..trace import Trace
-    if isinstance(trace_or_attention, Trace):
-        return trace_or_attention
-    if tokens is None:
-        raise TypeError("attention from elsewhere needs its tokens: head_view(attention, tokens) "
-                        "(or pass a bertviz_lite Trace)")
-    return Trace.from_attentions(trace_or_attention, tokens, **kwargs)
-
-
 def attention_heatmap(trace, layer: int, head: int, *, kind: str = "probs", pair_filter: str = "all") -> go.Figure:
     """One head's attention map: queries are rows, keys columns, real tokens only."""
     layer, head = trace.check_layer(layer), trace.check_head(head)
     data.pair_positions(trace, pair_filter)
-    return draw_attention(data.attention(trace, layer, kind), head, pair_filter)
+    return view_figure(data.attention(trace, layer, kind), "attention", head=head, pair_filter=pair_filter)
 
 
 def model_view(trace, tokens=None, *, kind: str = "probs", max_tokens: int = 48,
                sentence_b_start: int | None = None, layer: int | None = None, head: int | None = None) -> go.Figure:
     """A layers x heads grid of thumbnails (block means above max_tokens tokens); layer= and head=
     outline one panel. Each thumbnail's trace `meta` is {"layer": l, "head": h}."""
-    trace = as_trace(trace, tokens, sentence_b_start=sentence_b_start)
+    trace = data.as_trace(trace, tokens, sentence_b_start=sentence_b_start, what="model_view_figure()")
     sel = dict(layer=layer, head=head, outline=True) if layer is not None and head is not None else {}
     return view_figure(data.model(trace, kind, max_tokens=max_tokens), **sel)
 
@@ -216,16 +204,16 @@ def head_view(trace, layer_or_tokens=0, /, *, layer: int | None = None, heads=No
     if isinstance(trace, Trace):
         layer = layer_or_tokens if layer is None else layer
     else:  # bertviz's order: (attention, tokens)
-        trace = as_trace(trace, None if isinstance(layer_or_tokens, (int, np.integer)) else layer_or_tokens,
-                         sentence_b_start=sentence_b_start)
+        trace = data.as_trace(trace, None if isinstance(layer_or_tokens, (int, np.integer)) else layer_or_tokens,
+                              sentence_b_start=sentence_b_start, what="head_view_figure()")
         layer = 0 if layer is None else layer
     data.pair_positions(trace, pair_filter)
-    return draw_head(data.head(trace, layer, heads), pair_filter)
+    return view_figure(data.head(trace, layer, heads), "head", pair_filter=pair_filter)
 
 
 def token_view(trace, query: int) -> go.Figure:
     """Where one token attends in every layer (bands) and head (rows)."""
-    return draw_token(data.token(trace, query))
+    return view_figure(data.token(trace, query), "token")
 
 
 def neuron_view(trace, layer: int, head: int, query: int) -> go.Figure:
@@ -236,67 +224,28 @@ def neuron_view(trace, layer: int, head: int, query: int) -> go.Figure:
     if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not 0 <= query < len(vd["labels"]):
         raise ValueError(f"query must be a token index 0..{len(vd['labels']) - 1} (among the real tokens), "
                          f"got {query!r}")
-    return draw_neuron(vd, head, int(query))
+    return view_figure(vd, "neuron", head=head, query=int(query))
 
 
 def step_view(trace, key: str, *, ledger=None, head: int = 0, max_cells: int = 40_000) -> go.Figure:
     """One formula line: the formula, shapes in and out, the tensor as a heatmap (one head of a
     per-head tensor), its statistics and the weights it reads."""
     vd = data.step(trace, key, ledger=ledger, max_cells=max_cells)
-    return draw_step(vd, trace.check_head(head) if vd["per_head"] else 0)
+    return view_figure(vd, "step", head=trace.check_head(head) if vd["per_head"] else 0)
 
 
 def param_breakdown(ledger=None, *, config=None) -> go.Figure:
     """The parameters by group (bars), and every total the popular sources give (a table)."""
-    return draw_params(data.params(ledger, config=config))
+    return view_figure(data.params(ledger, config=config), "params")
 
 
 def compare_view(trace_a, trace_b, *, layer: int = 0, head: int = 0) -> go.Figure:
     """Two traces side by side: the relative change of every step down the layers, and one
     head's attention maps of both with their difference B - A."""
     head = trace_a.check_head(head)
-    return draw_compare(data.compare(trace_a, trace_b, layer), head)
+    return view_figure(data.compare(trace_a, trace_b, layer), "compare", head=head)
 
 
-# the figure of each view's data for a selection (all through `draw`)
-def draw_attention(vd: dict, head: int = 0, pair_filter: str = "all") -> go.Figure:
-    return view_figure(vd, "attention", head=head, pair_filter=pair_filter)
-
-
-def draw_head(vd: dict, pair_filter: str = "all") -> go.Figure:
-    return view_figure(vd, "head", pair_filter=pair_filter)  # the data's heads, else head 0 (bertviz's start)
-
-
-def draw_model(vd: dict, **sel) -> go.Figure:
-    return view_figure(vd, "model", **sel)
-
-
-def draw_token(vd: dict, **sel) -> go.Figure:
-    return view_figure(vd, "token", **sel)
-
-
-def draw_neuron(vd: dict, head: int = 0, query: int = 0) -> go.Figure:
-    return view_figure(vd, "neuron", head=head, query=query)
-
-
-def draw_step(vd: dict, head: int = 0) -> go.Figure:
-    return view_figure(vd, "step", head=head)
-
-
-def draw_params(vd: dict, **sel) -> go.Figure:
-    return view_figure(vd, "params", **sel)
-
-
-def draw_compare(vd: dict, head: int = 0) -> go.Figure:
-    return view_figure(vd, "compare", head=head)
-
-
-DRAW = {"attention": draw_attention, "model": draw_model, "head": draw_head, "token": draw_token,
-        "neuron": draw_neuron, "step": draw_step, "params": draw_params, "compare": draw_compare}
-
-
-def figure(vd: dict, *, head: int = 0, query: int = 0, pair_filter: str = "all", trace=None) -> go.Figure:
-    """The plotly figure of any view data at a selection (the explorer's static=True)."""
-    view = vd["view"]
-    sel = dict(head=head if vd.get("per_head", True) else 0, query=query, pair_filter=pair_filter, outline=True)
-    return view_figure(vd, view, **sel)
+# the static figures of bertviz's three views under names that say so (`bv.views.head_view` and its
+# siblings are the interactive explorer opened on that view)
+head_view_figure, model_view_figure, neuron_view_figure = head_view, model_view, neuron_view

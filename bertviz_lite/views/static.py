@@ -219,7 +219,7 @@ def save_png(trace, path, view: str = "attention", layer: int | None = None, hea
     The file is written whole or not at all (as export_html writes a page); a folder, a device or a
     FIFO at `path` is refused with NotARegularFileError before anything is drawn (writing a PNG into
     a FIFO nobody reads would block for ever)."""
-    from .export import check_target, write_whole
+    from .files import check_target, write_whole
     outline = view == "model" and layer is not None and head is not None
     layer, head = layer or 0, head or 0
     args = data.request(view, layer=layer, head=head, query=query, kind=kind, key=key)

@@ -11,7 +11,7 @@
 const CACHE_BYTES = 192 * 1024 * 1024;
 const WAIT_NOTE_MS = 8000;
 const LABEL_ALL_UP_TO = 128; // every token label drawn up to this many tokens; above, thinned (hover for all)
-const STATE = ["tab", "layer", "head", "kind", "pair_filter", "key", "query"];
+const STATE = ["tab", "layer", "head", "heads", "kind", "pair_filter", "key", "query"];
 
 function el(tag, attrs, kids) {
   const e = document.createElement(tag);
@@ -516,13 +516,19 @@ function render({ model, el: host }) {
   // ---------------------------------------------------------------- each view's controls (what it selects)
   const C = {}; // tab -> {controls: [nodes], sync(sel)}
   const onHeads = (box, on) => { for (const b of box.children) b.classList.toggle("bvl-on", on(+b.dataset.head)); };
-  let heads = null; // the head view's chosen heads (this page's own: the kernel keeps one head)
-  const sel = () => ({ outline: true, layer: model.get("layer"), head: model.get("head"), heads: heads || [model.get("head")], query: model.get("query"), kind: model.get("kind"), key: model.get("key"), pair_filter: model.get("pair_filter") });
-  if (sections.attention) {
-    const layer = layerSelect("bvl-layer"), hb = headButtons((h) => setSel({ head: h })), kind = kindSelect("bvl-kind");
-    const pair = el("select", { class: "bvl-pair", "aria-label": "sentences" });
+  // the head view's chosen heads: every head at the start (bertviz's), or the model's "heads" when set
+  const allHeads = range(info.heads);
+  const headsOf = () => { const h = model.get("heads"); return h && h.length ? [...h] : allHeads; };
+  const sel = () => ({ outline: true, layer: model.get("layer"), head: model.get("head"), heads: headsOf(), query: model.get("query"), kind: model.get("kind"), key: model.get("key"), pair_filter: model.get("pair_filter") });
+  function pairSelect(cls) { // the sentence-pair filter (one selection, shared by the tabs that have it)
+    const pair = el("select", { class: cls, "aria-label": "sentences" });
     options(pair, info.pair_filters, (p) => (p === "all" ? "all tokens" : p));
     pair.addEventListener("change", () => setSel({ pair_filter: pair.value }));
+    return pair;
+  }
+  if (sections.attention) {
+    const layer = layerSelect("bvl-layer"), hb = headButtons((h) => setSel({ head: h })), kind = kindSelect("bvl-kind");
+    const pair = pairSelect("bvl-pair");
     const c = controls(lab("layer ", layer), headLabel(), hb);
     if (info.kinds.length > 1) c.appendChild(lab("show ", kind));
     if (info.has_pair) c.appendChild(lab("sentences ", pair));
@@ -530,8 +536,15 @@ function render({ model, el: host }) {
   }
   if (sections.head) {
     const layer = layerSelect("bvl-head-layer");
-    const hb = headButtons((h) => { const on = new Set(heads || [model.get("head")]); on.has(h) ? on.delete(h) : on.add(h); heads = [...on].sort((a, b) => a - b); show(); }, info.colours);
-    C.head = { controls: [controls(lab("layer ", layer), el("span", { class: "bvl-x-label", text: "heads" }), hb)], sync: (s) => { layer.value = String(s.layer); onHeads(hb, (h) => s.heads.includes(h)); } };
+    // click a head's box: add or remove it; double-click: that head alone (bertviz's); "all heads": every head
+    const setHeads = (hs) => setSel({ heads: hs.length === info.heads ? [] : hs });
+    const hb = headButtons((h) => { const on = new Set(headsOf()); on.has(h) ? on.delete(h) : on.add(h); setHeads([...on].sort((a, b) => a - b)); }, info.colours);
+    for (const b of hb.children) { b.addEventListener("dblclick", () => setHeads([+b.dataset.head])); b.title = "click: add or remove this head; double-click: this head alone"; }
+    const all = el("button", { class: "bvl-all-heads", text: "all heads", onclick: () => setHeads(allHeads) });
+    const pair = pairSelect("bvl-head-pair");
+    const c = controls(lab("layer ", layer), el("span", { class: "bvl-x-label", text: "heads" }), hb, all);
+    if (info.has_pair) c.appendChild(lab("sentences ", pair));
+    C.head = { controls: [c], sync: (s) => { layer.value = String(s.layer); pair.value = s.pair_filter; all.disabled = s.heads.length === info.heads; onHeads(hb, (h) => s.heads.includes(h)); } };
   }
   if (sections.token) {
     const tok = tokenSelect("bvl-token"), chips = el("div", { class: "bvl-chips" });
@@ -539,9 +552,10 @@ function render({ model, el: host }) {
     C.token = { controls: [controls(lab("token ", tok), chips)], sync: (s) => { tok.value = String(s.query); for (const b of chips.children) b.classList.toggle("bvl-on", +b.dataset.query === s.query); } };
   }
   if (sections.model) {
-    const kind = kindSelect("bvl-model-kind"), c = controls();
+    const kind = kindSelect("bvl-model-kind"), pair = pairSelect("bvl-model-pair"), c = controls();
     if (info.kinds.length > 1) c.appendChild(lab("show ", kind));
-    C.model = { controls: [c], sync: (s) => { kind.value = s.kind; } };
+    if (info.has_pair) c.appendChild(lab("sentences ", pair));
+    C.model = { controls: [c], sync: (s) => { kind.value = s.kind; pair.value = s.pair_filter; } };
   }
   if (sections.neuron) {
     const layer = layerSelect("bvl-neuron-layer"), hb = headButtons((h) => setSel({ head: h })), tok = tokenSelect("bvl-neuron-token");
