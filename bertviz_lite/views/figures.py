@@ -11,6 +11,7 @@ token on top), keys columns; [PAD] never appears. Builders never display anythin
 
 from __future__ import annotations
 
+import html
 import textwrap
 
 import numpy as np
@@ -20,6 +21,7 @@ from plotly.subplots import make_subplots
 from . import data, panels
 from .data import PAIR_FILTERS, block_mean, plain_formula, stepper_steps  # noqa: F401  (public here too)
 
+LABEL_CHARS = 22  # a token label is shortened to this many characters (as on the page and in the PNGs)
 PX = 80  # pixels per inch of the panels' shared size rule (`panels.grid_sizes`)
 ACCENT = data.ACCENT
 
@@ -43,25 +45,25 @@ def _heatmap(fig, p, row, col, dom) -> None:
                       y=(yd[0] + yd[1]) / 2, len=max(0.15, yd[1] - yd[0]), yanchor="middle") if bar else None),
         row=row, col=col)
     labelled = not thumb
-    fig.update_xaxes(showticklabels=labelled and bool(p.get("x_labels")),
+    sub = fig.get_subplot(row, col)  # its axes updated directly: update_xaxes(row=, col=) scans every axis
+    sub.xaxis.update(showticklabels=labelled and bool(p.get("x_labels")),
                      type="category" if p.get("x_labels") else None,
                      side="top" if p.get("square") else "bottom", tickangle=-60 if p.get("x_ticks", True) else 0,
                      nticks=None if p.get("x_ticks", True) else 8,
                      title_text=("<b>" + p["title"] + "</b><br>" if p.get("title") and p.get("square") and p.get(
                          "x_labels") else "") + p.get("x_title", "") if labelled else "",
-                     showgrid=False, zeroline=False, constrain="domain", row=row, col=col)
-    fig.update_yaxes(showticklabels=labelled and bool(p.get("y_labels")), autorange="reversed",
+                     showgrid=False, zeroline=False, constrain="domain")
+    sub.yaxis.update(showticklabels=labelled and bool(p.get("y_labels")), autorange="reversed",
                      type="category" if p.get("y_labels") else None,
                      title_text=p.get("y_title", "") if labelled else "",
-                     showgrid=False, zeroline=False, constrain="domain", row=row, col=col)
+                     showgrid=False, zeroline=False, constrain="domain")
     if p.get("square") or thumb:
-        sub = fig.get_subplot(row, col)
-        fig.update_yaxes(scaleanchor=sub.xaxis.plotly_name.replace("axis", ""), row=row, col=col)
+        sub.yaxis.update(scaleanchor=sub.xaxis.plotly_name.replace("axis", ""))
     for axis in ("x", "y"):
         labels, groups = p.get(f"{axis}_labels"), p.get(f"{axis}_groups")
         if labelled and labels and groups and any(groups):  # sentence B's labels in the accent colour
             text = [f"<span style='color:{ACCENT}'>{lab}</span>" if g else lab for lab, g in zip(labels, groups)]
-            (fig.update_xaxes if axis == "x" else fig.update_yaxes)(tickvals=labels, ticktext=text, row=row, col=col)
+            (sub.xaxis if axis == "x" else sub.yaxis).update(tickvals=labels, ticktext=text)
     R, C = p["z"].shape
     for i in p.get("row_splits") or []:
         fig.add_shape(type="line", x0=-0.5, x1=C - 0.5, y0=i - 0.5, y1=i - 0.5, line=dict(color=ACCENT, width=2),
@@ -124,8 +126,47 @@ def _table(fig, p, row, col, dom) -> None:
 PRIMITIVES = {"heatmap": _heatmap, "lines": _lines, "bars": _bars, "table": _table}
 
 
+def _esc(text) -> str:
+    """Text plotly shows as written: plotly reads <b>, <br>, <span style=...> in any string as markup,
+    so a token such as "<b>" is escaped (plotly turns &lt; back into < when it draws)."""
+    return html.escape(str(text), quote=False)
+
+
+def _label(text) -> str:
+    return _esc(data.shorten(str(text), LABEL_CHARS))
+
+
+def safe_text(figdata: dict) -> dict:
+    """The resolved figure with every text escaped for plotly and every token label shortened."""
+    out = dict(figdata)
+    for k in ("subtitle", "summary"):  # the title is escaped with its formula (draw)
+        if out.get(k):
+            out[k] = _esc(out[k])
+    out["notes"] = [_esc(n) for n in out["notes"]]
+    for k in ("row_titles", "col_titles"):
+        if out.get(k):
+            out[k] = [_esc(t) for t in out[k]]
+    panels_ = []
+    for p in figdata["panels"]:
+        p = dict(p)
+        for k in ("x_labels", "y_labels", "left", "right", "labels"):
+            if p.get(k) is not None:
+                p[k] = [_label(x) for x in p[k]]
+        for k in ("title", "x_title", "y_title", "caption", "hover"):
+            if p.get(k):
+                p[k] = _esc(p[k])
+        if p["type"] == "table":
+            p["columns"] = [_esc(c) for c in p["columns"]]
+            p["rows"] = [[_esc(c) for c in r] for r in p["rows"]]
+        panels_.append(p)
+    out["panels"] = panels_
+    return out
+
+
 def draw(figdata: dict) -> go.Figure:
-    """A plotly Figure of resolved panels (`panels.resolve`): one function per primitive."""
+    """A plotly Figure of resolved panels (`panels.resolve`): one function per primitive. Every text
+    is shown as written (`safe_text`), never read as plotly markup."""
+    figdata = safe_text(figdata)
     rows, cols = figdata["grid"]
     ws, hs = panels.grid_sizes(figdata)
     specs = [[None] * cols for _ in range(rows)]
@@ -143,20 +184,19 @@ def draw(figdata: dict) -> go.Figure:
                         horizontal_spacing=0.004 if many else min(0.14, 0.4 / cols),
                         vertical_spacing=0.004 if many else min(0.12, 0.3 / rows),
                         row_titles=figdata.get("row_titles"), column_titles=figdata.get("col_titles"))
-    for p in figdata["panels"]:
-        r, c, _, _ = p["at"]
-        if p["type"] == "table":
-            dom = ((0, 1), (0, 1))
-        else:
-            sub = fig.get_subplot(r + 1, c + 1)
-            dom = (tuple(sub.xaxis.domain), tuple(sub.yaxis.domain))
-        PRIMITIVES[p["type"]](fig, p, r + 1, c + 1, dom)
+    axes = [fig.get_subplot(p["at"][0] + 1, p["at"][1] + 1) if p["type"] != "table" else None
+             for p in figdata["panels"]]
+    with fig.batch_update():  # one relayout for every panel's axes (the model view has 72 to 144 panels)
+        for p, sub in zip(figdata["panels"], axes):
+            r, c, _, _ = p["at"]
+            dom = ((0, 1), (0, 1)) if sub is None else (tuple(sub.xaxis.domain), tuple(sub.yaxis.domain))
+            PRIMITIVES[p["type"]](fig, p, r + 1, c + 1, dom)
     chars = max(60, int(sum(ws) * PX / 8))  # a title line wraps at about the figure's width
     notes = ([figdata["summary"]] if figdata["summary"] else []) + figdata["notes"]
     lines = [figdata["subtitle"]] if figdata["subtitle"] else []
     lines += [textwrap.fill(n, min(140, int(chars * 1.3))).replace("\n", "<br>") for n in notes]
     title = "<br>".join(textwrap.fill(line, chars).replace("\n", "<br>")
-                        for line in panels.plain_title(figdata).split("\n"))
+                        for line in _esc(panels.plain_title(figdata)).split("\n"))
     sup = "".join(f"<br><sup>{s}</sup>" for s in lines)
     top = 50 + 22 * (title.count("<br>") + sup.count("<br>"))
     if any(p.get("square") and p.get("x_labels") for p in figdata["panels"]):  # labels above the maps
