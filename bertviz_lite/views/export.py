@@ -30,7 +30,7 @@ from pathlib import Path
 from .. import schema
 from ..errors import BertVizError
 from . import codec, data
-from .files import check_target, write_whole  # noqa: F401  (public here too)
+from .files import check_folder, check_target, write_whole  # noqa: F401  (public here too)
 
 SMALL_MAPS = 96
 FULL_UP_TO = 128
@@ -160,6 +160,32 @@ def render_page(info: dict, state: dict, payloads: dict, title: str, layouts: di
         f"<script type=\"module\">{script}{boot}</script>\n</body>\n</html>\n")
 
 
+MIN_BYTES = 200_000  # the front-end alone is ~60 kB; a budget below this keeps next to nothing
+
+
+def check_max_bytes(max_bytes) -> int:
+    """The page's size budget: a whole, finite number of bytes of at least MIN_BYTES, or one clear error."""
+    import math
+    import numbers
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Real):
+        raise TypeError(f"max_bytes must be a number of bytes such as 14_000_000, got {type(max_bytes).__name__} "
+                        f"{max_bytes!r}")
+    if not math.isfinite(max_bytes):
+        raise ValueError(f"max_bytes must be a finite number of bytes, got {max_bytes!r} (it would switch the "
+                         "size budget off)")
+    if max_bytes < MIN_BYTES:
+        raise ValueError(f"max_bytes must be at least {MIN_BYTES:,} (the page's front-end and facts alone take "
+                         f"about 60 kB), got {max_bytes!r}")
+    return int(max_bytes)
+
+
+def check_ledger(ledger) -> None:
+    from ..params import ParamLedger
+    if ledger is not None and not isinstance(ledger, ParamLedger):
+        raise TypeError(f"ledger must be bv.count_params(model) (a ParamLedger) or None, got "
+                        f"{type(ledger).__name__} {ledger!r}"[:200])
+
+
 def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes: int = DEFAULT_MAX_BYTES) -> Path:
     """Write one self-contained HTML page of a trace (every view); returns its path.
 
@@ -171,11 +197,19 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
     page is written through; anything else that is not a regular file (a device, a FIFO, a
     folder) is refused with NotARegularFileError before the page is built.
     """
-    trace = data.check_trace(trace, "export_html()").to_host()
+    trace = data.check_trace(trace, "export_html()")
+    max_bytes = check_max_bytes(max_bytes)
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a string (the page's title), got {type(title).__name__} {title!r}")
+    check_ledger(ledger)
     if compare is not None:
+        data.check_trace(compare, "export_html(compare=...)")
         data.check_comparable(trace, compare)
-        compare = compare.to_host()
-    path, target = Path(path), check_target(path)
+    path = Path(path)
+    target = check_target(path)
+    check_folder(target, path)
+    trace = trace.to_host()
+    compare = None if compare is None else compare.to_host()
     title = title or f"bertviz-lite: {trace.model_name or 'bert'}"
     info = data.facts(trace, trace_b=compare,
                       ledger_source="the loaded model's arrays" if ledger is not None else "the config's shapes")

@@ -40,6 +40,37 @@ def check_target(path, what: str = "export_html", kind: str = ".html") -> Path:
     return Path(os.path.realpath(path))
 
 
+def check_folder(target: Path, shown, what: str = "export_html") -> None:
+    """The folder a file goes to exists and can be written, and the name fits the file system: said
+    before any work (a page of 512 tokens takes many seconds to build)."""
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{what}: the folder {str(folder)!r} of {str(shown)!r} does not exist; "
+                                "create it first or give another path")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(f"{what}: cannot write into the folder {str(folder)!r} (no write permission); "
+                              "give a path in a folder you can write to")
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if len(os.fsencode(target.name)) > limit:
+        raise OSError(f"{what}: the file name is {len(os.fsencode(target.name))} bytes long; this file system "
+                      f"takes at most {limit}: give a shorter name")
+
+
+def _still_replaceable(target: Path, shown, what: str) -> None:
+    """Refuse, just before the rename, a target that became something other than a regular file while
+    the file was built (a FIFO or a device made at the path meanwhile is never replaced)."""
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise NotARegularFileError(f"{str(shown)!r} stopped being a regular file while {what} was written "
+                                   "(something else was made at that path); nothing was replaced")
+
+
 def write_whole(target: Path, text: str | bytes, shown: Path, what: str = "the page") -> None:
     """Write text (or bytes) to target (a new or a regular file) whole or not at all: a temp file beside it, then
     os.replace. A new file follows the umask; a replaced one keeps its mode (and its owner, where we may
@@ -48,7 +79,10 @@ def write_whole(target: Path, text: str | bytes, shown: Path, what: str = "the p
         old = os.stat(target)
     except FileNotFoundError:
         old = None
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.part")
+    # the temporary name fits wherever the name fits (a 250-character name plus a suffix would not)
+    stem = target.name if len(os.fsencode(target.name)) <= 200 else os.fsencode(target.name)[:180].decode(
+        "utf-8", "ignore")
+    tmp = target.with_name(f".{stem}.{secrets.token_hex(6)}.part")
     try:
         # 0o666 & ~umask, as open() would make it; O_EXCL: never an existing file
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -60,8 +94,10 @@ def write_whole(target: Path, text: str | bytes, shown: Path, what: str = "the p
                             os.fchown(f.fileno(), old.st_uid, old.st_gid)
                         except PermissionError:  # only root may give a file to another user
                             pass
-                    os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
+                    # the old file's permissions, never its setuid, setgid or sticky bit
+                    os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode) & 0o777)
                 f.write(text)
+            _still_replaceable(target, shown, what)
             os.replace(tmp, target)
         except BaseException:
             tmp.unlink(missing_ok=True)
