@@ -33,6 +33,10 @@ from ..trace import Trace
 from . import codec, data
 
 TABS = data.VIEWS
+# a saved notebook keeps the exported page of each explorer up to this size (export's order: every
+# layer's maps first, full resolution up to 128 tokens, then q and k, then the one-token view):
+# a 13-token MiniLM page is about 1.1 MB; a 512-token one keeps block means
+SAVED_PAGE_BYTES = 2_000_000
 EXACT_UP_TO = 128  # up to here maps travel as float32 (exact); above as uint16 scaled per map
 ASSETS = Path(__file__).with_name("assets")
 
@@ -88,6 +92,22 @@ def fallback_png(trace, layer: int, head: int, kind: str = "probs") -> bytes:
     # small enough to keep in a saved notebook: above 128 tokens, block means (a 512-token map is ~1 MB of noise)
     to_png(data.attention(trace, layer, kind, max_tokens=EXACT_UP_TO), buf, head=head, dpi=90)
     return buf.getvalue()
+
+
+def saved_html(page: str, png_b64: str, title: str) -> str:
+    """The saved output's HTML: the page in an iframe (srcdoc), shown once it loads; until then, and
+    wherever iframes or their load handler are stripped (GitHub, an untrusted notebook), the PNG."""
+    import html
+    img = (f'<img class="bvl-saved-png" alt="{html.escape(title)}: layer map (the saved explorer)" '
+           f'src="data:image/png;base64,{png_b64}">') if png_b64 else ""
+    return ('<div class="bvl-saved">' + img +
+            f'<iframe class="bvl-saved-page" title="{html.escape(title)} (saved explorer)" '
+            'style="width:100%;height:820px;border:0;display:none" '
+            # shown once loaded, the PNG hidden; its height follows the page's (a srcdoc page is same-origin)
+            'onload="var f=this,i=f.previousElementSibling;f.style.display=\'block\';if(i)i.style.display=\'none\';'
+            'try{var b=f.contentDocument.body,fit=function(){f.style.height=(b.scrollHeight+24)+\'px\'};fit();'
+            'new ResizeObserver(fit).observe(b)}catch(e){}" '
+            f'srcdoc="{html.escape(page, quote=True)}"></iframe></div>')
 
 
 _EXPLORER = None
@@ -227,26 +247,51 @@ def _widget_class():
                 pass
             return bundle
 
+        def saved_page(self) -> str:
+            """The exported page of this explorer (`export.build_page`: view data, compressed, with the
+            front-end), opened at its selection, under SAVED_PAGE_BYTES."""
+            from .export import build_page
+            state = dict(tab=self.tab, layer=self.layer, head=self.head, heads=list(self.heads), kind=self.kind,
+                         pair_filter=self.pair_filter, key=self.key, query=self.query)
+            with data.pretty_labels(self.pretty):
+                return build_page(self.trace, ledger=self.ledger, compare=self.trace_b, info=self.info,
+                                  title=f"bertviz-lite: {self.info['model']}", max_bytes=SAVED_PAGE_BYTES,
+                                  state=state)
+
+        def saved_bundle(self) -> dict:
+            """What a saved notebook keeps of the explorer (one output): the exported page in an iframe
+            (text/html: every tab works without a kernel, in JupyterLab, Notebook 7 and nbviewer), a
+            PNG of the starting map in the same HTML and as image/png (where HTML is not run: GitHub,
+            an untrusted notebook), and the text."""
+            out = {"text/plain": f"<saved explorer: tab {self.tab}, layer {self.layer}, head {self.head}>"}
+            png = ""
+            try:
+                png = base64.b64encode(fallback_png(self.trace, self.layer, self.head)).decode("ascii")
+                out["image/png"] = png
+            except ImportError:  # no matplotlib: the page and the text
+                pass
+            out["text/html"] = saved_html(self.saved_page(), png, self.info["title"])
+            return out
+
         def _ipython_display_(self):
-            """Two outputs: the widget's picture (a PNG of the starting map), then the widget.
+            """Two outputs: what a saved notebook keeps (the exported page, with a PNG for GitHub), then
+            the widget.
 
             JupyterLab 4 and Notebook 7 draw the widget output whenever their widget manager runs:
             the output area picks the highest-ranked type of a trusted bundle (the widget view) and
-            never falls back to the bundle's image/png, so a saved notebook reopened without its
-            kernel says "Error displaying widget: model not found" there. A separate PNG output is
-            drawn by every front-end without a kernel (and on GitHub); while the widget is live,
-            the front-end hides it in the page (app.js, hideSavedPicture). The picture comes first:
-            reopened without a kernel, JupyterLab still draws its widget manager's placeholder
-            ("Loading widget...") for the widget output, and that text, which no output can replace,
-            then sits under the picture instead of above it."""
+            never falls back to the bundle's other types, so a saved notebook reopened without its
+            kernel says "Error displaying widget: model not found" there. A separate output holding
+            the exported page (text/html) is drawn by every front-end without a kernel, every tab
+            working; while the widget is live, the front-end hides it in the page (app.js,
+            hideSavedPicture). It comes first: reopened without a kernel, JupyterLab still draws its
+            widget manager's placeholder for the widget output, and that line then sits under the
+            page instead of above it."""
             from IPython.display import display
             bundle = self._repr_mimebundle_()
-            data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
-            png = data.pop("image/png", None)
-            if png is not None:
-                display({"image/png": png, "text/plain": f"<saved picture of the explorer: layer {self.layer}, "
-                                                         f"head {self.head}>"}, raw=True)
-            display(data, metadata=meta, raw=True)
+            data_, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+            data_.pop("image/png", None)
+            display(self.saved_bundle(), raw=True)
+            display(data_, metadata=meta, raw=True)
 
     Explorer.__qualname__ = "Explorer"
     _EXPLORER = Explorer

@@ -47,8 +47,8 @@ def layer_order(num_layers: int) -> list[int]:
 class Payloads:
     """Request key -> packed view data, with a running size."""
 
-    def __init__(self, trace, trace_b, ledger):
-        self.trace, self.trace_b, self.ledger = trace, trace_b, ledger
+    def __init__(self, trace, trace_b, ledger, bar=None):
+        self.trace, self.trace_b, self.ledger, self.bar = trace, trace_b, ledger, bar
         self.items: dict[str, dict] = {}
         # each distinct layout once in the page (the one-token view's is the same for every token):
         # a payload's header names it by id; the page's stand-in model puts it back
@@ -66,6 +66,8 @@ class Payloads:
         return codec.request_key(view, args), codec.to_text(header, buffers)
 
     def add(self, view: str, args: dict, budget: int | None = None, **extra) -> bool:
+        if self.bar is not None:
+            self.bar.update(1)
         key, payload = self.make(view, args, **extra)
         layout = payload["header"].pop("layouts")
         layouts = codec.to_json(layout)
@@ -84,12 +86,29 @@ class Payloads:
         return True
 
 
+def progress_bar(total: int, progress, desc: str):
+    """A tqdm bar (text in a terminal, a widget in Jupyter) that draws only after a second; progress:
+    True, False, or None for "on unless the CI environment variable is set"."""
+    if progress is not None and progress is not True and progress is not False:
+        raise TypeError(f"progress must be True, False or None (on, except in CI), got {progress!r}")
+    if progress is None:
+        progress = not os.environ.get("CI")
+    from tqdm.auto import tqdm
+    return tqdm(total=total, disable=not progress, desc=desc, unit="view", delay=1.0, leave=False)
+
+
 def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT_MAX_BYTES,
-                   fixed_bytes: int = 0) -> tuple[dict, dict, list[str]]:
+                   fixed_bytes: int = 0, progress=False) -> tuple[dict, dict, list[str]]:
     """(payloads by request key, the layouts they name by id, what the page kept: one line each)."""
-    p = Payloads(trace, trace_b, ledger)
     L, n = trace.num_layers, trace.n_real
-    budget = max_bytes - fixed_bytes
+    steps = L * (2 + (trace_b is not None) + 2) + 2 + len(data.stepper_steps(trace)) + n  # about every add
+    with progress_bar(steps, progress, "export_html: building the page") as bar:
+        return _build_payloads(Payloads(trace, trace_b, ledger, bar), max_bytes - fixed_bytes)
+
+
+def _build_payloads(p: Payloads, budget: int) -> tuple[dict, dict, list[str]]:
+    trace, trace_b = p.trace, p.trace_b
+    L, n = trace.num_layers, trace.n_real
     small = n > FULL_UP_TO  # up to 128 tokens every map is sent in full
     for layer in range(L):
         p.add("attention", dict(layer=layer, kind="probs"), max_tokens=SMALL_MAPS if small else None)
@@ -186,7 +205,8 @@ def check_ledger(ledger) -> None:
                         f"{type(ledger).__name__} {ledger!r}"[:200])
 
 
-def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes: int = DEFAULT_MAX_BYTES) -> Path:
+def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes: int = DEFAULT_MAX_BYTES,
+                progress=None) -> Path:
     """Write one self-contained HTML page of a trace (every view); returns its path.
 
     ledger: `count_params(model)` counts the loaded arrays (else the config's shapes).
@@ -195,7 +215,8 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
     The file is written whole or not at all: an existing page at `path` is replaced only once
     the new one is complete (and keeps its mode; a new one follows the umask). A symlink to a
     page is written through; anything else that is not a regular file (a device, a FIFO, a
-    folder) is refused with NotARegularFileError before the page is built.
+    folder) is refused with NotARegularFileError before the page is built. progress: a bar while the
+    page is built (None: on, except where the CI environment variable is set; False: never).
     """
     trace = data.check_trace(trace, "export_html()")
     max_bytes = check_max_bytes(max_bytes)
@@ -208,16 +229,26 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
     path = Path(path)
     target = check_target(path)
     check_folder(target, path)
+    write_whole(target, build_page(trace, ledger=ledger, compare=compare, title=title, max_bytes=max_bytes,
+                                   progress=progress), shown=path)
+    return path
+
+
+def build_page(trace, *, ledger=None, compare=None, title=None, max_bytes: int = DEFAULT_MAX_BYTES, state=None,
+               info=None, progress=False) -> str:
+    """The page's text (checked arguments: `export_html` checks them). state: the starting selection
+    (the explorer's, for the page a saved notebook keeps); info: the facts to start from."""
     trace = trace.to_host()
     compare = None if compare is None else compare.to_host()
     title = title or f"bertviz-lite: {trace.model_name or 'bert'}"
-    info = data.facts(trace, trace_b=compare,
-                      ledger_source="the loaded model's arrays" if ledger is not None else "the config's shapes")
+    info = dict(info) if info is not None else data.facts(
+        trace, trace_b=compare, ledger_source="the loaded model's arrays" if ledger is not None else
+        "the config's shapes")
     fixed = sum(len((ASSETS / name).read_bytes()) for name in ("app.js", "app.css")) + len(codec.to_json(info)) + 4000
     payloads, layouts, kept = build_payloads(trace, ledger=ledger, trace_b=compare, max_bytes=max_bytes,
-                                             fixed_bytes=fixed)
+                                             fixed_bytes=fixed, progress=progress)
     info["page_note"] = "This page keeps: " + "; ".join(kept) + "."
-    state = dict(tab="attention", layer=0, head=0, heads=[], kind="probs", pair_filter="all",
+    start = dict(tab="attention", layer=0, head=0, heads=[], kind="probs", pair_filter="all",
                  key=data.stepper_steps(trace)[0], query=0)
-    write_whole(target, render_page(info, state, payloads, title, layouts), shown=path)
-    return path
+    start.update(state or {})
+    return render_page(info, start, payloads, title, layouts)

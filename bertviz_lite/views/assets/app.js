@@ -382,11 +382,11 @@ function table(columns, rows, caption) {
 }
 
 // ---------------------------------------------------------------- the app
-// A saved notebook keeps a picture: the kernel shows the explorer as two outputs, the widget and
-// then a PNG of it (Explorer._ipython_display_). JupyterLab 4 and Notebook 7 draw a widget output
-// only while its model lives (reopened without a kernel they print "model not found"), so the PNG
-// is what a reader sees then. While the widget is live, the PNG is hidden here, in the page only:
-// the saved file keeps it.
+// A saved notebook keeps the explorer: the kernel shows it as two outputs, the exported page (an
+// iframe, with a PNG where HTML does not run) and then the widget (Explorer._ipython_display_).
+// JupyterLab 4 and Notebook 7 draw a widget output only while its model lives (reopened without a
+// kernel they print "model not found"), so the saved page is what a reader sees then, every tab
+// working. While the widget is live, the saved page is hidden here, in the page only: the file keeps it.
 function hideSavedPicture(host, tries = 0) {
   if (!host.isConnected) { // the widget is drawn before it is placed in the page
     if (tries < 100) setTimeout(() => hideSavedPicture(host, tries + 1), 100);
@@ -395,8 +395,8 @@ function hideSavedPicture(host, tries = 0) {
   const mine = host.closest(".jp-OutputArea-child");
   if (!mine || !mine.parentElement) return; // the exported page, VS Code: nothing to hide
   const hide = () => { // the explorer's saved picture is the output just before the widget's
-    const prev = mine.previousElementSibling;
-    if (prev && prev.querySelector(".jp-RenderedImage")) { prev.style.display = "none"; return true; }
+    const prev = mine.previousElementSibling; // the saved page (text/html), or an older notebook's PNG
+    if (prev && (prev.querySelector(".bvl-saved") || prev.querySelector(".jp-RenderedImage"))) { prev.style.display = "none"; return true; }
     return false;
   };
   if (hide()) return;
