@@ -129,7 +129,7 @@ def read_attentions(attentions, tokens, *, sentence_b_start=None, batch_index=0)
         if maps and a.shape[0] != maps[0].shape[0]:
             raise ValueError(f"{what} has {a.shape[0]} heads, attentions[0] has {maps[0].shape[0]}")
         sums = a.sum(axis=-1)
-        if a.min() < -1e-6 or abs(sums - 1).max() > 1e-3:
+        if a.min() < -1e-6 or abs(sums - 1).max() > 1e-2:  # float16 and bfloat16 maps round to ~3e-3
             raise ValueError(f"{what}'s rows do not sum to 1 (they run {sums.min():.3g}.."
                              f"{sums.max():.3g}): pass the attention weights after the softmax, not the scores")
         maps.append(a)

@@ -32,48 +32,63 @@ def _hover(p: dict) -> str:
         .replace("\n", "<br>") + "<extra></extra>"
 
 
-def _heatmap(fig, p, row, col, dom) -> None:
+def _heatmap(fig, p, row, col, dom, acc=None) -> None:
+    """acc: {"traces": [...], "layout": {...}} collects the trace and its axes' settings, added to the
+    figure in one step by `draw` (plotly validates and relayouts per call: 72 maps one by one took seconds)."""
     thumb = p.get("thumb")
     bar = bool(p.get("colorbar", True)) and not thumb
     xd, yd = dom
-    fig.add_trace(go.Heatmap(
-        z=p["z"], x=p["x_labels"] if p.get("x_labels") and not thumb else None,
-        y=p["y_labels"] if p.get("y_labels") and not thumb else None,
+    sub = fig.get_subplot(row, col)
+    xname, yname = sub.xaxis.plotly_name, sub.yaxis.plotly_name  # "xaxis5", "yaxis5"
+    trace = dict(
+        type="heatmap", z=p["z"], x=p["x_labels"] if p.get("x_labels") and not thumb else None,
+        y=p["y_labels"] if p.get("y_labels") and not thumb else None, xaxis=xname.replace("axis", ""),
+        yaxis=yname.replace("axis", ""),
         colorscale=data.plotly_scale(p["scale"]), zmin=p["clim"][0], zmax=p["clim"][1], showscale=bar,
         customdata=p.get("raw"), hovertemplate=_hover(p), name=p["name"], meta=p.get("meta"),
         colorbar=dict(title=dict(text=p["unit"], side="right"), thickness=12, x=xd[1] + 0.005, xanchor="left",
-                      y=(yd[0] + yd[1]) / 2, len=max(0.15, yd[1] - yd[0]), yanchor="middle") if bar else None),
-        row=row, col=col)
+                      y=(yd[0] + yd[1]) / 2, len=max(0.15, yd[1] - yd[0]), yanchor="middle") if bar else None)
     labelled = not thumb
-    sub = fig.get_subplot(row, col)  # its axes updated directly: update_xaxes(row=, col=) scans every axis
-    sub.xaxis.update(showticklabels=labelled and bool(p.get("x_labels")),
-                     type="category" if p.get("x_labels") else None,
-                     side="top" if p.get("square") else "bottom", tickangle=-60 if p.get("x_ticks", True) else 0,
-                     nticks=None if p.get("x_ticks", True) else 8,
-                     title_text=("<b>" + p["title"] + "</b><br>" if p.get("title") and p.get("square") and p.get(
-                         "x_labels") else "") + p.get("x_title", "") if labelled else "",
-                     showgrid=False, zeroline=False, constrain="domain")
-    sub.yaxis.update(showticklabels=labelled and bool(p.get("y_labels")), autorange="reversed",
-                     type="category" if p.get("y_labels") else None,
-                     title_text=p.get("y_title", "") if labelled else "",
-                     showgrid=False, zeroline=False, constrain="domain")
+    xaxis = dict(showticklabels=labelled and bool(p.get("x_labels")),
+                 type="category" if p.get("x_labels") else None,
+                 side="top" if p.get("square") else "bottom", tickangle=-60 if p.get("x_ticks", True) else 0,
+                 nticks=None if p.get("x_ticks", True) else 8,
+                 title_text=("<b>" + p["title"] + "</b><br>" if p.get("title") and p.get("square") and p.get(
+                     "x_labels") else "") + p.get("x_title", "") if labelled else "",
+                 showgrid=False, zeroline=False, constrain="domain")
+    yaxis = dict(showticklabels=labelled and bool(p.get("y_labels")), autorange="reversed",
+                 type="category" if p.get("y_labels") else None,
+                 title_text=p.get("y_title", "") if labelled else "",
+                 showgrid=False, zeroline=False, constrain="domain")
     if p.get("square") or thumb:
-        sub.yaxis.update(scaleanchor=sub.xaxis.plotly_name.replace("axis", ""))
-    for axis in ("x", "y"):
+        yaxis["scaleanchor"] = xname.replace("axis", "")
+    for axis, settings in (("x", xaxis), ("y", yaxis)):
         labels, groups = p.get(f"{axis}_labels"), p.get(f"{axis}_groups")
         if labelled and labels and groups and any(groups):  # sentence B's labels in the accent colour
-            text = [f"<span style='color:{ACCENT}'>{lab}</span>" if g else lab for lab, g in zip(labels, groups)]
-            (sub.xaxis if axis == "x" else sub.yaxis).update(tickvals=labels, ticktext=text)
+            settings.update(tickvals=labels, ticktext=[f"<span style='color:{ACCENT}'>{lab}</span>" if g else lab
+                                                       for lab, g in zip(labels, groups)])
+    xaxis = {k: v for k, v in xaxis.items() if v is not None}
+    yaxis = {k: v for k, v in yaxis.items() if v is not None}
+    trace = {k: v for k, v in trace.items() if v is not None}
     R, C = p["z"].shape
-    for i in p.get("row_splits") or []:
-        fig.add_shape(type="line", x0=-0.5, x1=C - 0.5, y0=i - 0.5, y1=i - 0.5, line=dict(color=ACCENT, width=2),
-                      row=row, col=col)
-    for j in p.get("col_splits") or []:
-        fig.add_shape(type="line", y0=-0.5, y1=R - 0.5, x0=j - 0.5, x1=j - 0.5, line=dict(color=ACCENT, width=2),
-                      row=row, col=col)
+    ref = dict(xref=xname.replace("axis", ""), yref=yname.replace("axis", ""))
+    shapes = [dict(type="line", x0=-0.5, x1=C - 0.5, y0=i - 0.5, y1=i - 0.5, line=dict(color=ACCENT, width=2), **ref)
+              for i in p.get("row_splits") or []]
+    shapes += [dict(type="line", y0=-0.5, y1=R - 0.5, x0=j - 0.5, x1=j - 0.5, line=dict(color=ACCENT, width=2), **ref)
+               for j in p.get("col_splits") or []]
     if p.get("marked"):
-        fig.add_shape(type="rect", x0=-0.5, x1=C - 0.5, y0=-0.5, y1=R - 0.5, line=dict(color=ACCENT, width=3),
-                      row=row, col=col)
+        shapes.append(dict(type="rect", x0=-0.5, x1=C - 0.5, y0=-0.5, y1=R - 0.5, line=dict(color=ACCENT, width=3),
+                           **ref))
+    if acc is None:
+        fig.add_trace(trace)
+        fig.update_layout({xname: xaxis, yname: yaxis})
+        for shape in shapes:
+            fig.add_shape(shape)
+    else:
+        acc["traces"].append(trace)
+        acc["layout"].setdefault(xname, {}).update(xaxis)
+        acc["layout"].setdefault(yname, {}).update(yaxis)
+        acc["shapes"] += shapes
 
 
 def _lines(fig, p, row, col, dom) -> None:
@@ -163,6 +178,16 @@ def safe_text(figdata: dict) -> dict:
     return out
 
 
+def _flush(fig, acc: dict) -> None:
+    """Add the collected maps, their axes' settings and shapes to the figure in one step each."""
+    if acc["traces"]:
+        fig.add_traces(acc["traces"])
+        fig.update_layout(acc["layout"])
+        if acc["shapes"]:
+            fig.update_layout(shapes=list(fig.layout.shapes) + acc["shapes"])
+    acc.update(traces=[], layout={}, shapes=[])
+
+
 def draw(figdata: dict) -> go.Figure:
     """A plotly Figure of resolved panels (`panels.resolve`): one function per primitive. Every text
     is shown as written (`safe_text`), never read as plotly markup."""
@@ -186,11 +211,16 @@ def draw(figdata: dict) -> go.Figure:
                         row_titles=figdata.get("row_titles"), column_titles=figdata.get("col_titles"))
     axes = [fig.get_subplot(p["at"][0] + 1, p["at"][1] + 1) if p["type"] != "table" else None
              for p in figdata["panels"]]
-    with fig.batch_update():  # one relayout for every panel's axes (the model view has 72 to 144 panels)
-        for p, sub in zip(figdata["panels"], axes):
-            r, c, _, _ = p["at"]
-            dom = ((0, 1), (0, 1)) if sub is None else (tuple(sub.xaxis.domain), tuple(sub.yaxis.domain))
+    acc = {"traces": [], "layout": {}, "shapes": []}  # the maps and their axes, added in one step (the model view has 72+)
+    for p, sub in zip(figdata["panels"], axes):
+        r, c, _, _ = p["at"]
+        dom = ((0, 1), (0, 1)) if sub is None else (tuple(sub.xaxis.domain), tuple(sub.yaxis.domain))
+        if p["type"] == "heatmap":
+            _heatmap(fig, p, r + 1, c + 1, dom, acc)
+        else:
+            _flush(fig, acc)  # the traces stay in the panels' order
             PRIMITIVES[p["type"]](fig, p, r + 1, c + 1, dom)
+    _flush(fig, acc)
     chars = max(60, int(sum(ws) * PX / 8))  # a title line wraps at about the figure's width
     notes = ([figdata["summary"]] if figdata["summary"] else []) + figdata["notes"]
     lines = [figdata["subtitle"]] if figdata["subtitle"] else []

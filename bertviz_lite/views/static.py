@@ -230,6 +230,7 @@ def save_png(trace, path, view: str = "attention", layer: int | None = None, hea
     FIFO at `path` is refused with NotARegularFileError before anything is drawn (writing a PNG into
     a FIFO nobody reads would block for ever)."""
     from .files import check_folder, check_target, write_whole
+    data.check_drawable(trace, "save_png")
     outline = view == "model" and layer is not None and head is not None
     layer, head = layer or 0, head or 0
     args = data.request(view, layer=layer, head=head, query=query, kind=kind, key=key)
