@@ -480,6 +480,20 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
                  edited=edits.get(key, ""), arrays=dict(z=zb.astype(np.float32)))
 
 
+# each layer's groups in forward order (BERT's LayerNorm comes after the sublayer it closes)
+LAYER_GROUPS = ("attention", "attention layernorm", "feed-forward", "ffn layernorm")
+OUTER_GROUPS = ("embeddings", "pooler", "mlm head", "task head", "nsp head")
+
+
+def group_rank(group: str) -> tuple:
+    """Where a parameter group sits in the forward pass: embeddings, each layer's four groups, the heads."""
+    layer, rel = schema.split_key(group)
+    if layer is not None:
+        return (1, layer, LAYER_GROUPS.index(rel) if rel in LAYER_GROUPS else len(LAYER_GROUPS))
+    order = OUTER_GROUPS.index(group) if group in OUTER_GROUPS else len(OUTER_GROUPS)
+    return (0 if order == 0 else 2, 0, order)
+
+
 def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dict:
     """The parameter ledger by group and weight, and every total the popular sources give, for the
     loaded model (ledger) or the config (the shapes it must have)."""
@@ -497,7 +511,7 @@ def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dic
         ledger, source = ledger_for_config(config, mlm=mlm, pooler=pooler), "the config's shapes"
     else:
         source = "the loaded model's arrays"
-    groups = ledger.by_group()
+    groups = dict(sorted(ledger.by_group().items(), key=lambda kv: group_rank(kv[0])))
     family = config is not None and config.model_type != "bert"  # the sources count BERT; the family's own table
     rec = family_ledgers() if family else reconcile(config)
     rows = [[v if isinstance(v, (int, str)) else str(v) for v in r] for r in rec.rows]
@@ -562,6 +576,16 @@ def check_comparable(trace_a, trace_b) -> None:
                          "(compare a sentence with an edited run of itself, or two sentences of equal length)")
     check_attention(trace_a, "compare")
     check_attention(trace_b, "compare")
+
+
+def first_differing_layer(trace_a, trace_b) -> int:
+    """The first layer whose attention weights differ between two traces (where the compare tab
+    opens: an edit in layer 2 leaves layers 0 and 1 blank); 0 when none differs."""
+    for layer in range(trace_a.num_layers):
+        a, b = (host(t.real(t.get("attn.probs", layer=layer), ("head", "query", "key"))) for t in (trace_a, trace_b))
+        if a.shape != b.shape or not np.array_equal(a, b):
+            return layer
+    return 0
 
 
 def compare_rows(trace_a, trace_b) -> list[tuple[str, float, float, float]]:
@@ -707,7 +731,8 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
         formulas={k: plain_formula(schema.STEP_BY_KEY[f"attn.{k}"].formula) for k in KINDS},
         neuron=has_qk(trace),
         compare=None if trace_b is None else dict(text=" | ".join(trace_b.texts),
-                                                  edits=[[k, d] for k, d in edited_keys(trace_b).items()]),
+                                                  edits=[[k, d] for k, d in edited_keys(trace_b).items()],
+                                                  first_layer=first_differing_layer(trace, trace_b)),
         views=shown_views(trace, trace_b),
         titles=TITLES, colours=list(HEAD_COLOURS), ledger_source=ledger_source,
         requests={v: dict(data=src, args=list(words), fixed=fixed) for v, (src, words, fixed) in REQUESTS.items()},

@@ -320,7 +320,7 @@ def require_views_extra(static: bool) -> None:
 
 
 def explore(trace, model=None, *, tokens=None, sentence_b_start: int | None = None, compare=None,
-            tab: str = "attention", layer: int = 0, head: int = 0, kind: str = "probs", pair_filter: str = "all",
+            tab: str = "attention", layer: int | None = None, head: int = 0, kind: str = "probs", pair_filter: str = "all",
             key: str | None = None, query: int = 0, prettify_tokens: bool = True, static: bool = False):
     """The explorer widget for a trace, or with static=True the plotly figure of one tab.
 
@@ -331,12 +331,18 @@ def explore(trace, model=None, *, tokens=None, sentence_b_start: int | None = No
     another sentence): adds the compare tab. tab: one of "attention", "head", "token", "model",
     "neuron", "step", "params", "compare"; layer, head, kind ("probs" or "scores"), pair_filter ("all",
     "A->A", "A->B", "B->A", "B->B" for sentence pairs), key (a trace key for the step-through) and
-    query (a token index) set the starting selection. prettify_tokens: labels without Ġ, ▁ and ##
+    query (a token index) set the starting selection (layer: 0, or with compare= the first layer
+    whose attention differs). prettify_tokens: labels without Ġ, ▁ and ##
     (`bertviz_lite.foreign.prettify_tokens`; False shows the tokenizer's strings). static=True
     returns a `go.Figure`.
     """
     trace = check_trace(data.as_trace(trace, tokens, sentence_b_start=sentence_b_start))
     model = check_model(model, trace)
+    if layer is None:
+        layer = 0
+        if compare is not None:
+            data.check_comparable(trace, compare)
+            layer = data.first_differing_layer(trace, compare)
     ledger: ParamLedger | None = count_params(model) if model is not None else None
     for name, flag in (("static", static), ("prettify_tokens", prettify_tokens)):
         if flag is not True and flag is not False:

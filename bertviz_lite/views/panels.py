@@ -198,6 +198,14 @@ def step_layout(vd: dict) -> dict:
                 notes=notes, live=[])
 
 
+def share_text(part: int, total: int) -> str:
+    """A share of a total as people read it: "5.2%", "0.65%", "<0.01%" (never "0.00335%")."""
+    share = 100 * part / total if total else 0.0
+    if part and share < 0.01:
+        return "<0.01%"
+    return f"{share:.1f}%" if share >= 1 else f"{share:.2f}%"
+
+
 def params_layout(vd: dict) -> dict:
     total = vd["total"]
     rows = [[f"{c:,}" if isinstance(c, int) else str(c) for c in r] for r in vd["reconcile"]]
@@ -205,7 +213,7 @@ def params_layout(vd: dict) -> dict:
                 subtitle=f"counted from {vd['source']}; by group:",
                 panels=[dict(type="bars", name="params", labels=[g for g, _ in vd["groups"]],
                              values=[float(v) for _, v in vd["groups"]], colour="#2563eb",
-                             texts=[f"{v:,} ({100 * v / total:.3g}%)" for _, v in vd["groups"]],
+                             texts=[f"{v:,} ({share_text(v, total)})" for _, v in vd["groups"]],
                              x_title="parameters", at=[0, 0]),
                         dict(type="table", name="reconcile", columns=list(vd["reconcile_columns"]), rows=rows,
                              caption=vd["reconcile_title"], at=[1, 0])],

@@ -423,7 +423,7 @@ function render({ model, el: host }) {
   const error = el("div", { class: "bvl-x-error" });
   const sections = {};
   for (const tab of info.views) {
-    nav.appendChild(el("button", { class: "bvl-x-tab", "data-tab": tab, role: "tab", text: info.titles[tab], onclick: () => setSel({ tab }) }));
+    nav.appendChild(el("button", { class: "bvl-x-tab", "data-tab": tab, role: "tab", text: info.titles[tab], onclick: () => openTab(tab) }));
     sections[tab] = el("div", { class: "bvl-x-section", "data-tab": tab });
   }
   root.append(header, nav, error, ...Object.values(sections));
@@ -440,6 +440,15 @@ function render({ model, el: host }) {
     if (waiting.size) waitTimer = setTimeout(() => showError("waiting for the kernel: if this stays, run the cell again"), WAIT_NOTE_MS);
   }
   function setSel(changes) { for (const [k, v] of Object.entries(changes)) model.set(k, v); model.save_changes(); }
+  // the compare tab opens, the first time, on the first layer whose attention differs (an edit in layer
+  // 2 leaves layers 0 and 1 blank), unless a later layer is already selected
+  let compared = false;
+  function openTab(tab) {
+    const first = info.compare ? info.compare.first_layer || 0 : 0;
+    if (tab === "compare" && !compared && model.get("layer") < first) setSel({ tab, layer: first });
+    else setSel({ tab });
+    if (tab === "compare") compared = true;
+  }
 
   // ---------------------------------------------------------------- requests
   function onMessage(msg, buffers) {
