@@ -700,6 +700,15 @@ def view_data(trace, view: str, *, trace_b=None, ledger=None, **args) -> dict:
     return vd
 
 
+def shown_texts(trace) -> list[str]:
+    """The input's texts for a header; attention from elsewhere has only its tokens, shown as the views
+    show them (prettified), split at sentence B."""
+    if not trace.nominal:
+        return list(trace.texts)
+    real = real_positions(trace)
+    return [" ".join(token_text(trace.tokens[i]) for i in real if trace.segments[i] == s) for s in (0, 1)]
+
+
 def shown_views(trace, trace_b=None) -> list[str]:
     """The tabs a trace can fill: no compare tab without a second run; attention from elsewhere
     (its sizes nominal, no queries and keys) has no parameter count, no step-through and no neuron view."""
@@ -717,7 +726,7 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
     c = trace.config
     edits = edited_keys(trace)
     return dict(
-        title=f"{model_name or trace.model_name or 'bert'}: " + " | ".join(t for t in trace.texts if t),
+        title=f"{model_name or trace.model_name or 'bert'}: " + " | ".join(t for t in shown_texts(trace) if t),
         model=model_name or trace.model_name or "bert", layers=trace.num_layers, heads=trace.num_heads,
         n=len(real), n_total=trace.n, tokens=[token_text(trace.tokens[i]) for i in real],
         labels=token_labels(trace, real),
