@@ -100,7 +100,11 @@ def saved_html(page: str, png_b64: str, title: str) -> str:
     import html
     img = (f'<img class="bvl-saved-png" alt="{html.escape(title)}: layer map (the saved explorer)" '
            f'src="data:image/png;base64,{png_b64}">') if png_b64 else ""
-    return ('<div class="bvl-saved">' + img +
+    # reopened without a kernel, the widget's own output (the next one) can only say "model not found":
+    # hidden while it holds no drawn explorer (JupyterLab 4 and Notebook 7 output areas; a live widget shows)
+    style = ("<style>.jp-OutputArea-child:has(.bvl-saved) + .jp-OutputArea-child:not(:has(.bvl-x))"
+             "{display:none}</style>")
+    return (style + '<div class="bvl-saved">' + img +
             f'<iframe class="bvl-saved-page" title="{html.escape(title)} (saved explorer)" '
             'style="width:100%;height:820px;border:0;display:none" '
             # shown once loaded, the PNG hidden; its height follows the page's (a srcdoc page is same-origin)
