@@ -137,9 +137,9 @@ def test_block_mean_is_exact_on_even_blocks():
     assert z[0, 0] == a[:2, :2].mean() and z[3, 3] == a[6:, 6:].mean()
 
 
-def test_head_view_starts_with_one_head_and_groups_lines_by_head(pair):
-    fig = head_view(pair, 0)
-    assert {t.legendgroup for t in fig.data if t.legendgroup} == {"head 0"}
+def test_head_view_starts_with_every_head_and_groups_lines_by_head(pair):
+    fig = head_view(pair, 0)  # bertviz's start: every head, one colour each
+    assert {t.legendgroup for t in fig.data if t.legendgroup} == {f"head {h}" for h in range(pair.num_heads)}
     fig = head_view(pair, 1, heads=[1, 3])
     z = real_map(pair, "attn.probs", 1, 3)
     lines = [t for t in fig.data if t.mode == "lines" and t.meta.get("head") == 3 and "low" in t.meta]

@@ -266,7 +266,7 @@ def head_view(trace, layer_or_tokens=0, /, *, layer: int | None = None, heads=No
               sentence_b_start: int | None = None) -> go.Figure:
     """bertviz's head view: queries on the left, keys on the right, a line per weight >= min_weight
     (the view data's, 0.02) whose opacity and width grow with the weight; one colour per head
-    (legend toggles). Starts with head 0 unless heads= names others.
+    (legend toggles). Starts with every head (bertviz's start) unless heads= names some.
 
     head_view(tr, layer) draws a trace; head_view(attention, tokens, layer=0, sentence_b_start=None)
     draws attention computed elsewhere (Hugging Face's outputs.attentions), as bertviz's does."""

@@ -283,14 +283,21 @@ def _fmt(v, digits: int = 3) -> str:
     return f"{v:.{digits}f}"
 
 
-def selection(vd: dict, **sel) -> dict:
-    """A whole selection: the given words, else the view data's own (its layer, query, key), else SELECTION's."""
+def selection(vd: dict, view: str | None = None, **sel) -> dict:
+    """A whole selection: the given words, else the view data's own (its layer, query, key), else SELECTION's.
+    The head view's heads: those given, else those its data names (data.head(trace, layer, heads=[...])),
+    else every head (bertviz's start; the front-end starts the same way)."""
     out = dict(SELECTION)
     out.update({k: vd[k] for k in ("layer", "query", "key", "kind") if isinstance(vd.get(k), (int, str))})
     out.update({k: v for k, v in sel.items() if v is not None})
-    if out["heads"] is None:  # the head view's data may name its heads (data.head(trace, layer, heads=[...]))
+    if out["heads"] is None:
         named = vd.get("heads") if vd.get("view") == "head" else None
-        out["heads"] = list(named) if isinstance(named, list) else [out["head"]]
+        if isinstance(named, list):
+            out["heads"] = list(named)
+        elif (view or vd.get("view")) == "head" and "maps" in vd.get("arrays", {}):
+            out["heads"] = list(range(len(vd["arrays"]["maps"])))
+        else:
+            out["heads"] = [out["head"]]
     return out
 
 
@@ -432,7 +439,7 @@ def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) ->
     view data's own; "head" draws attention data as bertviz's head view)."""
     view = view or vd["view"]
     lay = vd.get("layouts", {}).get(view) or LAYOUTS[view](vd)
-    sel = selection(vd, **{**(sel or {}), **kw})
+    sel = selection(vd, view, **{**(sel or {}), **kw})
     r = _Resolver(vd, sel)
     out = dict(view=view, title=r.text(lay["title"]), formula=lay.get("formula"),
                subtitle=r.text(lay.get("subtitle") or ""), notes=[r.text(n) for n in lay["notes"]],
