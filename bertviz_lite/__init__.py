@@ -34,6 +34,7 @@ from .batch import BatchTrace
 from .config import BertConfig
 from .comparison import Comparison, compare
 from .edits import Edit, Edits, ablate, replace, scale
+from .foreign import prettify_tokens
 from .errors import (BackendError, BertVizError, CheckpointError, EditError, InputTooLongError, ModelTooLargeError,
                      NotARegularFileError, OutOfRangeError, PatternError, TraceTooLargeError, WeightsNotFoundError)
 from .loading import load
@@ -49,9 +50,16 @@ __all__ = [
     "BackendError", "BatchTrace", "Bert", "BertConfig", "BertVizError", "CheckpointError", "Edit", "EditError", "Edits",
     "InputTooLongError", "MaskPrediction", "ModelTooLargeError", "NotARegularFileError", "OutOfRangeError", "PatternError",
     "STEPS", "Table", "Trace", "TraceTooLargeError", "WeightsNotFoundError", "ablate", "compare", "component_counts",
-    "count_params", "family_ledgers", "load",
+    "count_params", "family_ledgers", "load", "prettify_tokens",
     "reconcile", "replace", "scale", "trace_keys",
 ]
+
+
+_VIEWS_API = ("explore", "export_html", "head_view", "model_view", "neuron_view")  # in bertviz_lite.views
+
+
+def __dir__():  # dir(bv) lists the views' entry points too, though they load on first use
+    return sorted(set(globals()) | set(__all__) | set(_VIEWS_API) | {"views"})
 
 
 def __getattr__(name):
@@ -59,7 +67,7 @@ def __getattr__(name):
     if name == "views":
         import importlib
         return importlib.import_module(".views", __name__)
-    if name in ("explore", "export_html"):
+    if name in _VIEWS_API:
         from . import views
         return getattr(views, name)
     raise AttributeError(f"module 'bertviz_lite' has no attribute {name!r}")

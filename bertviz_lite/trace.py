@@ -229,45 +229,20 @@ class Trace:
 
         attentions: Hugging Face's layout, `outputs.attentions` of a model run with
         output_attentions=True: a sequence of L arrays [batch, heads, n, n] (or [heads, n, n]),
-        NumPy or anything with `__array__` (torch tensors on the cpu, cupy via .get()).
+        of any framework (torch tensors that track gradients on any device, TensorFlow, JAX, CuPy:
+        `foreign.host_numpy` detaches them and moves them to the host).
         tokens: the n token strings. sentence_b_start: where sentence B starts (bertviz's
         argument), for the pair filters. The trace records `layer.{l}.attn.probs` only, so the
         views that need more (neuron, step, compare of other keys) say what is missing.
 
             out = hf_model(**enc, output_attentions=True)
-            tr = bv.Trace.from_attentions([a.detach().numpy() for a in out.attentions], tokens)
+            tr = bv.Trace.from_attentions(out.attentions, tokens)
         """
         from .config import BertConfig
-        if isinstance(attentions, (str, bytes)) or not hasattr(attentions, "__len__"):
-            raise TypeError("attentions must be a sequence of L arrays [batch, heads, n, n] "
-                            f"(Hugging Face's outputs.attentions), got {type(attentions).__name__}")
-        tokens = [str(t) for t in tokens]
+        from .foreign import read_attentions
+        maps, tokens, sentence_b_start = read_attentions(attentions, tokens, sentence_b_start=sentence_b_start,
+                                                         batch_index=batch_index)
         n = len(tokens)
-        maps = []
-        for layer, a in enumerate(attentions):
-            a = backend.host_real_array(a, f"attentions[{layer}] (NumPy or anything with __array__; torch: "
-                                           ".detach().cpu().numpy())")
-            if a.ndim == 4:
-                if not 0 <= batch_index < a.shape[0]:
-                    raise OutOfRangeError(f"batch_index {batch_index} is out of range: attentions[{layer}] "
-                                          f"holds a batch of {a.shape[0]}")
-                a = a[batch_index]
-            if a.ndim != 3 or a.shape[1:] != (n, n):
-                raise ValueError(f"attentions[{layer}] has shape {tuple(a.shape)}; expected [batch, heads, n, n] "
-                                 f"or [heads, n, n] with n = {n} tokens")
-            if backend.host_bad_values(a):
-                raise ValueError(f"attentions[{layer}] holds NaN or inf values")
-            if maps and a.shape[0] != maps[0].shape[0]:
-                raise ValueError(f"attentions[{layer}] has {a.shape[0]} heads, attentions[0] has {maps[0].shape[0]}")
-            sums = a.sum(axis=-1)
-            if a.min() < -1e-6 or abs(sums - 1).max() > 1e-3:
-                raise ValueError(f"attentions[{layer}]'s rows do not sum to 1 (they run {sums.min():.3g}.."
-                                 f"{sums.max():.3g}): pass the attention weights after the softmax, not the scores")
-            maps.append(a)
-        if not maps:
-            raise ValueError("attentions is empty: pass one array per layer")
-        if sentence_b_start is not None and not 0 < int(sentence_b_start) < n:
-            raise OutOfRangeError(f"sentence_b_start must be a token index 1..{n - 1}, got {sentence_b_start!r}")
         n_h = maps[0].shape[0]
         nominal = ()
         if config is None:  # the maps fix only L and n_h; H and d_ffnn are nominal (64-wide heads, as BERT's):

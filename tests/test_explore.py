@@ -249,7 +249,9 @@ def test_the_explorer_shows_its_picture_then_the_widget(padded, monkeypatch):
     explore(padded, layer=1, head=3)._ipython_display_()
     picture, widget = shown
     assert "application/vnd.jupyter.widget-view+json" in widget and "image/png" not in widget
-    assert set(picture) == {"image/png", "text/plain"} and "layer 1, head 3" in picture["text/plain"]
+    # the saved output: the exported page (every tab, no kernel needed) with the PNG for GitHub
+    assert set(picture) == {"image/png", "text/html", "text/plain"} and "layer 1, head 3" in picture["text/plain"]
+    assert "bvl-saved-page" in picture["text/html"] and picture["image/png"] in picture["text/html"]
 
 
 # ------------------------------------------------------------------------------------------

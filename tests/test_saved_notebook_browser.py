@@ -1,11 +1,13 @@
-"""A saved notebook keeps its picture, in JupyterLab 4 and Notebook 7 (headless chromium).
+"""A saved notebook keeps every tab of the explorer, in JupyterLab 4 and Notebook 7 (headless chromium).
 
-The explorer is shown as two outputs (`Explorer._ipython_display_`): a PNG of it, then the widget.
+The explorer is shown as two outputs (`Explorer._ipython_display_`): its exported page (text/html:
+an iframe with the view data and the front-end, a PNG for where HTML does not run), then the widget.
 Both front-ends draw a widget output only while its model lives: a notebook reopened without its
 kernel says "Error displaying widget: model not found" there, whatever else the bundle holds (the
 output area takes the widget view of a trusted bundle and never falls back). So the test runs the
-notebook, checks the PNG is hidden while the widget is live, saves it, shuts the kernel down,
-closes the page, opens the notebook again and checks the saved picture is on screen.
+notebook, checks the saved page is hidden while the widget is live, saves it, shuts the kernel
+down, closes the page, opens the notebook again and checks the saved page is on screen, above the
+widget's placeholder, with every tab drawing without a kernel.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import time
 
 import pytest
 
-from .test_jupyterlab_browser import (CONFIG, TEXT, JupyterLab, distinct_colours, launch_browser, run_all, shoot,
-                                      sync_api, wait_drawn)  # noqa: F401  (sync_api: a fixture)
+from .test_jupyterlab_browser import (CONFIG, TEXT, JupyterLab, launch_browser, run_all, shoot, sync_api,  # noqa: F401
+                                      wait_drawn)  # (sync_api: a fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -24,7 +26,8 @@ CELLS = ["import bertviz_lite as bv\n"
          f"model = bv.load('random', seed=5, config={CONFIG!r})\n"
          f"tr = model.trace({TEXT!r})\n"
          "bv.explore(tr, layer=1, head=2)"]
-PICTURE = ".jp-Notebook .jp-Cell .jp-OutputArea-child .jp-RenderedImage img"
+SAVED = ".jp-Notebook .jp-Cell .jp-OutputArea-child .bvl-saved"
+FRAME = "iframe.bvl-saved-page"
 
 
 @pytest.fixture(params=["lab", "notebook"])
@@ -39,7 +42,7 @@ def saved_outputs(server: JupyterLab, name: str) -> list[dict]:
     return json.loads((server.root / name).read_text())["cells"][0].get("outputs", [])
 
 
-def test_a_reopened_notebook_shows_its_picture(server, sync_api):
+def test_a_reopened_notebook_keeps_every_tab(server, sync_api):
     name = server.write_notebook("saved.ipynb", CELLS)
     with sync_api.sync_playwright() as p:
         ctx = launch_browser(p)
@@ -48,31 +51,50 @@ def test_a_reopened_notebook_shows_its_picture(server, sync_api):
             page = ctx.new_page()
             run_all(page, server, name)
             wait_drawn(page, 1, 2, timeout_ms=60_000)
-            # live: the widget draws and its picture is hidden
-            page.wait_for_selector(PICTURE, state="attached")
-            page.wait_for_selector(PICTURE, state="hidden", timeout=10_000)  # once the widget is in the page
-            # save, then the file holds the widget output and the picture
+            # live: the widget draws and the saved page is hidden
+            page.wait_for_selector(SAVED, state="attached")
+            page.wait_for_selector(SAVED, state="hidden", timeout=10_000)  # once the widget is in the page
+            # save, then the file holds the saved page (with its PNG) and the widget output
             page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputArea-prompt").click()
             page.keyboard.press("Control+s")
             deadline = time.monotonic() + 20
-            while not any("image/png" in o.get("data", {}) for o in saved_outputs(server, name)):
-                assert time.monotonic() < deadline, "the notebook was not saved with its picture"
+            while not any("text/html" in o.get("data", {}) for o in saved_outputs(server, name)):
+                assert time.monotonic() < deadline, "the notebook was not saved with its page"
                 time.sleep(0.25)
             kinds = [sorted(o.get("data", {})) for o in saved_outputs(server, name)]
-            assert ["application/vnd.jupyter.widget-view+json", "text/plain"] in kinds, kinds
+            assert kinds[-2:] == [["image/png", "text/html", "text/plain"],
+                                  ["application/vnd.jupyter.widget-view+json", "text/plain"]], kinds
+            html = saved_outputs(server, name)[-2]["data"]["text/html"]
+            html = "".join(html) if isinstance(html, list) else html
+            assert len(html) < 2_500_000  # the stated cap (SAVED_PAGE_BYTES, escaped into srcdoc)
             page.close()
-            # the kernel shut down, the notebook opened again: the picture is on screen
+            # the kernel shut down, the notebook opened again: the saved page is on screen, every tab works
             for s in server.api("sessions") or []:
                 server.api(f"sessions/{s['id']}", method="DELETE")
             assert not server.api("kernels")
             page = ctx.new_page()
             page.goto(server.url(name))
-            page.wait_for_selector(PICTURE, state="visible", timeout=60_000)
-            img = page.locator(PICTURE).first
-            box = img.bounding_box()
-            assert box and box["width"] > 200 and box["height"] > 200, box
-            assert img.evaluate("i => i.complete && i.naturalWidth") > 200
-            assert distinct_colours(img.screenshot()) > 16  # a map, not a blank box
+            frame_el = page.locator(f"{SAVED} {FRAME}").first
+            frame_el.wait_for(state="visible", timeout=60_000)
+            box = frame_el.bounding_box()
+            assert box and box["width"] > 400 and box["height"] > 300, box
+            # the widget's own output can only say "model not found" now: it is hidden, never under the page
+            outputs = page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-OutputArea-child")
+            assert outputs.first.locator(".bvl-saved").count() == 1
+            assert not page.get_by_text("model not found").is_visible()
+            frame = page.frame_locator(f"{SAVED} {FRAME}").first
+            frame.locator(".bvl-attn-heat").first.wait_for(timeout=30_000)
+            assert frame.locator(".bvl-x-section[data-tab='attention']").evaluate("s => s.bvl.layer") == 1
+            tabs = frame.locator(".bvl-x-tab")
+            names = [tabs.nth(i).get_attribute("data-tab") for i in range(tabs.count())]
+            assert names == ["attention", "model", "head", "token", "neuron", "step", "params"], names
+            for tab in names:
+                frame.locator(f".bvl-x-tab[data-tab='{tab}']").click()
+                frame.locator(f".bvl-x-section[data-tab='{tab}']").evaluate(
+                    "s => new Promise((ok, no) => { const t0 = Date.now(); (function wait() { "
+                    "if (s.fig) ok(true); else if (Date.now() - t0 > 15000) no(new Error('not drawn')); "
+                    "else setTimeout(wait, 50); })(); })")
+                assert frame.locator(".bvl-x-error").evaluate("e => e.textContent") == "", tab
             shoot(page, f"reopened-{server.app}")
         finally:
             ctx.close()

@@ -129,9 +129,9 @@ def test_block_mean_is_exact_on_even_blocks():
     assert z[0, 0] == a[:2, :2].mean() and z[3, 3] == a[6:, 6:].mean()
 
 
-def test_head_view_starts_with_one_head_and_groups_lines_by_head(pair):
-    fig = head_view(pair, 0)
-    assert {t.legendgroup for t in fig.data if t.legendgroup} == {"head 0"}
+def test_head_view_starts_with_every_head_and_groups_lines_by_head(pair):
+    fig = head_view(pair, 0)  # bertviz's start: every head, one colour each
+    assert {t.legendgroup for t in fig.data if t.legendgroup} == {f"head {h}" for h in range(pair.num_heads)}
     fig = head_view(pair, 1, heads=[1, 3])
     z = real_map(pair, 1, 3)
     lines = [t for t in fig.data if t.mode == "lines" and t.meta.get("head") == 3 and "low" in t.meta]
@@ -411,7 +411,7 @@ def test_params_breakdown_sums_to_the_ledger(base, base_ledger):
 
 
 def test_bv_views_is_reachable_after_import():
-    assert bv.views.neuron_view is neuron_view and bv.views.compare_view is compare_view
+    assert bv.views.neuron_view_figure is neuron_view and bv.views.compare_view is compare_view
 
 
 def test_compare_an_ablated_run_with_a_plain_one(small, pair):
@@ -489,7 +489,7 @@ def test_compare_maps_share_one_scale_that_covers_both_runs(small):
     assert vd["scale_grid"]["name"] == "Reds" and vd["scale_grid"]["clim"] == [0.0, pytest.approx(float(np.nanmax(grid)))]
     h = 2
     want = [vd["scale"]["clim"][h], vd["scale"]["clim"][h], vd["scale_diff"]["clim"][h], vd["scale_grid"]["clim"]]
-    approx_pairs(plotly_limits(figures.draw_compare(vd, h)), want)
+    approx_pairs(plotly_limits(figures.view_figure(vd, "compare", head=h)), want)
     approx_pairs(mpl_limits(vd, head=h), want)
 
 
@@ -520,7 +520,7 @@ def test_every_renderer_draws_the_view_models_limits(padded, view, args, kw):
         want = [(-lim, lim), (-lim, lim), (-plim, plim)]
         q, k = vd["arrays"]["q"][kw["head"]].astype(float), vd["arrays"]["k"][kw["head"]].astype(float)
         assert plim == pytest.approx(np.abs(q[:, None, :] * k[None, :, :]).max())
-    fig = figures.DRAW[view](vd, **kw) if view != "attention" else figures.draw_attention(vd, kw["head"])
+    fig = figures.view_figure(vd, view, **kw)
     approx_pairs(plotly_limits(fig), want)
     approx_pairs(mpl_limits(vd, **kw), want)
 
@@ -538,7 +538,7 @@ def test_head_view_lines_start_at_the_view_models_min_weight(padded):
     vd = data.view_data(padded, "head", layer=1, heads=[0])
     assert vd["min_weight"] == data.MIN_WEIGHT
     vd["min_weight"] = 0.15
-    fig = figures.draw_head(vd)
+    fig = figures.view_figure(vd, "head")
     lows = [t.meta["low"] for t in fig.data if t.meta and "low" in t.meta]
     assert min(lows) == 0.15
     z = vd["arrays"]["maps"][0]
@@ -599,7 +599,7 @@ def test_head_view_and_model_view_take_hugging_face_attention(small):
     assert set(data.facts(t2)["sizes"]) == {"L", "n_h"} and set(data.facts(t2.to_host())["sizes"]) == {"L", "n_h"}
     assert "params" not in data.facts(t2)["views"] and "params" in data.facts(tr)["views"]  # no count of a guess
     assert data.facts(bv.Trace.from_attentions(att, tr.tokens, config=tr.config))["sizes"]["d_k"] == tr.config.head_size
-    assert isinstance(figures.as_trace(tr), bv.Trace)
+    assert isinstance(data.as_trace(tr), bv.Trace)
 
 
 def test_attention_from_elsewhere_is_checked(small):
@@ -613,7 +613,7 @@ def test_attention_from_elsewhere_is_checked(small):
         bv.Trace.from_attentions([], tr.tokens)
     with pytest.raises(bv.OutOfRangeError, match="batch_index 1"):
         bv.Trace.from_attentions(att, tr.tokens, batch_index=1)
-    with pytest.raises(TypeError, match="needs its tokens"):
+    with pytest.raises(TypeError, match="takes a Trace.*with its"):
         model_view(att)
 
 

@@ -3,27 +3,31 @@ each view's layout names (`panels.py`: heatmap, lines, bars, table; one resolver
 the front-end), by three renderers that only know those four primitives:
 
 - the notebook explorer `explore(tr)` and the exported page `export_html(tr, path)` run one
-  front-end (`assets/app.js`) over the same view data;
-- plotly figures to restyle: `attention_heatmap`, `head_view`, `token_view`, `model_view`,
-  `neuron_view`, `step_view`, `param_breakdown`, `compare_view`;
+  front-end (`assets/app.js`) over the same view data; bertviz's calls `head_view(attention, tokens)`,
+  `model_view(attention, tokens)` and `neuron_view(tr)` open the explorer on that view (attention
+  from any framework: torch tensors that track gradients included);
+- plotly figures to restyle: `attention_heatmap`, `head_view_figure`, `token_view`, `model_view_figure`,
+  `neuron_view_figure`, `step_view`, `param_breakdown`, `compare_view` (all in `figures`);
 - PNGs for documents: `save_png(tr, path, view=...)` (matplotlib).
 
     import bertviz_lite as bv
-    bv.views.neuron_view(tr, layer=2, head=5, query=3).show()
+    bv.views.head_view(outputs.attentions, tokens)                      # bertviz's README call
+    bv.views.neuron_view_figure(tr, layer=2, head=5, query=3).show()    # a plotly figure
 
 Views by name (one vocabulary, `VIEWS`): attention, model, head, token, neuron, step, params,
 compare. plotly, matplotlib and the widget libraries are imported only when first used.
 """
 
+from ..foreign import prettify_tokens
 from .data import PAIR_FILTERS, VIEWS, stepper_steps, view_data
-from .explorer import explore  # imports anywidget only when a widget is made
+from .explorer import explore, head_view, model_view, neuron_view  # anywidget only when a widget is made
 from .export import export_html
 
-_FIGURES = ("attention_heatmap", "head_view", "token_view", "model_view", "neuron_view", "step_view",
-            "param_breakdown", "compare_view", "figure")
+_FIGURES = ("attention_heatmap", "head_view_figure", "token_view", "model_view_figure", "neuron_view_figure",
+            "step_view", "param_breakdown", "compare_view")
 
-__all__ = ["PAIR_FILTERS", "VIEWS", "explore", "export_html", "save_png", "stepper_steps", "to_png",
-           "view_data", *_FIGURES]
+__all__ = ["PAIR_FILTERS", "VIEWS", "explore", "export_html", "head_view", "model_view", "neuron_view",
+           "prettify_tokens", "save_png", "stepper_steps", "to_png", "view_data", *_FIGURES]
 
 
 def __getattr__(name):
@@ -31,6 +35,10 @@ def __getattr__(name):
         from . import figures
         return getattr(figures, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
 
 
 def to_png(*args, **kwargs):

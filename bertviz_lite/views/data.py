@@ -21,6 +21,8 @@ traces are symmetric around 0 on their own scale (PuOr_r).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import math
 
@@ -29,8 +31,10 @@ import numpy as np
 from .. import schema
 from ..backend import to_host
 from ..errors import BertVizError
+from ..foreign import prettify_token
 from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
 from ..schema_text import plain_formula  # noqa: F401  (public here too)
+from .panels import HEAD_COLOURS, layouts, neuron_numbers  # noqa: F401  (public here too)
 
 VIEWS = ("attention", "model", "head", "token", "neuron", "step", "params", "compare")
 TITLES = {"attention": "attention", "model": "model view", "head": "head view", "token": "one token",
@@ -38,8 +42,6 @@ TITLES = {"attention": "attention", "model": "model view", "head": "head view", 
 PAIR_FILTERS = ("all", "A->A", "A->B", "B->A", "B->B")
 KINDS = ("probs", "scores")
 ACCENT = "#c2410c"  # sentence B's labels and boundaries, a selected thumbnail (app.css's --bvl-accent, light theme)
-HEAD_COLOURS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#750D86", "#EB663B",
-                "#511CFB", "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE", "#862A16")
 
 # ------------------------------------------------------------------------------------------
 # colour: one rule per kind of tensor
@@ -110,8 +112,11 @@ def lut(name: str, size: int = 256) -> list[list[int]]:
 
 
 def plotly_scale(name: str) -> list[list]:
-    """The same scale as a plotly colorscale ([[position, 'rgb(r,g,b)'], ...])."""
-    return [[float(t), f"rgb({r},{g},{b})"] for t, (r, g, b) in zip(np.linspace(0, 1, 256), lut(name))]
+    """The same scale as a plotly colorscale ([[position, '#rrggbb'], ...]): the STOPS themselves, evenly
+    spaced, which plotly interpolates linearly as `lut` does (the same colours; 9-11 stops instead of 256
+    keep plotly's per-trace validation cheap: the model view draws 72 to 144 maps)."""
+    stops = STOPS[name]
+    return [[i / (len(stops) - 1), c] for i, c in enumerate(stops)]
 
 
 # ------------------------------------------------------------------------------------------
@@ -140,10 +145,47 @@ def real_positions(trace) -> list[int]:
     return trace.real_positions
 
 
+# tokens as people read them (Ġ, ▁ and ## dropped: `foreign.prettify_token`) unless a caller turns it off
+# (explore(..., prettify_tokens=False)); a context variable, so a widget answering later keeps its own choice
+_PRETTY = contextvars.ContextVar("bertviz_lite_pretty_labels", default=True)
+
+
+@contextlib.contextmanager
+def pretty_labels(on: bool = True):
+    """Within the block, views label tokens prettified (on, the default) or as the tokenizer wrote them."""
+    token = _PRETTY.set(bool(on))
+    try:
+        yield
+    finally:
+        _PRETTY.reset(token)
+
+
+def token_text(token: str) -> str:
+    """A token as the views show it (prettified unless `pretty_labels(False)`)."""
+    return prettify_token(token) if _PRETTY.get() else token
+
+
 def token_labels(trace, positions=None) -> list[str]:
     """Unique axis labels "position token" ("3 the"), so repeated tokens stay apart."""
     positions = real_positions(trace) if positions is None else positions
-    return [f"{i} {trace.tokens[i]}" for i in positions]
+    return [f"{i} {token_text(trace.tokens[i])}" for i in positions]
+
+
+# attention from elsewhere can be of any length: above MAX_TOKENS the views refuse before they draw
+# (a 10,000-token map of 12 heads is 9.6 GB as float64: one layer's maps, read once to draw them)
+MAX_TOKENS = 2048
+
+
+def check_drawable(trace, what: str = "this view") -> None:
+    """One clear error, before any work, when a trace is too long to draw: its length and the memory
+    drawing would take (one layer's maps as float64, about three copies: read, filtered, coloured)."""
+    n = trace.n_real
+    if n > MAX_TOKENS:
+        need = 3 * trace.num_heads * n * n * 8
+        raise BertVizError(f"{what}: {n:,} tokens is more than the views draw (at most {MAX_TOKENS:,}): drawing "
+                           f"one layer's {trace.num_heads} maps would take about {need / 2**30:.1f} GiB of memory; "
+                           f"slice the attention to the tokens you want to see (a[..., :m, :m] with tokens[:m]) "
+                           "or average blocks of tokens first")
 
 
 def check_key(trace, key) -> str:
@@ -197,7 +239,51 @@ def check_kind(trace, kind: str) -> str:
     return kind
 
 
+def check_neuron(trace, what: str = "the neuron view", layer: int | None = None):
+    """The neuron view needs the queries and keys (attn.q, attn.k) of a layer (None: of every layer):
+    one error saying what it needs and how to record it."""
+    layers = range(trace.num_layers) if layer is None else [layer]
+    if not all(schema.full_key(f"attn.{x}", ly) in trace for ly in layers for x in "qk"):
+        raise UnknownKeyError(f"{what} needs each layer's queries and keys (attn.q and attn.k), which only a "
+                              "forward pass here records: tr = model.trace(text) with keep=None (the default) "
+                              "or a keep= list with 'attn.q' and 'attn.k'; attention from elsewhere "
+                              "(Trace.from_attentions) holds the weights only")
+    return trace
+
+
+def has_qk(trace) -> bool:
+    return all(schema.full_key(f"attn.{x}", ly) in trace for ly in range(trace.num_layers) for x in "qk")
+
+
+def as_trace(trace_or_attention, tokens=None, *, sentence_b_start=None, what: str = "explore()") -> "Trace":
+    """A Trace as is, or attention computed elsewhere (Hugging Face's `outputs.attentions`: L tensors
+    [batch, heads, n, n] of any framework, gradients and devices included) with its tokens, through
+    `Trace.from_attentions` (bertviz's calls)."""
+    from ..trace import Trace
+    if isinstance(trace_or_attention, Trace):
+        if tokens is not None or sentence_b_start is not None:
+            raise TypeError(f"{what}: tokens= and sentence_b_start= go with attention from elsewhere; a Trace "
+                            "carries its own tokens and sentence pair")
+        return trace_or_attention
+    if tokens is None:
+        fn = what.rstrip("()")
+        raise TypeError(f"{what} takes a Trace (tr = model.trace('some text')) or attention from elsewhere with its "
+                        f"tokens ({fn}(outputs.attentions, tokens)); got a {type(trace_or_attention).__name__} "
+                        "and no tokens")
+    return Trace.from_attentions(trace_or_attention, tokens, sentence_b_start=sentence_b_start)
+
+
+def check_trace(trace, what: str = "explore()"):
+    """A Trace with every layer's attention that the views can draw, or one clear error."""
+    from ..trace import Trace
+    if not isinstance(trace, Trace):
+        raise TypeError(f"{what} takes a Trace, got {type(trace).__name__}: make one with "
+                        f"tr = model.trace('some text') and call {what.rstrip('()')}(tr)")
+    return check_attention(trace, what)
+
+
 def check_attention(trace, what: str = "this view"):
+    check_drawable(trace, what)
     missing = [schema.full_key("attn.probs", layer) for layer in range(trace.num_layers)
                if schema.full_key("attn.probs", layer) not in trace]
     if missing:
@@ -257,6 +343,7 @@ def _base(trace, view: str, **facts) -> dict:
 def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None = None) -> dict:
     """Every head's map of one layer over the real tokens: arrays["maps"] (head, query, key).
     max_tokens: block means of at most that many tokens a side (the exported page's small maps)."""
+    check_drawable(trace, "the attention view")
     layer, kind = trace.check_layer(layer), check_kind(trace, kind)
     key = schema.full_key(f"attn.{kind}", layer)
     maps = host(trace.real(trace[key], trace.axes(key)))
@@ -280,19 +367,23 @@ def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None 
 
 def model(trace, kind: str = "probs", *, max_tokens: int = 48) -> dict:
     """Every layer x head as a thumbnail: arrays["maps"] (layer, head, m, m), block means above max_tokens."""
+    check_drawable(trace, "the model view")
     kind = check_kind(trace, kind)
-    out = None
+    segs = [trace.segments[i] for i in real_positions(trace)]
+    split = segs.index(1) if 1 in segs else None  # blocks never mix sentence A and B (the pair filter)
+    out = edges = None
     for layer in range(trace.num_layers):  # one layer at a time: 512-token maps are big
         key = schema.full_key(f"attn.{kind}", layer)
         maps = host(trace.real(trace[key], trace.axes(key)))
         check_finite(trace, key, maps, allow_neg_inf=kind == "scores")
-        z, edges, _ = block_mean(np.where(np.isfinite(maps), maps, 0.0), max_tokens)
+        z, edges, _ = block_mean(np.where(np.isfinite(maps), maps, 0.0), max_tokens, split=split)
         if out is None:
             out = np.zeros((trace.num_layers,) + z.shape, dtype=np.float32)
         out[layer] = z
     scale = colour_scale(out, "weights" if kind == "probs" else "signed", per=2)
     return _base(trace, "model", kind=kind, layers=trace.num_layers, heads=trace.num_heads, tokens=trace.n_real,
-                 shown=int(out.shape[-1]), scale=scale, arrays=dict(maps=out))
+                 shown=int(out.shape[-1]), scale=scale, segments=[segs[e] for e in edges[:-1]],
+                 arrays=dict(maps=out))
 
 
 def head(trace, layer: int, heads=None, kind: str = "probs") -> dict:
@@ -322,7 +413,9 @@ def token(trace, query: int) -> dict:
 def neuron(trace, layer: int) -> dict:
     """What a score is made of, for every head and query of one layer: arrays q, k (head, token, d_k).
     score(q, k) = sum_i q_i k_i / sqrt(d_k) (+ M), then the softmax over the keys."""
+    check_drawable(trace, "the neuron view")
     layer = trace.check_layer(layer)
+    check_neuron(trace, layer=layer)
     arrays = {}
     for name in ("q", "k"):
         key = schema.full_key(f"attn.{name}", layer)
@@ -345,21 +438,12 @@ def product_scale(q: np.ndarray, k: np.ndarray) -> dict:
     return dict(name=SCALES["signed"], kind="signed", clim=lims, clipped=False, unit="qᵢ kᵢ")
 
 
-def neuron_numbers(vd: dict, head: int, query: int) -> dict:
-    """The numbers the neuron view shows for one head and query: q (d_k), k (keys, d_k), q*k,
-    scores (keys) and weights (keys). The front-end computes the same from the same arrays."""
-    q, k = vd["arrays"]["q"][head, query].astype(np.float64), vd["arrays"]["k"][head].astype(np.float64)
-    prod = q[None, :] * k
-    scores = prod.sum(axis=1) * vd["scale_factor"]
-    w = np.exp(scores - scores.max())
-    return dict(q=q, k=k, prod=prod, scores=scores, weights=w / w.sum())
-
-
 def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int = 40_000,
          max_rows: int | None = None) -> dict:
     """One formula line: formula, shapes in and out, the tensor (every head of per-head tensors),
     statistics, the weights it reads, whether an edit changed it. The tensor is block-averaged to
     at most max_cells per head (and max_rows rows, when given); statistics use every value."""
+    check_drawable(trace, "the step-through")
     key = check_key(trace, key)
     st, axes = schema.step_of(key, trace.config), trace.axes(key)
     a = host(trace.real(trace[key], axes))
@@ -396,6 +480,20 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
                  edited=edits.get(key, ""), arrays=dict(z=zb.astype(np.float32)))
 
 
+# each layer's groups in forward order (BERT's LayerNorm comes after the sublayer it closes)
+LAYER_GROUPS = ("attention", "attention layernorm", "feed-forward", "ffn layernorm")
+OUTER_GROUPS = ("embeddings", "pooler", "mlm head", "task head", "nsp head")
+
+
+def group_rank(group: str) -> tuple:
+    """Where a parameter group sits in the forward pass: embeddings, each layer's four groups, the heads."""
+    layer, rel = schema.split_key(group)
+    if layer is not None:
+        return (1, layer, LAYER_GROUPS.index(rel) if rel in LAYER_GROUPS else len(LAYER_GROUPS))
+    order = OUTER_GROUPS.index(group) if group in OUTER_GROUPS else len(OUTER_GROUPS)
+    return (0 if order == 0 else 2, 0, order)
+
+
 def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dict:
     """The parameter ledger by group and weight, and every total the popular sources give, for the
     loaded model (ledger) or the config (the shapes it must have)."""
@@ -413,7 +511,7 @@ def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dic
         ledger, source = ledger_for_config(config, mlm=mlm, pooler=pooler), "the config's shapes"
     else:
         source = "the loaded model's arrays"
-    groups = ledger.by_group()
+    groups = dict(sorted(ledger.by_group().items(), key=lambda kv: group_rank(kv[0])))
     family = config is not None and config.model_type != "bert"  # the sources count BERT; the family's own table
     rec = family_ledgers() if family else reconcile(config)
     rows = [[v if isinstance(v, (int, str)) else str(v) for v in r] for r in rec.rows]
@@ -432,6 +530,7 @@ def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:
     """Two traces of the same model and length: per-key difference down the layers (relative change
     ||b - a|| / ||a||, largest |b - a|, mean cosine of token vectors) and one layer's maps of both
     with their difference (b - a)."""
+    check_drawable(trace_a, "the compare view")
     check_comparable(trace_a, trace_b)
     layer, kind = trace_a.check_layer(layer), check_kind(trace_a, kind)
     check_kind(trace_b, kind)
@@ -477,6 +576,16 @@ def check_comparable(trace_a, trace_b) -> None:
                          "(compare a sentence with an edited run of itself, or two sentences of equal length)")
     check_attention(trace_a, "compare")
     check_attention(trace_b, "compare")
+
+
+def first_differing_layer(trace_a, trace_b) -> int:
+    """The first layer whose attention weights differ between two traces (where the compare tab
+    opens: an edit in layer 2 leaves layers 0 and 1 blank); 0 when none differs."""
+    for layer in range(trace_a.num_layers):
+        a, b = (host(t.real(t.get("attn.probs", layer=layer), ("head", "query", "key"))) for t in (trace_a, trace_b))
+        if a.shape != b.shape or not np.array_equal(a, b):
+            return layer
+    return 0
 
 
 def compare_rows(trace_a, trace_b) -> list[tuple[str, float, float, float]]:
@@ -574,7 +683,6 @@ def request(view: str, *, layer: int = 0, head: int = 0, query: int = 0, kind: s
 def view_data(trace, view: str, *, trace_b=None, ledger=None, **args) -> dict:
     """The view data of any view by name (the front-end's requests go through here), with the
     layouts of the views drawn from it (`panels.layouts`: what each renderer draws)."""
-    from .panels import layouts
     if view not in VIEWS:
         raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
     if view == "params":
@@ -592,15 +700,36 @@ def view_data(trace, view: str, *, trace_b=None, ledger=None, **args) -> dict:
     return vd
 
 
+def shown_texts(trace) -> list[str]:
+    """The input's texts for a header; attention from elsewhere has only its tokens, shown as the views
+    show them (prettified), split at sentence B."""
+    if not trace.nominal:
+        return list(trace.texts)
+    real = real_positions(trace)
+    return [" ".join(token_text(trace.tokens[i]) for i in real if trace.segments[i] == s) for s in (0, 1)]
+
+
+def shown_views(trace, trace_b=None) -> list[str]:
+    """The tabs a trace can fill: no compare tab without a second run; attention from elsewhere
+    (its sizes nominal, no queries and keys) has no parameter count, no step-through and no neuron view."""
+    hide = set() if trace_b is not None else {"compare"}
+    if trace.nominal:
+        hide |= {"params", "step"}
+    if not has_qk(trace):
+        hide.add("neuron")
+    return [v for v in VIEWS if v not in hide]
+
+
 def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "") -> dict:
     """What the front-end needs before any view: tokens, sizes, keys in order, symbols, colour tables."""
     real = real_positions(trace)
     c = trace.config
     edits = edited_keys(trace)
     return dict(
-        title=f"{model_name or trace.model_name or 'bert'}: " + " | ".join(t for t in trace.texts if t),
+        title=f"{model_name or trace.model_name or 'bert'}: " + " | ".join(t for t in shown_texts(trace) if t),
         model=model_name or trace.model_name or "bert", layers=trace.num_layers, heads=trace.num_heads,
-        n=len(real), n_total=trace.n, tokens=[trace.tokens[i] for i in real], labels=token_labels(trace, real),
+        n=len(real), n_total=trace.n, tokens=[token_text(trace.tokens[i]) for i in real],
+        labels=token_labels(trace, real),
         segments=[trace.segments[i] for i in real], has_pair=trace.has_pair,
         pair_filters=list(PAIR_FILTERS) if trace.has_pair else ["all"], kinds=recorded_kinds(trace),
         keys=stepper_steps(trace), edits=[[k, d] for k, d in edits.items()],
@@ -609,11 +738,11 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
                if k not in trace.nominal},  # only what is known (from_attentions: L and n_h)
         symbols=[[s.symbol, s.meaning, list(s.also)] for s in schema.SYMBOLS],
         formulas={k: plain_formula(schema.STEP_BY_KEY[f"attn.{k}"].formula) for k in KINDS},
-        neuron=all(schema.full_key(f"attn.{x}", ly) in trace for ly in range(trace.num_layers) for x in "qk"),
+        neuron=has_qk(trace),
         compare=None if trace_b is None else dict(text=" | ".join(trace_b.texts),
-                                                  edits=[[k, d] for k, d in edited_keys(trace_b).items()]),
-        # no compare tab without a second run; no parameter count for a model whose sizes are nominal
-        views=[v for v in VIEWS if (v != "compare" or trace_b is not None) and (v != "params" or not trace.nominal)],
+                                                  edits=[[k, d] for k, d in edited_keys(trace_b).items()],
+                                                  first_layer=first_differing_layer(trace, trace_b)),
+        views=shown_views(trace, trace_b),
         titles=TITLES, colours=list(HEAD_COLOURS), ledger_source=ledger_source,
         requests={v: dict(data=src, args=list(words), fixed=fixed) for v, (src, words, fixed) in REQUESTS.items()},
         luts={name: lut(name) for name in list(SCALES.values()) + ["Reds"]})

@@ -33,15 +33,16 @@ from ..trace import Trace
 from . import codec, data
 
 TABS = data.VIEWS
+# a saved notebook keeps the exported page of each explorer up to this size (export's order: every
+# layer's maps first, full resolution up to 128 tokens, then q and k, then the one-token view):
+# a 13-token MiniLM page is about 1.1 MB; a 512-token one keeps block means
+SAVED_PAGE_BYTES = 2_000_000
 EXACT_UP_TO = 128  # up to here maps travel as float32 (exact); above as uint16 scaled per map
 ASSETS = Path(__file__).with_name("assets")
 
 
-def check_trace(trace) -> Trace:
-    if not isinstance(trace, Trace):
-        raise TypeError(f"explore() takes a Trace, got {type(trace).__name__}: make one with "
-                        "tr = model.trace('some text') and call bv.explore(tr)")
-    return data.check_attention(trace, "explore()")
+def check_trace(trace, what: str = "explore()") -> Trace:
+    return data.check_trace(trace, what)
 
 
 def check_model(model, trace: Trace):
@@ -93,6 +94,26 @@ def fallback_png(trace, layer: int, head: int, kind: str = "probs") -> bytes:
     return buf.getvalue()
 
 
+def saved_html(page: str, png_b64: str, title: str) -> str:
+    """The saved output's HTML: the page in an iframe (srcdoc), shown once it loads; until then, and
+    wherever iframes or their load handler are stripped (GitHub, an untrusted notebook), the PNG."""
+    import html
+    img = (f'<img class="bvl-saved-png" alt="{html.escape(title)}: layer map (the saved explorer)" '
+           f'src="data:image/png;base64,{png_b64}">') if png_b64 else ""
+    # reopened without a kernel, the widget's own output (the next one) can only say "model not found":
+    # hidden while it holds no drawn explorer (JupyterLab 4 and Notebook 7 output areas; a live widget shows)
+    style = ("<style>.jp-OutputArea-child:has(.bvl-saved) + .jp-OutputArea-child:not(:has(.bvl-x))"
+             "{display:none}</style>")
+    return (style + '<div class="bvl-saved">' + img +
+            f'<iframe class="bvl-saved-page" title="{html.escape(title)} (saved explorer)" '
+            'style="width:100%;height:820px;border:0;display:none" '
+            # shown once loaded, the PNG hidden; its height follows the page's (a srcdoc page is same-origin)
+            'onload="var f=this,i=f.previousElementSibling;f.style.display=\'block\';if(i)i.style.display=\'none\';'
+            'try{var b=f.contentDocument.body,fit=function(){f.style.height=(b.scrollHeight+24)+\'px\'};fit();'
+            'new ResizeObserver(fit).observe(b)}catch(e){}" '
+            f'srcdoc="{html.escape(page, quote=True)}"></iframe></div>')
+
+
 _EXPLORER = None
 
 
@@ -123,18 +144,21 @@ def _widget_class():
         pair_filter = t.Unicode("all").tag(sync=True)
         key = t.Unicode("").tag(sync=True)
         query = t.Int(0).tag(sync=True)
+        heads = t.List(t.Int()).tag(sync=True)  # the head view's heads; [] = every head (bertviz's start)
 
         def __init__(self, trace: Trace, *, model=None, ledger=None, compare=None, tab="attention", layer=0, head=0,
-                     kind="probs", pair_filter="all", key=None, query=0):
+                     kind="probs", pair_filter="all", key=None, query=0, pretty=True):
             trace = check_trace(trace).to_host()
             if compare is not None:
                 data.check_comparable(trace, compare)
                 compare = compare.to_host()
-            self.trace, self.model, self.trace_b, self.ledger = trace, model, compare, ledger
+            self.trace, self.model, self.trace_b, self.ledger, self.pretty = trace, model, compare, ledger, pretty
             name = model.name if model is not None else (trace.model_name or "bert")
             source = ("the loaded model's arrays" if ledger is not None
                       else "the config's shapes (pass model= to count the loaded arrays)")
-            super().__init__(info=data.facts(trace, model_name=name, trace_b=compare, ledger_source=source),
+            with data.pretty_labels(pretty):
+                info = data.facts(trace, model_name=name, trace_b=compare, ledger_source=source)
+            super().__init__(info=info,
                              tab=check_tab(tab, compare is not None), layer=trace.check_layer(layer),
                              head=trace.check_head(head), kind=data.check_kind(trace, kind),
                              pair_filter=self._pair(pair_filter), query=check_query(trace, query),
@@ -174,25 +198,32 @@ def _widget_class():
         def _v_query(self, proposal):
             return check_query(self.trace, proposal["value"])
 
+        @t.validate("heads")
+        def _v_heads(self, proposal):
+            return [self.trace.check_head(h) for h in proposal["value"]]
+
         def view_data(self, tab: str | None = None) -> dict:
             """The view data of a tab at the current selection."""
             tab = check_tab(tab or self.tab, self.trace_b is not None)
             args = data.request(tab, layer=self.layer, head=self.head, query=self.query, kind=self.kind,
                                 key=self.key)
-            return data.view_data(self.trace, tab, trace_b=self.trace_b, ledger=self.ledger, **args)
+            with data.pretty_labels(self.pretty):
+                return data.view_data(self.trace, tab, trace_b=self.trace_b, ledger=self.ledger, **args)
 
         def figure(self, tab: str | None = None):
             """The plotly figure of a tab at the current selection."""
-            from .figures import figure
-            return figure(self.view_data(tab), head=self.head, query=self.query, pair_filter=self.pair_filter,
-                          trace=self.trace)
+            from .figures import view_figure
+            vd = self.view_data(tab)
+            return view_figure(vd, tab or self.tab, head=self.head if vd.get("per_head", True) else 0,
+                               heads=self.heads or None, query=self.query, pair_filter=self.pair_filter, outline=True)
 
         # --- the front-end asks, the kernel answers
         def _on_msg(self, _widget, content, buffers):
             try:
                 if not isinstance(content, dict) or content.get("type") != "view":
                     raise ValueError(f"unknown request {content!r}")
-                header, data_ = answer(self.trace, content, trace_b=self.trace_b, ledger=self.ledger)
+                with data.pretty_labels(self.pretty):
+                    header, data_ = answer(self.trace, content, trace_b=self.trace_b, ledger=self.ledger)
                 self.send(header, buffers=data_)
             except Exception as e:  # shown in the page: the kernel's log is not where people look
                 key = content.get("request_key") if isinstance(content, dict) else None
@@ -220,26 +251,51 @@ def _widget_class():
                 pass
             return bundle
 
+        def saved_page(self) -> str:
+            """The exported page of this explorer (`export.build_page`: view data, compressed, with the
+            front-end), opened at its selection, under SAVED_PAGE_BYTES."""
+            from .export import build_page
+            state = dict(tab=self.tab, layer=self.layer, head=self.head, heads=list(self.heads), kind=self.kind,
+                         pair_filter=self.pair_filter, key=self.key, query=self.query)
+            with data.pretty_labels(self.pretty):
+                return build_page(self.trace, ledger=self.ledger, compare=self.trace_b, info=self.info,
+                                  title=f"bertviz-lite: {self.info['model']}", max_bytes=SAVED_PAGE_BYTES,
+                                  state=state)
+
+        def saved_bundle(self) -> dict:
+            """What a saved notebook keeps of the explorer (one output): the exported page in an iframe
+            (text/html: every tab works without a kernel, in JupyterLab, Notebook 7 and nbviewer), a
+            PNG of the starting map in the same HTML and as image/png (where HTML is not run: GitHub,
+            an untrusted notebook), and the text."""
+            out = {"text/plain": f"<saved explorer: tab {self.tab}, layer {self.layer}, head {self.head}>"}
+            png = ""
+            try:
+                png = base64.b64encode(fallback_png(self.trace, self.layer, self.head)).decode("ascii")
+                out["image/png"] = png
+            except ImportError:  # no matplotlib: the page and the text
+                pass
+            out["text/html"] = saved_html(self.saved_page(), png, self.info["title"])
+            return out
+
         def _ipython_display_(self):
-            """Two outputs: the widget's picture (a PNG of the starting map), then the widget.
+            """Two outputs: what a saved notebook keeps (the exported page, with a PNG for GitHub), then
+            the widget.
 
             JupyterLab 4 and Notebook 7 draw the widget output whenever their widget manager runs:
             the output area picks the highest-ranked type of a trusted bundle (the widget view) and
-            never falls back to the bundle's image/png, so a saved notebook reopened without its
-            kernel says "Error displaying widget: model not found" there. A separate PNG output is
-            drawn by every front-end without a kernel (and on GitHub); while the widget is live,
-            the front-end hides it in the page (app.js, hideSavedPicture). The picture comes first:
-            reopened without a kernel, JupyterLab still draws its widget manager's placeholder
-            ("Loading widget...") for the widget output, and that text, which no output can replace,
-            then sits under the picture instead of above it."""
+            never falls back to the bundle's other types, so a saved notebook reopened without its
+            kernel says "Error displaying widget: model not found" there. A separate output holding
+            the exported page (text/html) is drawn by every front-end without a kernel, every tab
+            working; while the widget is live, the front-end hides it in the page (app.js,
+            hideSavedPicture). It comes first: reopened without a kernel, JupyterLab still draws its
+            widget manager's placeholder for the widget output, and that line then sits under the
+            page instead of above it."""
             from IPython.display import display
             bundle = self._repr_mimebundle_()
-            data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
-            png = data.pop("image/png", None)
-            if png is not None:
-                display({"image/png": png, "text/plain": f"<saved picture of the explorer: layer {self.layer}, "
-                                                         f"head {self.head}>"}, raw=True)
-            display(data, metadata=meta, raw=True)
+            data_, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+            data_.pop("image/png", None)
+            display(self.saved_bundle(), raw=True)
+            display(data_, metadata=meta, raw=True)
 
     Explorer.__qualname__ = "Explorer"
     _EXPLORER = Explorer
@@ -267,34 +323,84 @@ def require_views_extra(static: bool) -> None:
                            "pip install 'bertviz-lite[views]'")
 
 
-def explore(trace, model=None, *, compare=None, tab: str = "attention", layer: int = 0, head: int = 0,
-            kind: str = "probs", pair_filter: str = "all", key: str | None = None, query: int = 0,
-            static: bool = False):
+def explore(trace, model=None, *, tokens=None, sentence_b_start: int | None = None, compare=None,
+            tab: str = "attention", layer: int | None = None, head: int = 0, kind: str = "probs", pair_filter: str = "all",
+            key: str | None = None, query: int = 0, prettify_tokens: bool = True, static: bool = False):
     """The explorer widget for a trace, or with static=True the plotly figure of one tab.
 
-    trace: `model.trace(text)` (every layer's attn.probs recorded). model: the Bert that made
-    it (optional): the parameters tab then counts its loaded arrays (else the config's shapes).
-    compare: a second trace of the same model and length (an edited run, another sentence):
-    adds the compare tab. tab: one of "attention", "head", "token", "model", "neuron", "step",
-    "params", "compare"; layer, head, kind ("probs" or "scores"), pair_filter ("all", "A->A",
-    "A->B", "B->A", "B->B" for sentence pairs), key (a trace key for the step-through) and query
-    (a token index) set the starting selection. static=True returns a `go.Figure`.
+    trace: `model.trace(text)` (every layer's attn.probs recorded), or attention computed elsewhere
+    (`outputs.attentions`, torch tensors included) with tokens= (and sentence_b_start= for a pair).
+    model: the Bert that made it (optional): the parameters tab then counts its loaded arrays (else
+    the config's shapes). compare: a second trace of the same model and length (an edited run,
+    another sentence): adds the compare tab. tab: one of "attention", "head", "token", "model",
+    "neuron", "step", "params", "compare"; layer, head, kind ("probs" or "scores"), pair_filter ("all",
+    "A->A", "A->B", "B->A", "B->B" for sentence pairs), key (a trace key for the step-through) and
+    query (a token index) set the starting selection (layer: 0, or with compare= the first layer
+    whose attention differs). prettify_tokens: labels without Ġ, ▁ and ##
+    (`bertviz_lite.foreign.prettify_tokens`; False shows the tokenizer's strings). static=True
+    returns a `go.Figure`.
     """
-    trace = check_trace(trace)
+    trace = check_trace(data.as_trace(trace, tokens, sentence_b_start=sentence_b_start))
     model = check_model(model, trace)
+    if layer is None:
+        layer = 0
+        if compare is not None:
+            data.check_comparable(trace, compare)
+            layer = data.first_differing_layer(trace, compare)
     ledger: ParamLedger | None = count_params(model) if model is not None else None
-    if static is not True and static is not False:
-        raise TypeError(f"static must be True or False, got {static!r}")
+    for name, flag in (("static", static), ("prettify_tokens", prettify_tokens)):
+        if flag is not True and flag is not False:
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
     require_views_extra(static)
     if static:
-        from .figures import figure
+        from .figures import view_figure
         check_tab(tab, compare is not None)
         data.check_kind(trace, kind)
         data.pair_positions(trace, pair_filter)
         layer, head, query = trace.check_layer(layer), trace.check_head(head), check_query(trace, query)
         args = data.request(tab, layer=layer, head=head, query=query, kind=kind,
                             key=data.check_key(trace, key if key is not None else data.stepper_steps(trace)[0]))
-        vd = data.view_data(trace, tab, trace_b=compare, ledger=ledger, **args)
-        return figure(vd, head=head, query=query, pair_filter=pair_filter, trace=trace)
+        with data.pretty_labels(prettify_tokens):
+            vd = data.view_data(trace, tab, trace_b=compare, ledger=ledger, **args)
+        return view_figure(vd, tab, head=head if vd.get("per_head", True) else 0, query=query,
+                           pair_filter=pair_filter, outline=True)
     return _widget_class()(trace, model=model, ledger=ledger, compare=compare, tab=tab, layer=layer, head=head,
-                           kind=kind, pair_filter=pair_filter, key=key, query=query)
+                           kind=kind, pair_filter=pair_filter, key=key, query=query, pretty=prettify_tokens)
+
+
+def head_view(attention, tokens=None, sentence_b_start: int | None = None, *, layer: int = 0, heads=None,
+              pair_filter: str = "all", prettify_tokens: bool = True):
+    """bertviz's head view, interactive: the explorer opened on its head view tab.
+
+        outputs = hf_model(inputs, output_attentions=True)          # bertviz's README example
+        bv.views.head_view(outputs.attentions, tokens)
+
+    attention: `outputs.attentions` (L tensors [batch, heads, n, n] of any framework) with its
+    tokens, or a bertviz_lite Trace (no tokens). Every head is shown at the start, one colour each;
+    the layer select, hovering a token (only its lines), clicking a head's box (toggle), double-
+    clicking it (that head alone), "all heads" and the sentence-pair filter work as in bertviz.
+    heads=: the heads to start with. The plotly figure: `bv.views.head_view_figure(trace, layer)`."""
+    w = explore(attention, tokens=tokens, sentence_b_start=sentence_b_start, tab="head", layer=layer,
+                pair_filter=pair_filter, prettify_tokens=prettify_tokens)
+    if heads is not None:
+        w.heads = [w.trace.check_head(h) for h in heads]
+    return w
+
+
+def model_view(attention, tokens=None, sentence_b_start: int | None = None, *, pair_filter: str = "all",
+               prettify_tokens: bool = True):
+    """bertviz's model view, interactive: the explorer opened on its model view tab (every layer x
+    head as a thumbnail; click one to open it, the sentence-pair filter above). Arguments as
+    `head_view`. The plotly figure: `bv.views.model_view_figure(trace)`."""
+    return explore(attention, tokens=tokens, sentence_b_start=sentence_b_start, tab="model",
+                   pair_filter=pair_filter, prettify_tokens=prettify_tokens)
+
+
+def neuron_view(trace, *, layer: int = 0, head: int = 0, query: int = 0, prettify_tokens: bool = True):
+    """bertviz's neuron view, interactive: the explorer opened on its neuron view tab (how a query's
+    q and each key's k make the scores and the weights). Needs a trace that recorded attn.q and
+    attn.k (`model.trace(text)`); attention from elsewhere has no queries and keys. The plotly
+    figure: `bv.views.neuron_view_figure(trace, layer, head, query)`."""
+    trace = check_trace(data.as_trace(trace, what="neuron_view()"))
+    data.check_neuron(trace, "neuron_view()")
+    return explore(trace, tab="neuron", layer=layer, head=head, query=query, prettify_tokens=prettify_tokens)

@@ -24,14 +24,13 @@ Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<
 from __future__ import annotations
 
 import html
-import os
-import secrets
-import stat
+import os  # noqa: F401  (the same module files.write_whole calls: tests patch export.os.replace)
 from pathlib import Path
 
 from .. import schema
-from ..errors import BertVizError, NotARegularFileError
+from ..errors import BertVizError
 from . import codec, data
+from .files import check_folder, check_target, write_whole  # noqa: F401  (public here too)
 
 SMALL_MAPS = 96
 FULL_UP_TO = 128
@@ -48,8 +47,8 @@ def layer_order(num_layers: int) -> list[int]:
 class Payloads:
     """Request key -> packed view data, with a running size."""
 
-    def __init__(self, trace, trace_b, ledger):
-        self.trace, self.trace_b, self.ledger = trace, trace_b, ledger
+    def __init__(self, trace, trace_b, ledger, bar=None):
+        self.trace, self.trace_b, self.ledger, self.bar = trace, trace_b, ledger, bar
         self.items: dict[str, dict] = {}
         # each distinct layout once in the page (the one-token view's is the same for every token):
         # a payload's header names it by id; the page's stand-in model puts it back
@@ -67,6 +66,8 @@ class Payloads:
         return codec.request_key(view, args), codec.to_text(header, buffers)
 
     def add(self, view: str, args: dict, budget: int | None = None, **extra) -> bool:
+        if self.bar is not None:
+            self.bar.update(1)
         key, payload = self.make(view, args, **extra)
         layout = payload["header"].pop("layouts")
         layouts = codec.to_json(layout)
@@ -85,12 +86,29 @@ class Payloads:
         return True
 
 
+def progress_bar(total: int, progress, desc: str):
+    """A tqdm bar (text in a terminal, a widget in Jupyter) that draws only after a second; progress:
+    True, False, or None for "on unless the CI environment variable is set"."""
+    if progress is not None and progress is not True and progress is not False:
+        raise TypeError(f"progress must be True, False or None (on, except in CI), got {progress!r}")
+    if progress is None:
+        progress = not os.environ.get("CI")
+    from tqdm.auto import tqdm
+    return tqdm(total=total, disable=not progress, desc=desc, unit="view", delay=1.0, leave=False)
+
+
 def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT_MAX_BYTES,
-                   fixed_bytes: int = 0) -> tuple[dict, dict, list[str]]:
+                   fixed_bytes: int = 0, progress=False) -> tuple[dict, dict, list[str]]:
     """(payloads by request key, the layouts they name by id, what the page kept: one line each)."""
-    p = Payloads(trace, trace_b, ledger)
     L, n = trace.num_layers, trace.n_real
-    budget = max_bytes - fixed_bytes
+    steps = L * (2 + (trace_b is not None) + 2) + 2 + len(data.stepper_steps(trace)) + n  # about every add
+    with progress_bar(steps, progress, "export_html: building the page") as bar:
+        return _build_payloads(Payloads(trace, trace_b, ledger, bar), max_bytes - fixed_bytes)
+
+
+def _build_payloads(p: Payloads, budget: int) -> tuple[dict, dict, list[str]]:
+    trace, trace_b = p.trace, p.trace_b
+    L, n = trace.num_layers, trace.n_real
     small = n > FULL_UP_TO  # up to 128 tokens every map is sent in full
     for layer in range(L):
         p.add("attention", dict(layer=layer, kind="probs"), max_tokens=SMALL_MAPS if small else None)
@@ -161,7 +179,34 @@ def render_page(info: dict, state: dict, payloads: dict, title: str, layouts: di
         f"<script type=\"module\">{script}{boot}</script>\n</body>\n</html>\n")
 
 
-def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes: int = DEFAULT_MAX_BYTES) -> Path:
+MIN_BYTES = 200_000  # the front-end alone is ~60 kB; a budget below this keeps next to nothing
+
+
+def check_max_bytes(max_bytes) -> int:
+    """The page's size budget: a whole, finite number of bytes of at least MIN_BYTES, or one clear error."""
+    import math
+    import numbers
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Real):
+        raise TypeError(f"max_bytes must be a number of bytes such as 14_000_000, got {type(max_bytes).__name__} "
+                        f"{max_bytes!r}")
+    if not math.isfinite(max_bytes):
+        raise ValueError(f"max_bytes must be a finite number of bytes, got {max_bytes!r} (it would switch the "
+                         "size budget off)")
+    if max_bytes < MIN_BYTES:
+        raise ValueError(f"max_bytes must be at least {MIN_BYTES:,} (the page's front-end and facts alone take "
+                         f"about 60 kB), got {max_bytes!r}")
+    return int(max_bytes)
+
+
+def check_ledger(ledger) -> None:
+    from ..params import ParamLedger
+    if ledger is not None and not isinstance(ledger, ParamLedger):
+        raise TypeError(f"ledger must be bv.count_params(model) (a ParamLedger) or None, got "
+                        f"{type(ledger).__name__} {ledger!r}"[:200])
+
+
+def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes: int = DEFAULT_MAX_BYTES,
+                progress=None) -> Path:
     """Write one self-contained HTML page of a trace (every view); returns its path.
 
     ledger: `count_params(model)` counts the loaded arrays (else the config's shapes).
@@ -170,80 +215,40 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
     The file is written whole or not at all: an existing page at `path` is replaced only once
     the new one is complete (and keeps its mode; a new one follows the umask). A symlink to a
     page is written through; anything else that is not a regular file (a device, a FIFO, a
-    folder) is refused with NotARegularFileError before the page is built.
+    folder) is refused with NotARegularFileError before the page is built. progress: a bar while the
+    page is built (None: on, except where the CI environment variable is set; False: never).
     """
-    from .explorer import check_trace
-    trace = check_trace(trace).to_host()
+    trace = data.check_trace(trace, "export_html()")
+    max_bytes = check_max_bytes(max_bytes)
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a string (the page's title), got {type(title).__name__} {title!r}")
+    check_ledger(ledger)
     if compare is not None:
+        data.check_trace(compare, "export_html(compare=...)")
         data.check_comparable(trace, compare)
-        compare = compare.to_host()
-    path, target = Path(path), check_target(path)
-    title = title or f"bertviz-lite: {trace.model_name or 'bert'}"
-    info = data.facts(trace, trace_b=compare,
-                      ledger_source="the loaded model's arrays" if ledger is not None else "the config's shapes")
-    fixed = sum(len((ASSETS / name).read_bytes()) for name in ("app.js", "app.css")) + len(codec.to_json(info)) + 4000
-    payloads, layouts, kept = build_payloads(trace, ledger=ledger, trace_b=compare, max_bytes=max_bytes,
-                                             fixed_bytes=fixed)
-    info["page_note"] = "This page keeps: " + "; ".join(kept) + "."
-    state = dict(tab="attention", layer=0, head=0, kind="probs", pair_filter="all",
-                 key=data.stepper_steps(trace)[0], query=0)
-    write_whole(target, render_page(info, state, payloads, title, layouts), shown=path)
+    path = Path(path)
+    target = check_target(path)
+    check_folder(target, path)
+    write_whole(target, build_page(trace, ledger=ledger, compare=compare, title=title, max_bytes=max_bytes,
+                                   progress=progress), shown=path)
     return path
 
 
-def check_target(path, what: str = "export_html", kind: str = ".html") -> Path:
-    """The file a page (or a PNG) at `path` is written to: `path`, or the regular file its symlink points to.
-
-    Refuses, before any page is built, whatever is not a page's to replace: a folder, a device,
-    a FIFO, a socket, a symlink to one of those or to nothing (a dangling link).
-    """
-    path = Path(path)
-    if not os.path.lexists(path):
-        return path  # a new file
-    try:
-        st = os.stat(path)  # follows symlinks
-    except OSError as e:
-        raise NotARegularFileError(f"{what} will not write to {str(path)!r}: it is a symlink whose target "
-                                   f"cannot be reached ({e.strerror}); remove it or give another file name") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(f"{what} writes a file; {str(path)!r} is a folder (give a file name, e.g. "
-                                f"{str(path / ('trace' + kind))!r})")
-    if not stat.S_ISREG(st.st_mode):
-        what_it_is = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO (named "
-                "pipe)", stat.S_IFSOCK: "a socket"}.get(stat.S_IFMT(st.st_mode), "not a regular file")
-        via = " (through a symlink)" if path.is_symlink() else ""
-        raise NotARegularFileError(f"{what} will not replace {str(path)!r}: it is {what_it_is}{via}, not a regular "
-                                   f"file; give the name of a new or existing {kind} file")
-    return Path(os.path.realpath(path))
-
-
-def write_whole(target: Path, text: str | bytes, shown: Path, what: str = "the page") -> None:
-    """Write text (or bytes) to target (a new or a regular file) whole or not at all: a temp file beside it, then
-    os.replace. A new file follows the umask; a replaced one keeps its mode (and its owner, where we may
-    set it: root overwriting another user's page). Errors name `shown`."""
-    try:
-        old = os.stat(target)
-    except FileNotFoundError:
-        old = None
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.part")
-    try:
-        # 0o666 & ~umask, as open() would make it; O_EXCL: never an existing file
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
-                if old is not None:
-                    if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
-                        try:
-                            os.fchown(f.fileno(), old.st_uid, old.st_gid)
-                        except PermissionError:  # only root may give a file to another user
-                            pass
-                    os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
-                f.write(text)
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-    except OSError as e:
-        if e.errno is None:
-            raise
-        raise OSError(e.errno, f"could not write {what}: {e.strerror}", str(shown)) from None
+def build_page(trace, *, ledger=None, compare=None, title=None, max_bytes: int = DEFAULT_MAX_BYTES, state=None,
+               info=None, progress=False) -> str:
+    """The page's text (checked arguments: `export_html` checks them). state: the starting selection
+    (the explorer's, for the page a saved notebook keeps); info: the facts to start from."""
+    trace = trace.to_host()
+    compare = None if compare is None else compare.to_host()
+    title = title or f"bertviz-lite: {trace.model_name or 'bert'}"
+    info = dict(info) if info is not None else data.facts(
+        trace, trace_b=compare, ledger_source="the loaded model's arrays" if ledger is not None else
+        "the config's shapes")
+    fixed = sum(len((ASSETS / name).read_bytes()) for name in ("app.js", "app.css")) + len(codec.to_json(info)) + 4000
+    payloads, layouts, kept = build_payloads(trace, ledger=ledger, trace_b=compare, max_bytes=max_bytes,
+                                             fixed_bytes=fixed, progress=progress)
+    info["page_note"] = "This page keeps: " + "; ".join(kept) + "."
+    start = dict(tab="attention", layer=0, head=0, heads=[], kind="probs", pair_filter="all",
+                 key=data.stepper_steps(trace)[0], query=0)
+    start.update(state or {})
+    return render_page(info, start, payloads, title, layouts)

@@ -11,6 +11,7 @@ token on top), keys columns; [PAD] never appears. Builders never display anythin
 
 from __future__ import annotations
 
+import html
 import textwrap
 
 import numpy as np
@@ -20,6 +21,7 @@ from plotly.subplots import make_subplots
 from . import data, panels
 from .data import PAIR_FILTERS, block_mean, plain_formula, stepper_steps  # noqa: F401  (public here too)
 
+LABEL_CHARS = 22  # a token label is shortened to this many characters (as on the page and in the PNGs)
 PX = 80  # pixels per inch of the panels' shared size rule (`panels.grid_sizes`)
 ACCENT = data.ACCENT
 
@@ -30,48 +32,63 @@ def _hover(p: dict) -> str:
         .replace("\n", "<br>") + "<extra></extra>"
 
 
-def _heatmap(fig, p, row, col, dom) -> None:
+def _heatmap(fig, p, row, col, dom, acc=None) -> None:
+    """acc: {"traces": [...], "layout": {...}} collects the trace and its axes' settings, added to the
+    figure in one step by `draw` (plotly validates and relayouts per call: 72 maps one by one took seconds)."""
     thumb = p.get("thumb")
     bar = bool(p.get("colorbar", True)) and not thumb
     xd, yd = dom
-    fig.add_trace(go.Heatmap(
-        z=p["z"], x=p["x_labels"] if p.get("x_labels") and not thumb else None,
-        y=p["y_labels"] if p.get("y_labels") and not thumb else None,
+    sub = fig.get_subplot(row, col)
+    xname, yname = sub.xaxis.plotly_name, sub.yaxis.plotly_name  # "xaxis5", "yaxis5"
+    trace = dict(
+        type="heatmap", z=p["z"], x=p["x_labels"] if p.get("x_labels") and not thumb else None,
+        y=p["y_labels"] if p.get("y_labels") and not thumb else None, xaxis=xname.replace("axis", ""),
+        yaxis=yname.replace("axis", ""),
         colorscale=data.plotly_scale(p["scale"]), zmin=p["clim"][0], zmax=p["clim"][1], showscale=bar,
         customdata=p.get("raw"), hovertemplate=_hover(p), name=p["name"], meta=p.get("meta"),
         colorbar=dict(title=dict(text=p["unit"], side="right"), thickness=12, x=xd[1] + 0.005, xanchor="left",
-                      y=(yd[0] + yd[1]) / 2, len=max(0.15, yd[1] - yd[0]), yanchor="middle") if bar else None),
-        row=row, col=col)
+                      y=(yd[0] + yd[1]) / 2, len=max(0.15, yd[1] - yd[0]), yanchor="middle") if bar else None)
     labelled = not thumb
-    fig.update_xaxes(showticklabels=labelled and bool(p.get("x_labels")),
-                     type="category" if p.get("x_labels") else None,
-                     side="top" if p.get("square") else "bottom", tickangle=-60 if p.get("x_ticks", True) else 0,
-                     nticks=None if p.get("x_ticks", True) else 8,
-                     title_text=("<b>" + p["title"] + "</b><br>" if p.get("title") and p.get("square") and p.get(
-                         "x_labels") else "") + p.get("x_title", "") if labelled else "",
-                     showgrid=False, zeroline=False, constrain="domain", row=row, col=col)
-    fig.update_yaxes(showticklabels=labelled and bool(p.get("y_labels")), autorange="reversed",
-                     type="category" if p.get("y_labels") else None,
-                     title_text=p.get("y_title", "") if labelled else "",
-                     showgrid=False, zeroline=False, constrain="domain", row=row, col=col)
+    xaxis = dict(showticklabels=labelled and bool(p.get("x_labels")),
+                 type="category" if p.get("x_labels") else None,
+                 side="top" if p.get("square") else "bottom", tickangle=-60 if p.get("x_ticks", True) else 0,
+                 nticks=None if p.get("x_ticks", True) else 8,
+                 title_text=("<b>" + p["title"] + "</b><br>" if p.get("title") and p.get("square") and p.get(
+                     "x_labels") else "") + p.get("x_title", "") if labelled else "",
+                 showgrid=False, zeroline=False, constrain="domain")
+    yaxis = dict(showticklabels=labelled and bool(p.get("y_labels")), autorange="reversed",
+                 type="category" if p.get("y_labels") else None,
+                 title_text=p.get("y_title", "") if labelled else "",
+                 showgrid=False, zeroline=False, constrain="domain")
     if p.get("square") or thumb:
-        sub = fig.get_subplot(row, col)
-        fig.update_yaxes(scaleanchor=sub.xaxis.plotly_name.replace("axis", ""), row=row, col=col)
-    for axis in ("x", "y"):
+        yaxis["scaleanchor"] = xname.replace("axis", "")
+    for axis, settings in (("x", xaxis), ("y", yaxis)):
         labels, groups = p.get(f"{axis}_labels"), p.get(f"{axis}_groups")
         if labelled and labels and groups and any(groups):  # sentence B's labels in the accent colour
-            text = [f"<span style='color:{ACCENT}'>{lab}</span>" if g else lab for lab, g in zip(labels, groups)]
-            (fig.update_xaxes if axis == "x" else fig.update_yaxes)(tickvals=labels, ticktext=text, row=row, col=col)
+            settings.update(tickvals=labels, ticktext=[f"<span style='color:{ACCENT}'>{lab}</span>" if g else lab
+                                                       for lab, g in zip(labels, groups)])
+    xaxis = {k: v for k, v in xaxis.items() if v is not None}
+    yaxis = {k: v for k, v in yaxis.items() if v is not None}
+    trace = {k: v for k, v in trace.items() if v is not None}
     R, C = p["z"].shape
-    for i in p.get("row_splits") or []:
-        fig.add_shape(type="line", x0=-0.5, x1=C - 0.5, y0=i - 0.5, y1=i - 0.5, line=dict(color=ACCENT, width=2),
-                      row=row, col=col)
-    for j in p.get("col_splits") or []:
-        fig.add_shape(type="line", y0=-0.5, y1=R - 0.5, x0=j - 0.5, x1=j - 0.5, line=dict(color=ACCENT, width=2),
-                      row=row, col=col)
+    ref = dict(xref=xname.replace("axis", ""), yref=yname.replace("axis", ""))
+    shapes = [dict(type="line", x0=-0.5, x1=C - 0.5, y0=i - 0.5, y1=i - 0.5, line=dict(color=ACCENT, width=2), **ref)
+              for i in p.get("row_splits") or []]
+    shapes += [dict(type="line", y0=-0.5, y1=R - 0.5, x0=j - 0.5, x1=j - 0.5, line=dict(color=ACCENT, width=2), **ref)
+               for j in p.get("col_splits") or []]
     if p.get("marked"):
-        fig.add_shape(type="rect", x0=-0.5, x1=C - 0.5, y0=-0.5, y1=R - 0.5, line=dict(color=ACCENT, width=3),
-                      row=row, col=col)
+        shapes.append(dict(type="rect", x0=-0.5, x1=C - 0.5, y0=-0.5, y1=R - 0.5, line=dict(color=ACCENT, width=3),
+                           **ref))
+    if acc is None:
+        fig.add_trace(trace)
+        fig.update_layout({xname: xaxis, yname: yaxis})
+        for shape in shapes:
+            fig.add_shape(shape)
+    else:
+        acc["traces"].append(trace)
+        acc["layout"].setdefault(xname, {}).update(xaxis)
+        acc["layout"].setdefault(yname, {}).update(yaxis)
+        acc["shapes"] += shapes
 
 
 def _lines(fig, p, row, col, dom) -> None:
@@ -124,8 +141,57 @@ def _table(fig, p, row, col, dom) -> None:
 PRIMITIVES = {"heatmap": _heatmap, "lines": _lines, "bars": _bars, "table": _table}
 
 
+def _esc(text) -> str:
+    """Text plotly shows as written: plotly reads <b>, <br>, <span style=...> in any string as markup,
+    so a token such as "<b>" is escaped (plotly turns &lt; back into < when it draws)."""
+    return html.escape(str(text), quote=False)
+
+
+def _label(text) -> str:
+    return _esc(data.shorten(str(text), LABEL_CHARS))
+
+
+def safe_text(figdata: dict) -> dict:
+    """The resolved figure with every text escaped for plotly and every token label shortened."""
+    out = dict(figdata)
+    for k in ("subtitle", "summary"):  # the title is escaped with its formula (draw)
+        if out.get(k):
+            out[k] = _esc(out[k])
+    out["notes"] = [_esc(n) for n in out["notes"]]
+    for k in ("row_titles", "col_titles"):
+        if out.get(k):
+            out[k] = [_esc(t) for t in out[k]]
+    panels_ = []
+    for p in figdata["panels"]:
+        p = dict(p)
+        for k in ("x_labels", "y_labels", "left", "right", "labels"):
+            if p.get(k) is not None:
+                p[k] = [_label(x) for x in p[k]]
+        for k in ("title", "x_title", "y_title", "caption", "hover"):
+            if p.get(k):
+                p[k] = _esc(p[k])
+        if p["type"] == "table":
+            p["columns"] = [_esc(c) for c in p["columns"]]
+            p["rows"] = [[_esc(c) for c in r] for r in p["rows"]]
+        panels_.append(p)
+    out["panels"] = panels_
+    return out
+
+
+def _flush(fig, acc: dict) -> None:
+    """Add the collected maps, their axes' settings and shapes to the figure in one step each."""
+    if acc["traces"]:
+        fig.add_traces(acc["traces"])
+        fig.update_layout(acc["layout"])
+        if acc["shapes"]:
+            fig.update_layout(shapes=list(fig.layout.shapes) + acc["shapes"])
+    acc.update(traces=[], layout={}, shapes=[])
+
+
 def draw(figdata: dict) -> go.Figure:
-    """A plotly Figure of resolved panels (`panels.resolve`): one function per primitive."""
+    """A plotly Figure of resolved panels (`panels.resolve`): one function per primitive. Every text
+    is shown as written (`safe_text`), never read as plotly markup."""
+    figdata = safe_text(figdata)
     rows, cols = figdata["grid"]
     ws, hs = panels.grid_sizes(figdata)
     specs = [[None] * cols for _ in range(rows)]
@@ -143,20 +209,24 @@ def draw(figdata: dict) -> go.Figure:
                         horizontal_spacing=0.004 if many else min(0.14, 0.4 / cols),
                         vertical_spacing=0.004 if many else min(0.12, 0.3 / rows),
                         row_titles=figdata.get("row_titles"), column_titles=figdata.get("col_titles"))
-    for p in figdata["panels"]:
+    axes = [fig.get_subplot(p["at"][0] + 1, p["at"][1] + 1) if p["type"] != "table" else None
+             for p in figdata["panels"]]
+    acc = {"traces": [], "layout": {}, "shapes": []}  # the maps and their axes, added in one step (the model view has 72+)
+    for p, sub in zip(figdata["panels"], axes):
         r, c, _, _ = p["at"]
-        if p["type"] == "table":
-            dom = ((0, 1), (0, 1))
+        dom = ((0, 1), (0, 1)) if sub is None else (tuple(sub.xaxis.domain), tuple(sub.yaxis.domain))
+        if p["type"] == "heatmap":
+            _heatmap(fig, p, r + 1, c + 1, dom, acc)
         else:
-            sub = fig.get_subplot(r + 1, c + 1)
-            dom = (tuple(sub.xaxis.domain), tuple(sub.yaxis.domain))
-        PRIMITIVES[p["type"]](fig, p, r + 1, c + 1, dom)
+            _flush(fig, acc)  # the traces stay in the panels' order
+            PRIMITIVES[p["type"]](fig, p, r + 1, c + 1, dom)
+    _flush(fig, acc)
     chars = max(60, int(sum(ws) * PX / 8))  # a title line wraps at about the figure's width
     notes = ([figdata["summary"]] if figdata["summary"] else []) + figdata["notes"]
     lines = [figdata["subtitle"]] if figdata["subtitle"] else []
     lines += [textwrap.fill(n, min(140, int(chars * 1.3))).replace("\n", "<br>") for n in notes]
     title = "<br>".join(textwrap.fill(line, chars).replace("\n", "<br>")
-                        for line in panels.plain_title(figdata).split("\n"))
+                        for line in _esc(panels.plain_title(figdata)).split("\n"))
     sup = "".join(f"<br><sup>{s}</sup>" for s in lines)
     top = 50 + 22 * (title.count("<br>") + sup.count("<br>"))
     if any(p.get("square") and p.get("x_labels") for p in figdata["panels"]):  # labels above the maps
@@ -176,30 +246,18 @@ def view_figure(vd: dict, view: str | None = None, **sel) -> go.Figure:
     return draw(panels.resolve(vd, view, sel))
 
 
-def as_trace(trace_or_attention, tokens=None, **kwargs):
-    """A Trace as is, or attention computed elsewhere (Hugging Face's `outputs.attentions`: L arrays
-    [batch, heads, n, n]) with its tokens, through `Trace.from_attentions` (bertviz's calls)."""
-    from ..trace import Trace
-    if isinstance(trace_or_attention, Trace):
-        return trace_or_attention
-    if tokens is None:
-        raise TypeError("attention from elsewhere needs its tokens: head_view(attention, tokens) "
-                        "(or pass a bertviz_lite Trace)")
-    return Trace.from_attentions(trace_or_attention, tokens, **kwargs)
-
-
 def attention_heatmap(trace, layer: int, head: int, *, kind: str = "probs", pair_filter: str = "all") -> go.Figure:
     """One head's attention map: queries are rows, keys columns, real tokens only."""
     layer, head = trace.check_layer(layer), trace.check_head(head)
     data.pair_positions(trace, pair_filter)
-    return draw_attention(data.attention(trace, layer, kind), head, pair_filter)
+    return view_figure(data.attention(trace, layer, kind), "attention", head=head, pair_filter=pair_filter)
 
 
 def model_view(trace, tokens=None, *, kind: str = "probs", max_tokens: int = 48,
                sentence_b_start: int | None = None, layer: int | None = None, head: int | None = None) -> go.Figure:
     """A layers x heads grid of thumbnails (block means above max_tokens tokens); layer= and head=
     outline one panel. Each thumbnail's trace `meta` is {"layer": l, "head": h}."""
-    trace = as_trace(trace, tokens, sentence_b_start=sentence_b_start)
+    trace = data.as_trace(trace, tokens, sentence_b_start=sentence_b_start, what="model_view_figure()")
     sel = dict(layer=layer, head=head, outline=True) if layer is not None and head is not None else {}
     return view_figure(data.model(trace, kind, max_tokens=max_tokens), **sel)
 
@@ -208,7 +266,7 @@ def head_view(trace, layer_or_tokens=0, /, *, layer: int | None = None, heads=No
               sentence_b_start: int | None = None) -> go.Figure:
     """bertviz's head view: queries on the left, keys on the right, a line per weight >= min_weight
     (the view data's, 0.02) whose opacity and width grow with the weight; one colour per head
-    (legend toggles). Starts with head 0 unless heads= names others.
+    (legend toggles). Starts with every head (bertviz's start) unless heads= names some.
 
     head_view(tr, layer) draws a trace; head_view(attention, tokens, layer=0, sentence_b_start=None)
     draws attention computed elsewhere (Hugging Face's outputs.attentions), as bertviz's does."""
@@ -216,16 +274,16 @@ def head_view(trace, layer_or_tokens=0, /, *, layer: int | None = None, heads=No
     if isinstance(trace, Trace):
         layer = layer_or_tokens if layer is None else layer
     else:  # bertviz's order: (attention, tokens)
-        trace = as_trace(trace, None if isinstance(layer_or_tokens, (int, np.integer)) else layer_or_tokens,
-                         sentence_b_start=sentence_b_start)
+        trace = data.as_trace(trace, None if isinstance(layer_or_tokens, (int, np.integer)) else layer_or_tokens,
+                              sentence_b_start=sentence_b_start, what="head_view_figure()")
         layer = 0 if layer is None else layer
     data.pair_positions(trace, pair_filter)
-    return draw_head(data.head(trace, layer, heads), pair_filter)
+    return view_figure(data.head(trace, layer, heads), "head", pair_filter=pair_filter)
 
 
 def token_view(trace, query: int) -> go.Figure:
     """Where one token attends in every layer (bands) and head (rows)."""
-    return draw_token(data.token(trace, query))
+    return view_figure(data.token(trace, query), "token")
 
 
 def neuron_view(trace, layer: int, head: int, query: int) -> go.Figure:
@@ -236,67 +294,28 @@ def neuron_view(trace, layer: int, head: int, query: int) -> go.Figure:
     if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not 0 <= query < len(vd["labels"]):
         raise ValueError(f"query must be a token index 0..{len(vd['labels']) - 1} (among the real tokens), "
                          f"got {query!r}")
-    return draw_neuron(vd, head, int(query))
+    return view_figure(vd, "neuron", head=head, query=int(query))
 
 
 def step_view(trace, key: str, *, ledger=None, head: int = 0, max_cells: int = 40_000) -> go.Figure:
     """One formula line: the formula, shapes in and out, the tensor as a heatmap (one head of a
     per-head tensor), its statistics and the weights it reads."""
     vd = data.step(trace, key, ledger=ledger, max_cells=max_cells)
-    return draw_step(vd, trace.check_head(head) if vd["per_head"] else 0)
+    return view_figure(vd, "step", head=trace.check_head(head) if vd["per_head"] else 0)
 
 
 def param_breakdown(ledger=None, *, config=None) -> go.Figure:
     """The parameters by group (bars), and every total the popular sources give (a table)."""
-    return draw_params(data.params(ledger, config=config))
+    return view_figure(data.params(ledger, config=config), "params")
 
 
 def compare_view(trace_a, trace_b, *, layer: int = 0, head: int = 0) -> go.Figure:
     """Two traces side by side: the relative change of every step down the layers, and one
     head's attention maps of both with their difference B - A."""
     head = trace_a.check_head(head)
-    return draw_compare(data.compare(trace_a, trace_b, layer), head)
+    return view_figure(data.compare(trace_a, trace_b, layer), "compare", head=head)
 
 
-# the figure of each view's data for a selection (all through `draw`)
-def draw_attention(vd: dict, head: int = 0, pair_filter: str = "all") -> go.Figure:
-    return view_figure(vd, "attention", head=head, pair_filter=pair_filter)
-
-
-def draw_head(vd: dict, pair_filter: str = "all") -> go.Figure:
-    return view_figure(vd, "head", pair_filter=pair_filter)  # the data's heads, else head 0 (bertviz's start)
-
-
-def draw_model(vd: dict, **sel) -> go.Figure:
-    return view_figure(vd, "model", **sel)
-
-
-def draw_token(vd: dict, **sel) -> go.Figure:
-    return view_figure(vd, "token", **sel)
-
-
-def draw_neuron(vd: dict, head: int = 0, query: int = 0) -> go.Figure:
-    return view_figure(vd, "neuron", head=head, query=query)
-
-
-def draw_step(vd: dict, head: int = 0) -> go.Figure:
-    return view_figure(vd, "step", head=head)
-
-
-def draw_params(vd: dict, **sel) -> go.Figure:
-    return view_figure(vd, "params", **sel)
-
-
-def draw_compare(vd: dict, head: int = 0) -> go.Figure:
-    return view_figure(vd, "compare", head=head)
-
-
-DRAW = {"attention": draw_attention, "model": draw_model, "head": draw_head, "token": draw_token,
-        "neuron": draw_neuron, "step": draw_step, "params": draw_params, "compare": draw_compare}
-
-
-def figure(vd: dict, *, head: int = 0, query: int = 0, pair_filter: str = "all", trace=None) -> go.Figure:
-    """The plotly figure of any view data at a selection (the explorer's static=True)."""
-    view = vd["view"]
-    sel = dict(head=head if vd.get("per_head", True) else 0, query=query, pair_filter=pair_filter, outline=True)
-    return view_figure(vd, view, **sel)
+# the static figures of bertviz's three views under names that say so (`bv.views.head_view` and its
+# siblings are the interactive explorer opened on that view)
+head_view_figure, model_view_figure, neuron_view_figure = head_view, model_view, neuron_view

@@ -32,7 +32,11 @@ import re
 
 import numpy as np
 
-from . import data
+from ..schema_text import plain_formula
+
+# one colour per head (the head view's lines and its boxes)
+HEAD_COLOURS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#750D86", "#EB663B",
+                "#511CFB", "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE", "#862A16")
 
 PRIMITIVES = ("heatmap", "lines", "bars", "table")
 CELL_CHARS = 40  # a table cell wraps after this many characters (in the pictures)
@@ -44,7 +48,7 @@ SELECTION = dict(layer=0, head=0, heads=None, query=0, kind="probs", key=None, p
 WORDS = ("layer", "head", "query", "query_label", "pair", "key")
 # the selection words each view's figure reports (plotly's layout.meta; the front-end's drawn record)
 META = {"attention": ("layer", "head", "kind", "pair_filter"), "head": ("layer", "heads", "pair_filter"),
-        "model": ("kind",), "token": ("query",), "neuron": ("layer", "head", "query"), "step": ("key", "head"),
+        "model": ("kind", "pair_filter"), "token": ("query",), "neuron": ("layer", "head", "query"), "step": ("key", "head"),
         "params": (), "compare": ("layer", "head")}
 
 
@@ -96,13 +100,14 @@ def attention_layout(vd: dict) -> dict:
 
 def head_layout(vd: dict) -> dict:
     panel = dict(type="lines", name="headview", z=ref("arrays.maps"), labels=ref("labels"), groups=ref("segments"),
-                 colours=list(data.HEAD_COLOURS), min_weight=ref("min_weight"), alpha=list(LINE_ALPHA),
+                 colours=list(HEAD_COLOURS), min_weight=ref("min_weight"), alpha=list(LINE_ALPHA),
                  width=list(LINE_WIDTH), pair=True, at=[0, 0], left_title="query (attends)",
                  right_title="key (attended to)")
     return dict(title="head view, layer {layer}{pair}: query (left) \u2192 key (right)", formula=None, grid=[1, 1],
                 panels=[panel], notes=[f"a line per weight A \u2265 {vd['min_weight']}: darker and wider for a larger "
                                        "weight; one colour per head"],
-                live=["click head numbers to add or remove heads; hover a token to see only its lines"], edited="")
+                live=["click a head's box to add or remove it, double-click it to see it alone; hover a token to see "
+                      "only its lines"], edited="")
 
 
 def token_layout(vd: dict) -> dict:
@@ -125,12 +130,12 @@ def token_layout(vd: dict) -> dict:
 def model_layout(vd: dict) -> dict:
     L, n_h = vd["layers"], vd["heads"]
     panels = [heatmap("thumb", ref("arrays.maps", ly, h), ref("scale.clim", ly, h), vd["scale"], thumb=True,
-                      at=[ly, h], mark={"layer": ly, "head": h}, hover=f"layer {ly}, head {h}: click to open",
+                      at=[ly, h], pair=True, mark={"layer": ly, "head": h}, hover=f"layer {ly}, head {h}: click to open",
                       click={"tab": "attention", "layer": ly, "head": h}, meta={"layer": ly, "head": h})
               for ly in range(L) for h in range(n_h)]
     blocks = "" if vd["shown"] == vd["tokens"] else f"block means: {vd['tokens']} tokens shown as {vd['shown']} x " \
                                                     f"{vd['shown']}; "
-    return dict(title=f"model view: attention {vd['kind']}, layers (rows) x heads (columns)", formula=None,
+    return dict(title=f"model view{{pair}}: attention {vd['kind']}, layers (rows) x heads (columns)", formula=None,
                 grid=[L, n_h], row_titles=[f"L{ly}" for ly in range(L)], col_titles=[f"H{h}" for h in range(n_h)],
                 panels=panels, notes=[blocks + ("each panel from white (0) to its own largest weight" if vd["kind"] ==
                                                 "probs" else "each panel symmetric around 0")],
@@ -193,6 +198,14 @@ def step_layout(vd: dict) -> dict:
                 notes=notes, live=[])
 
 
+def share_text(part: int, total: int) -> str:
+    """A share of a total as people read it: "5.2%", "0.65%", "<0.01%" (never "0.00335%")."""
+    share = 100 * part / total if total else 0.0
+    if part and share < 0.01:
+        return "<0.01%"
+    return f"{share:.1f}%" if share >= 1 else f"{share:.2f}%"
+
+
 def params_layout(vd: dict) -> dict:
     total = vd["total"]
     rows = [[f"{c:,}" if isinstance(c, int) else str(c) for c in r] for r in vd["reconcile"]]
@@ -200,7 +213,7 @@ def params_layout(vd: dict) -> dict:
                 subtitle=f"counted from {vd['source']}; by group:",
                 panels=[dict(type="bars", name="params", labels=[g for g, _ in vd["groups"]],
                              values=[float(v) for _, v in vd["groups"]], colour="#2563eb",
-                             texts=[f"{v:,} ({100 * v / total:.3g}%)" for _, v in vd["groups"]],
+                             texts=[f"{v:,} ({share_text(v, total)})" for _, v in vd["groups"]],
                              x_title="parameters", at=[0, 0]),
                         dict(type="table", name="reconcile", columns=list(vd["reconcile_columns"]), rows=rows,
                              caption=vd["reconcile_title"], at=[1, 0])],
@@ -270,14 +283,21 @@ def _fmt(v, digits: int = 3) -> str:
     return f"{v:.{digits}f}"
 
 
-def selection(vd: dict, **sel) -> dict:
-    """A whole selection: the given words, else the view data's own (its layer, query, key), else SELECTION's."""
+def selection(vd: dict, view: str | None = None, **sel) -> dict:
+    """A whole selection: the given words, else the view data's own (its layer, query, key), else SELECTION's.
+    The head view's heads: those given, else those its data names (data.head(trace, layer, heads=[...])),
+    else every head (bertviz's start; the front-end starts the same way)."""
     out = dict(SELECTION)
     out.update({k: vd[k] for k in ("layer", "query", "key", "kind") if isinstance(vd.get(k), (int, str))})
     out.update({k: v for k, v in sel.items() if v is not None})
-    if out["heads"] is None:  # the head view's data may name its heads (data.head(trace, layer, heads=[...]))
+    if out["heads"] is None:
         named = vd.get("heads") if vd.get("view") == "head" else None
-        out["heads"] = list(named) if isinstance(named, list) else [out["head"]]
+        if isinstance(named, list):
+            out["heads"] = list(named)
+        elif (view or vd.get("view")) == "head" and "maps" in vd.get("arrays", {}):
+            out["heads"] = list(range(len(vd["arrays"]["maps"])))
+        else:
+            out["heads"] = [out["head"]]
     return out
 
 
@@ -335,7 +355,7 @@ class _Resolver:
 
     def neuron(self) -> dict:
         if self._neuron is None:
-            num = data.neuron_numbers(self.vd, self.sel["head"], self.sel["query"])
+            num = neuron_numbers(self.vd, self.sel["head"], self.sel["query"])
             best = int(np.argmax(num["weights"]))
             labels, q = self.vd["labels"], self.sel["query"]
             num["q"] = num["q"][None]
@@ -419,7 +439,7 @@ def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) ->
     view data's own; "head" draws attention data as bertviz's head view)."""
     view = view or vd["view"]
     lay = vd.get("layouts", {}).get(view) or LAYOUTS[view](vd)
-    sel = selection(vd, **{**(sel or {}), **kw})
+    sel = selection(vd, view, **{**(sel or {}), **kw})
     r = _Resolver(vd, sel)
     out = dict(view=view, title=r.text(lay["title"]), formula=lay.get("formula"),
                subtitle=r.text(lay.get("subtitle") or ""), notes=[r.text(n) for n in lay["notes"]],
@@ -433,7 +453,7 @@ def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) ->
 
 def plain_title(fig: dict) -> str:
     """The figure's title with its formula as plain Unicode (for the plotly and matplotlib titles)."""
-    formula = data.plain_formula(fig["formula"], html=False, unicode=True) if fig["formula"] else ""
+    formula = plain_formula(fig["formula"], html=False, unicode=True) if fig["formula"] else ""
     edited = f"   [edited: {fig['edited']}]" if fig["edited"] and fig["edited"] != "edited" else \
         ("   [edited]" if fig["edited"] else "")
     return fig["title"] + formula + edited
@@ -497,3 +517,13 @@ def grid_sizes(fig: dict) -> tuple[list[float], list[float]]:
         if not (p["type"] == "bars" and p.get("aligned")):
             hs[r + rs - 1] += max(0.0, h - sum(hs[r:r + rs]))
     return [max(w, 0.3) for w in ws], [max(h, 0.3) for h in hs]
+
+
+def neuron_numbers(vd: dict, head: int, query: int) -> dict:
+    """The numbers the neuron view shows for one head and query: q (d_k), k (keys, d_k), q*k,
+    scores (keys) and weights (keys). The front-end computes the same from the same arrays."""
+    q, k = vd["arrays"]["q"][head, query].astype(np.float64), vd["arrays"]["k"][head].astype(np.float64)
+    prod = q[None, :] * k
+    scores = prod.sum(axis=1) * vd["scale_factor"]
+    w = np.exp(scores - scores.max())
+    return dict(q=q, k=k, prod=prod, scores=scores, weights=w / w.sum())

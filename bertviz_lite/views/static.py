@@ -196,17 +196,27 @@ def draw(fig: dict) -> Figure:
 def to_png(vd: dict, path, *, view: str | None = None, head: int = 0, heads=None, query: int = 0,
            pair_filter: str = "all", layer: int | None = None, outline: bool = False, dpi: int | None = None):
     """A PNG of view data (`data.view_data(...)`) for a selection: written to path (a file name or a
-    binary file). view: the view to draw (default the data's own; 'head' draws attention data);
+    binary file; a file name is checked before drawing and written whole or not at all: a folder, a
+    device or a FIFO is refused). view: the view to draw (default the data's own; 'head' draws attention data);
     outline=True marks the selected layer and head in the model view."""
     if not isinstance(vd, dict) or vd.get("view") not in panels.LAYOUTS:
         raise TypeError("to_png draws view data: data.view_data(trace, view, ...) (for a trace, use save_png)")
+    from .files import check_folder, check_target, write_whole
+    named = isinstance(path, (str, Path))
+    if named:  # a file name: checked before drawing, written whole or not at all (as save_png)
+        target = check_target(path, what="to_png", kind=".png")
+        check_folder(target, path, what="to_png")
     # every text is drawn as written: a sentence's `$...$` is not matplotlib mathtext
     with rc_context({"text.parse_math": False}):
         mfig = draw(panels.resolve(vd, view, head=head, heads=heads, query=query, pair_filter=pair_filter,
                                    layer=layer, outline=outline))
         FigureCanvasAgg(mfig)
-        mfig.savefig(path, format="png", dpi=dpi or mfig.dpi, facecolor="white")
-    return Path(path) if isinstance(path, (str, Path)) else path
+        buf = io.BytesIO() if named else path
+        mfig.savefig(buf, format="png", dpi=dpi or mfig.dpi, facecolor="white")
+    if named:
+        write_whole(target, buf.getvalue(), shown=Path(path), what="the PNG")
+        return Path(path)
+    return path
 
 
 def save_png(trace, path, view: str = "attention", layer: int | None = None, head: int | None = None, *,
@@ -219,7 +229,8 @@ def save_png(trace, path, view: str = "attention", layer: int | None = None, hea
     The file is written whole or not at all (as export_html writes a page); a folder, a device or a
     FIFO at `path` is refused with NotARegularFileError before anything is drawn (writing a PNG into
     a FIFO nobody reads would block for ever)."""
-    from .export import check_target, write_whole
+    from .files import check_folder, check_target, write_whole
+    data.check_drawable(trace, "save_png")
     outline = view == "model" and layer is not None and head is not None
     layer, head = layer or 0, head or 0
     args = data.request(view, layer=layer, head=head, query=query, kind=kind, key=key)
@@ -227,6 +238,7 @@ def save_png(trace, path, view: str = "attention", layer: int | None = None, hea
     data.pair_positions(trace, pair_filter)
     path = Path(path)
     target = check_target(path, what="save_png", kind=".png")
+    check_folder(target, path, what="save_png")
     vd = data.view_data(trace, view, trace_b=compare, ledger=ledger, **args)
     buf = io.BytesIO()
     to_png(vd, buf, view=view, head=head, heads=heads, query=query, layer=layer, outline=outline,

@@ -11,7 +11,7 @@
 const CACHE_BYTES = 192 * 1024 * 1024;
 const WAIT_NOTE_MS = 8000;
 const LABEL_ALL_UP_TO = 128; // every token label drawn up to this many tokens; above, thinned (hover for all)
-const STATE = ["tab", "layer", "head", "kind", "pair_filter", "key", "query"];
+const STATE = ["tab", "layer", "head", "heads", "kind", "pair_filter", "key", "query"];
 
 function el(tag, attrs, kids) {
   const e = document.createElement(tag);
@@ -382,11 +382,11 @@ function table(columns, rows, caption) {
 }
 
 // ---------------------------------------------------------------- the app
-// A saved notebook keeps a picture: the kernel shows the explorer as two outputs, the widget and
-// then a PNG of it (Explorer._ipython_display_). JupyterLab 4 and Notebook 7 draw a widget output
-// only while its model lives (reopened without a kernel they print "model not found"), so the PNG
-// is what a reader sees then. While the widget is live, the PNG is hidden here, in the page only:
-// the saved file keeps it.
+// A saved notebook keeps the explorer: the kernel shows it as two outputs, the exported page (an
+// iframe, with a PNG where HTML does not run) and then the widget (Explorer._ipython_display_).
+// JupyterLab 4 and Notebook 7 draw a widget output only while its model lives (reopened without a
+// kernel they print "model not found"), so the saved page is what a reader sees then, every tab
+// working. While the widget is live, the saved page is hidden here, in the page only: the file keeps it.
 function hideSavedPicture(host, tries = 0) {
   if (!host.isConnected) { // the widget is drawn before it is placed in the page
     if (tries < 100) setTimeout(() => hideSavedPicture(host, tries + 1), 100);
@@ -395,8 +395,8 @@ function hideSavedPicture(host, tries = 0) {
   const mine = host.closest(".jp-OutputArea-child");
   if (!mine || !mine.parentElement) return; // the exported page, VS Code: nothing to hide
   const hide = () => { // the explorer's saved picture is the output just before the widget's
-    const prev = mine.previousElementSibling;
-    if (prev && prev.querySelector(".jp-RenderedImage")) { prev.style.display = "none"; return true; }
+    const prev = mine.previousElementSibling; // the saved page (text/html), or an older notebook's PNG
+    if (prev && (prev.querySelector(".bvl-saved") || prev.querySelector(".jp-RenderedImage"))) { prev.style.display = "none"; return true; }
     return false;
   };
   if (hide()) return;
@@ -423,7 +423,7 @@ function render({ model, el: host }) {
   const error = el("div", { class: "bvl-x-error" });
   const sections = {};
   for (const tab of info.views) {
-    nav.appendChild(el("button", { class: "bvl-x-tab", "data-tab": tab, role: "tab", text: info.titles[tab], onclick: () => setSel({ tab }) }));
+    nav.appendChild(el("button", { class: "bvl-x-tab", "data-tab": tab, role: "tab", text: info.titles[tab], onclick: () => openTab(tab) }));
     sections[tab] = el("div", { class: "bvl-x-section", "data-tab": tab });
   }
   root.append(header, nav, error, ...Object.values(sections));
@@ -440,6 +440,15 @@ function render({ model, el: host }) {
     if (waiting.size) waitTimer = setTimeout(() => showError("waiting for the kernel: if this stays, run the cell again"), WAIT_NOTE_MS);
   }
   function setSel(changes) { for (const [k, v] of Object.entries(changes)) model.set(k, v); model.save_changes(); }
+  // the compare tab opens, the first time, on the first layer whose attention differs (an edit in layer
+  // 2 leaves layers 0 and 1 blank), unless a later layer is already selected
+  let compared = false;
+  function openTab(tab) {
+    const first = info.compare ? info.compare.first_layer || 0 : 0;
+    if (tab === "compare" && !compared && model.get("layer") < first) setSel({ tab, layer: first });
+    else setSel({ tab });
+    if (tab === "compare") compared = true;
+  }
 
   // ---------------------------------------------------------------- requests
   function onMessage(msg, buffers) {
@@ -516,13 +525,19 @@ function render({ model, el: host }) {
   // ---------------------------------------------------------------- each view's controls (what it selects)
   const C = {}; // tab -> {controls: [nodes], sync(sel)}
   const onHeads = (box, on) => { for (const b of box.children) b.classList.toggle("bvl-on", on(+b.dataset.head)); };
-  let heads = null; // the head view's chosen heads (this page's own: the kernel keeps one head)
-  const sel = () => ({ outline: true, layer: model.get("layer"), head: model.get("head"), heads: heads || [model.get("head")], query: model.get("query"), kind: model.get("kind"), key: model.get("key"), pair_filter: model.get("pair_filter") });
-  if (sections.attention) {
-    const layer = layerSelect("bvl-layer"), hb = headButtons((h) => setSel({ head: h })), kind = kindSelect("bvl-kind");
-    const pair = el("select", { class: "bvl-pair", "aria-label": "sentences" });
+  // the head view's chosen heads: every head at the start (bertviz's), or the model's "heads" when set
+  const allHeads = range(info.heads);
+  const headsOf = () => { const h = model.get("heads"); return h && h.length ? [...h] : allHeads; };
+  const sel = () => ({ outline: true, layer: model.get("layer"), head: model.get("head"), heads: headsOf(), query: model.get("query"), kind: model.get("kind"), key: model.get("key"), pair_filter: model.get("pair_filter") });
+  function pairSelect(cls) { // the sentence-pair filter (one selection, shared by the tabs that have it)
+    const pair = el("select", { class: cls, "aria-label": "sentences" });
     options(pair, info.pair_filters, (p) => (p === "all" ? "all tokens" : p));
     pair.addEventListener("change", () => setSel({ pair_filter: pair.value }));
+    return pair;
+  }
+  if (sections.attention) {
+    const layer = layerSelect("bvl-layer"), hb = headButtons((h) => setSel({ head: h })), kind = kindSelect("bvl-kind");
+    const pair = pairSelect("bvl-pair");
     const c = controls(lab("layer ", layer), headLabel(), hb);
     if (info.kinds.length > 1) c.appendChild(lab("show ", kind));
     if (info.has_pair) c.appendChild(lab("sentences ", pair));
@@ -530,8 +545,15 @@ function render({ model, el: host }) {
   }
   if (sections.head) {
     const layer = layerSelect("bvl-head-layer");
-    const hb = headButtons((h) => { const on = new Set(heads || [model.get("head")]); on.has(h) ? on.delete(h) : on.add(h); heads = [...on].sort((a, b) => a - b); show(); }, info.colours);
-    C.head = { controls: [controls(lab("layer ", layer), el("span", { class: "bvl-x-label", text: "heads" }), hb)], sync: (s) => { layer.value = String(s.layer); onHeads(hb, (h) => s.heads.includes(h)); } };
+    // click a head's box: add or remove it; double-click: that head alone (bertviz's); "all heads": every head
+    const setHeads = (hs) => setSel({ heads: hs.length === info.heads ? [] : hs });
+    const hb = headButtons((h) => { const on = new Set(headsOf()); on.has(h) ? on.delete(h) : on.add(h); setHeads([...on].sort((a, b) => a - b)); }, info.colours);
+    for (const b of hb.children) { b.addEventListener("dblclick", () => setHeads([+b.dataset.head])); b.title = "click: add or remove this head; double-click: this head alone"; }
+    const all = el("button", { class: "bvl-all-heads", text: "all heads", onclick: () => setHeads(allHeads) });
+    const pair = pairSelect("bvl-head-pair");
+    const c = controls(lab("layer ", layer), el("span", { class: "bvl-x-label", text: "heads" }), hb, all);
+    if (info.has_pair) c.appendChild(lab("sentences ", pair));
+    C.head = { controls: [c], sync: (s) => { layer.value = String(s.layer); pair.value = s.pair_filter; all.disabled = s.heads.length === info.heads; onHeads(hb, (h) => s.heads.includes(h)); } };
   }
   if (sections.token) {
     const tok = tokenSelect("bvl-token"), chips = el("div", { class: "bvl-chips" });
@@ -539,9 +561,10 @@ function render({ model, el: host }) {
     C.token = { controls: [controls(lab("token ", tok), chips)], sync: (s) => { tok.value = String(s.query); for (const b of chips.children) b.classList.toggle("bvl-on", +b.dataset.query === s.query); } };
   }
   if (sections.model) {
-    const kind = kindSelect("bvl-model-kind"), c = controls();
+    const kind = kindSelect("bvl-model-kind"), pair = pairSelect("bvl-model-pair"), c = controls();
     if (info.kinds.length > 1) c.appendChild(lab("show ", kind));
-    C.model = { controls: [c], sync: (s) => { kind.value = s.kind; } };
+    if (info.has_pair) c.appendChild(lab("sentences ", pair));
+    C.model = { controls: [c], sync: (s) => { kind.value = s.kind; pair.value = s.pair_filter; } };
   }
   if (sections.neuron) {
     const layer = layerSelect("bvl-neuron-layer"), hb = headButtons((h) => setSel({ head: h })), tok = tokenSelect("bvl-neuron-token");

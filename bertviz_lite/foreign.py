@@ -1,0 +1,142 @@
+"""What comes from other libraries: their tensors as NumPy, their tokens as text people read.
+
+    from bertviz_lite.foreign import host_numpy, prettify_tokens
+    host_numpy(outputs.attentions[0], "attentions[0]")   # a torch tensor that tracks gradients, on any device
+    prettify_tokens(["[CLS]", "Ġthe", "▁cat", "##s"])    # ['[CLS]', 'the', 'cat', 's']
+
+`host_numpy` duck-types the frameworks instead of importing them: `.detach()` (torch: drop the
+gradient graph), `.cpu()` / `.get()` (move to the host), `.numpy()` (torch, TensorFlow), then
+`__array__` (JAX, NumPy-like). `prettify_tokens` is bertviz's `prettify_tokens` rule, shared by the
+views, `fill_mask`'s strings and the CLI: the byte-level BPE space mark Ġ (RoBERTa, GPT-2) and
+SentencePiece's ▁ (ALBERT, T5), WordPiece's leading ## and BPE's </w> are dropped; special tokens
+([CLS], <s>) stay as they are. The views label every token with its position ("3 s"), so a
+piece stays apart from a word of the same spelling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BPE_SPACE = "\u0120"  # Ġ: byte-level BPE's "a space before this token"
+BPE_NEWLINE = "\u010a"  # Ċ: byte-level BPE's newline
+SP_SPACE = "\u2581"  # ▁: SentencePiece's "a space before this token"
+
+
+def prettify_token(token: str) -> str:
+    """One token as people read it: Ġ and ▁ (a space before the word), a leading ## and </w> dropped,
+    Ċ shown as ↵ (bertviz's prettify_tokens); special tokens ([CLS], <s>, <mask>) and tokens that
+    would become empty stay as they are."""
+    text = str(token)
+    if text.startswith("[") and text.endswith("]") or text.startswith("<") and text.endswith(">"):
+        return text
+    out = text.replace(BPE_SPACE, "").replace(SP_SPACE, "").replace(BPE_NEWLINE, "\u21b5").replace("</w>", "")
+    if out.startswith("##") and len(out) > 2:
+        out = out[2:]
+    return out if out.strip() else text
+
+
+def prettify_tokens(tokens) -> list[str]:
+    """Each token as people read it (`prettify_token`): the default labels of every view."""
+    if isinstance(tokens, (str, bytes)):
+        raise TypeError("prettify_tokens takes a list of token strings, got one string")
+    return [prettify_token(t) for t in tokens]
+
+
+def host_numpy(value, what: str) -> np.ndarray:
+    """Any framework's tensor as a NumPy array on the host, without importing the framework.
+
+    torch: `.detach()` (a tensor that tracks gradients refuses `__array__`), `.cpu()`, `.numpy()`
+    (bfloat16, which NumPy lacks, through `.float()`); TensorFlow: `.numpy()`; CuPy: `.get()`;
+    JAX and NumPy-like arrays: `__array__`. Anything else: TypeError naming `what` and the type."""
+    if isinstance(value, np.ndarray):
+        return value
+    v = value
+    try:
+        if callable(getattr(v, "detach", None)):
+            v = v.detach()
+        if callable(getattr(v, "cpu", None)):
+            v = v.cpu()
+        elif callable(getattr(v, "get", None)) and hasattr(v, "__cuda_array_interface__"):
+            v = v.get()  # cupy
+        if callable(getattr(v, "numpy", None)):
+            try:
+                v = v.numpy()
+            except TypeError:  # torch bfloat16: NumPy has no such type
+                if not callable(getattr(v, "float", None)):
+                    raise
+                v = v.float().numpy()
+        return np.asarray(v)
+    except Exception as e:
+        raise TypeError(f"{what}: could not read a {type(value).__module__}.{type(value).__name__} as numbers "
+                        f"({type(e).__name__}: {e}); pass a NumPy array (torch: t.detach().cpu().numpy())") from None
+
+
+def _index(value, name: str) -> int:
+    """An integer argument (int or NumPy integer, never a bool, a float or a string), or TypeError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def read_attentions(attentions, tokens, *, sentence_b_start=None, batch_index=0):
+    """Check attention computed elsewhere (`Trace.from_attentions`'s arguments) and read it:
+    (maps: L float32 arrays [heads, n, n], tokens: n strings, sentence_b_start: int or None).
+
+    attentions: a sequence of L tensors [batch, heads, n, n] or [heads, n, n] of any framework
+    (`host_numpy`), or one array [L, batch, heads, n, n] / [L, heads, n, n]; tokens: a list of n
+    strings (one string is refused: it would become one token per character)."""
+    from .backend import host_bad_values, host_real_array
+    from .errors import OutOfRangeError
+    if tokens is None:
+        raise TypeError("tokens is required: the n token strings the attention is over "
+                        "(Hugging Face: tokenizer.convert_ids_to_tokens(inputs['input_ids'][0]))")
+    if isinstance(tokens, (str, bytes)):
+        raise TypeError(f"tokens must be a list of token strings, got one string {shorten(str(tokens))!r} "
+                        "(split it into tokens first)")
+    try:
+        tokens = list(tokens)
+    except TypeError:
+        raise TypeError(f"tokens must be a list of token strings, got {type(tokens).__name__}") from None
+    bad = [t for t in tokens if not isinstance(t, (str, np.str_))]
+    if bad:
+        raise TypeError(f"tokens must be strings; tokens holds {type(bad[0]).__name__} {bad[0]!r}")
+    tokens = [str(t) for t in tokens]
+    n = len(tokens)
+    if n == 0:
+        raise ValueError("tokens is empty: pass the n token strings the attention is over")
+    batch_index = _index(batch_index, "batch_index")
+    if sentence_b_start is not None:
+        sentence_b_start = _index(sentence_b_start, "sentence_b_start")
+        if not 0 < sentence_b_start < n:
+            raise OutOfRangeError(f"sentence_b_start must be a token index 1..{n - 1}, got {sentence_b_start}")
+    if isinstance(attentions, (str, bytes, dict)) or not hasattr(attentions, "__len__"):
+        raise TypeError("attentions must be a sequence of L arrays [batch, heads, n, n] "
+                        f"(Hugging Face's outputs.attentions), got {type(attentions).__name__}")
+    maps = []
+    for layer, a in enumerate(attentions):
+        what = f"attentions[{layer}]"
+        a = host_real_array(host_numpy(a, what), f"{what} (NumPy, or a tensor of torch, TensorFlow, JAX, CuPy)")
+        if a.ndim == 4:
+            if not 0 <= batch_index < a.shape[0]:
+                raise OutOfRangeError(f"batch_index {batch_index} is out of range: {what} holds a batch of "
+                                      f"{a.shape[0]}")
+            a = a[batch_index]
+        if a.ndim != 3 or a.shape[1:] != (n, n):
+            raise ValueError(f"{what} has shape {tuple(a.shape)}; expected [batch, heads, n, n] "
+                             f"or [heads, n, n] with n = {n} tokens")
+        if host_bad_values(a):
+            raise ValueError(f"{what} holds NaN or inf values")
+        if maps and a.shape[0] != maps[0].shape[0]:
+            raise ValueError(f"{what} has {a.shape[0]} heads, attentions[0] has {maps[0].shape[0]}")
+        sums = a.sum(axis=-1)
+        if a.min() < -1e-6 or abs(sums - 1).max() > 1e-2:  # float16 and bfloat16 maps round to ~3e-3
+            raise ValueError(f"{what}'s rows do not sum to 1 (they run {sums.min():.3g}.."
+                             f"{sums.max():.3g}): pass the attention weights after the softmax, not the scores")
+        maps.append(a)
+    if not maps:
+        raise ValueError("attentions is empty: pass one array per layer")
+    return maps, tokens, sentence_b_start
+
+
+def shorten(text: str, n: int = 40) -> str:
+    return text if len(text) <= n else text[:n - 1] + "\u2026"

@@ -1,0 +1,139 @@
+"""bertviz's README example through `head_view` and `model_view` in a real headless chromium.
+
+    outputs = model(inputs, output_attentions=True)
+    head_view(outputs.attentions, tokens)
+
+The attention is a stand-in for torch tensors that track gradients (tests/test_bertviz_calls.py:
+`np.asarray` refuses it). The widget's own front-end is opened at its selection through the page a
+saved notebook keeps (`Explorer.saved_page`: the same app.js and the same view data), and the
+interactive features bertviz users rely on are checked: every head at the start, one colour box per
+head, the layer select, hovering a token, click to toggle and double-click to solo a head, "all
+heads", the sentence-pair filter in the head and model views, clicking a thumbnail.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+import bertviz_lite as bv
+
+from .test_bertviz_calls import TOKENS, GradTensor, attentions
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} is missing: the browser tests drive the system chromium", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+pytest.importorskip("anywidget")
+
+HEAD = ".bvl-x-section[data-tab='head']"
+MODEL = ".bvl-x-section[data-tab='model']"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(), executable_path=CHROMIUM, headless=True,
+                                                   args=ARGS, viewport={"width": 1300, "height": 1000})
+        yield ctx
+        ctx.close()
+
+
+def open_widget(browser, widget, tmp_path, name):
+    path = tmp_path / f"{name}.html"
+    path.write_text(widget.saved_page(), encoding="utf-8")
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    return page, errors
+
+
+def head_record(page) -> dict:
+    return page.evaluate(f"() => {{ const s = document.querySelector(\"{HEAD}\"); const f = s.fig.panels[0]; "
+                         "return {heads: s.bvl.heads, layer: s.bvl.layer, pair: s.bvl.pair, left: f.left, "
+                         "right: f.right}; }")
+
+
+def wait_head(page, check: str):
+    page.wait_for_function(f"() => {{ const s = document.querySelector(\"{HEAD}\"); return s && s.bvl && ({check}); }}",
+                           timeout=20_000)
+
+
+def test_head_view_of_bertvizs_readme_call(browser, tmp_path):
+    att = [GradTensor(a) for a in attentions(layers=3, heads=4)]
+    w = bv.views.head_view(att, TOKENS, sentence_b_start=6)  # bertviz's call, with a pair
+    page, errors = open_widget(browser, w, tmp_path, "head")
+    try:
+        wait_head(page, "s.bvl.heads.length === 4")
+        assert page.evaluate("() => document.querySelector('.bvl-x-bvl, .bvl-x').dataset.tab") == "head"
+        r = head_record(page)
+        assert r["heads"] == [0, 1, 2, 3] and r["layer"] == 0  # every head at the start
+        assert r["left"][1] == "1 the" and r["left"][3] == "3 s"  # prettified tokens
+        # one colour box per head, each its own colour, all on
+        boxes = page.locator(f"{HEAD} .bvl-head")
+        assert boxes.count() == 4
+        colours = {boxes.nth(h).evaluate("b => getComputedStyle(b).getPropertyValue('--bvl-head-colour')")
+                   for h in range(4)}
+        assert len(colours) == 4
+        assert all("bvl-on" in boxes.nth(h).get_attribute("class") for h in range(4))
+        # the layer select
+        page.select_option(f"{HEAD} select.bvl-head-layer", "2")
+        wait_head(page, "s.bvl.layer === 2")
+        # click toggles a head, double-click shows it alone, "all heads" brings them back
+        boxes.nth(1).click()
+        wait_head(page, "s.bvl.heads.join() === '0,2,3'")
+        boxes.nth(2).dblclick()
+        wait_head(page, "s.bvl.heads.join() === '2'")
+        assert "bvl-on" not in boxes.nth(0).get_attribute("class")
+        page.click(f"{HEAD} .bvl-all-heads")
+        wait_head(page, "s.bvl.heads.length === 4")
+        # hovering a token draws only its lines (the canvas changes, and back when the mouse leaves)
+        canvas = page.locator(f"{HEAD} canvas.bvl-headview")
+        before = canvas.evaluate("c => c.toDataURL()")
+        box = canvas.bounding_box()
+        canvas.hover(position={"x": box["width"] * 0.25, "y": 24 + 18 * 2.5})  # the third query token
+        hovered = canvas.evaluate("c => c.toDataURL()")
+        page.mouse.move(1, 1)
+        assert hovered != before and canvas.evaluate("c => c.toDataURL()") == before
+        # the sentence-pair filter of the head view
+        page.select_option(f"{HEAD} select.bvl-head-pair", "A->B")
+        wait_head(page, "s.bvl.pair === 'A->B'")
+        r = head_record(page)
+        assert len(r["left"]) == 6 and r["right"] == ["6 it", "7 [SEP]"]
+        page.screenshot(path=str(tmp_path / "head.png"), full_page=True)
+        assert not errors, errors
+    finally:
+        page.close()
+
+
+def test_model_view_of_bertvizs_readme_call(browser, tmp_path):
+    att = [GradTensor(a) for a in attentions(layers=3, heads=4)]
+    w = bv.views.model_view(att, TOKENS, sentence_b_start=6)
+    page, errors = open_widget(browser, w, tmp_path, "model")
+    try:
+        page.wait_for_function(f"() => document.querySelector(\"{MODEL}\")?.fig !== undefined", timeout=20_000)
+        thumbs = page.locator(f"{MODEL} canvas.bvl-thumb")
+        assert thumbs.count() == 3 * 4
+        size = page.evaluate(f"() => document.querySelector(\"{MODEL}\").fig.panels[0].R")
+        assert size == 8
+        page.select_option(f"{MODEL} select.bvl-model-pair", "B->A")
+        page.wait_for_function(f"() => document.querySelector(\"{MODEL}\").fig.panels[0].R === 2")
+        assert page.evaluate(f"() => document.querySelector(\"{MODEL}\").fig.panels[0].C") == 6
+        # a thumbnail opens its map in the attention tab
+        page.locator(f"{MODEL} canvas.bvl-thumb[data-layer='2'][data-head='1']").click()
+        page.wait_for_function("() => { const b = document.querySelector('.bvl-attn-heat')?.bvl; "
+                               "return b && b.layer === 2 && b.head === 1; }", timeout=20_000)
+        # attention alone: no neuron view, no step-through, no parameters tab
+        tabs = page.evaluate("() => [...document.querySelectorAll('.bvl-x-tab')].map(b => b.dataset.tab)")
+        assert tabs == ["attention", "model", "head", "token"]
+        assert not errors, errors
+    finally:
+        page.close()
