@@ -251,13 +251,14 @@ def learning_rate(step: int, total: int, peak: float, warmup: int) -> float:
 
 
 def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, peak_lr=1e-3, warmup: float = 0.05,
-          log_every: int = 50, on_log=None, steps=None):
+          log_every: int = 50, on_log=None, steps=None, heldout=None, heldout_every=None):
     """Adam over `batches` (a sequence of Batch, or a function epoch -> that sequence), their order
     shuffled each epoch with rng; the learning rate follows BERT's warm-up and linear decay.
 
     peak_lr: one rate, or a function key -> rate (e.g. the layers slower than the head). steps: stop
-    after that many (a smoke run). Returns (params, log): log holds (step, mean training loss since the
-    last entry); on_log(entry) is called for each.
+    after that many (a smoke run, a live fit). heldout: a function params -> held-out loss, called at
+    the first step, every heldout_every steps and at the last. Returns (params, log): log holds
+    (step, mean training loss since the last entry, held-out loss or None); on_log(entry) is called for each.
     """
     get = batches if callable(batches) else (lambda epoch: batches)
     per_epoch = len(get(0))
@@ -273,8 +274,10 @@ def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, p
             loss, grads = loss_and_grads(params, frozen, epoch_batches[int(i)], c, xp)
             params = opt.step(params, grads, {k: learning_rate(step, total, p, warm) for k, p in peak.items()})
             running, count, step = running + float(loss), count + 1, step + 1
-            if step % log_every == 0 or step == total:
-                log.append((step, running / count))
+            check = heldout is not None and (step == 1 or step == total or
+                                             (heldout_every and step % heldout_every == 0))
+            if step % log_every == 0 or step == total or check:
+                log.append((step, running / count, heldout(params) if check else None))
                 if on_log is not None:
                     on_log(log[-1])
                 running, count = 0.0, 0
@@ -331,5 +334,5 @@ class _InOrder:
 
 
 def _with_rows(entry, batch: int, total_rows: int):
-    step, loss = entry
+    step, loss, _ = entry
     return step, min(step * batch, total_rows), loss
