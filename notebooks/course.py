@@ -33,8 +33,8 @@ HERE = Path(__file__).resolve().parent
 STRICT_ENV = "BERTVIZ_COURSE_STRICT"
 STUB = "replace the ... with your answer"
 
-__all__ = ["check", "checker", "exercise", "close", "equals", "one_of", "within", "calls", "wrong_answers", "picture",
-           "try_it", "formula", "forward_pass", "symbol_table"]
+__all__ = ["check", "checker", "exercise", "close", "equals", "one_of", "within", "sequence", "calls", "wrong_answers",
+           "named_mistakes", "picture", "try_it", "formula", "forward_pass", "symbol_table"]
 MAX_MESSAGE = 400  # characters of a verdict: a 10 MB answer is never echoed into the cell
 
 
@@ -45,6 +45,8 @@ class Exercise:
     hints: tuple[str, ...]  # graded: the idea first, then a partial step; never the solution line
     wrong: Callable[..., list] | None = None  # (answer, **context) -> answers the checker must reject
     prediction: bool = False  # a "predict first" exercise: its answer must not be printed above the stub
+    mistakes: Callable[..., dict] | None = None  # (**context) -> {the sentence that names a mistake: an answer making it}
+    open_ended: bool = False  # many answers are right (a word of your own, a head you found): fewer mistakes to name
 
     @property
     def hint(self) -> str:
@@ -71,21 +73,26 @@ _TRIES: dict[str, int] = {}  # wrong answers so far, per exercise: which hint co
 
 
 def exercise(id: str, *, hint: str | tuple[str, ...] | list[str], wrong: Callable[..., list] | None = None,
-             prediction: bool = False):
+             prediction: bool = False, mistakes: Callable[..., dict] | None = None, open_ended: bool = False):
     """Register the checker of exercise `id` ("04.1"). `hint` is shown when an answer is not yet
     right: one string, or graded hints (a tuple), the first after the first wrong try (the idea:
     which formula line, what the shapes must be), the next after the next (a partial step). A hint
     never holds the solution's code line (tests/test_lessons.py checks it against notebooks/solutions/).
     `wrong(answer, **context)`, if given, returns answers the checker must reject (the test
     of the course replays every check with them; by default it perturbs the right answer).
-    `prediction=True` marks a "predict first" exercise: no number printed above its stub may pass it."""
+    `prediction=True` marks a "predict first" exercise: no number printed above its stub may pass it.
+    `mistakes(**context)` returns the mistakes the lesson discusses, {sentence: an answer that makes it}
+    ("you divided by sqrt(H): the scores use sqrt(d_k)": Q @ K.T / sqrt(H)). A wrong answer equal to one of
+    them (numbers within a tolerance) is answered with its sentence; a checker may also recognise a mistake
+    itself (a function answer) and return the sentence. tests/test_lessons.py holds every sentence to the
+    answer that makes it, and asks every write exercise that is not `open_ended` for at least three."""
     _split(id)
     hints = (hint,) if isinstance(hint, str) else tuple(hint)
     if not hints or not all(isinstance(h, str) and h.strip() for h in hints):
         raise ValueError(f"exercise {id}: hint is a non-empty string or a tuple of them, got {hint!r}")
 
     def register(fn):
-        _EXERCISES[id] = Exercise(id, fn, hints, wrong, prediction)
+        _EXERCISES[id] = Exercise(id, fn, hints, wrong, prediction, mistakes, open_ended)
         return fn
 
     return register
@@ -128,6 +135,16 @@ def checker(id: str) -> Callable[..., tuple[bool, str]]:
         except Exception as e:  # a malformed answer: tell the student what broke, do not crash the lesson
             return False, _cut(f"checking your answer raised {type(e).__name__}: {e}")
         ok, detail = result if isinstance(result, tuple) else (bool(result), "")
+        if not ok and ex.mistakes is not None:  # a mistake the lesson discusses: say which one
+            try:
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    named = ex.mistakes(**context)
+            except Exception:  # naming the mistake is a courtesy; the verdict stands without it
+                named = {}
+            for sentence, value in named.items():
+                if _same(answer, value):
+                    return False, _cut(sentence)
         return bool(ok), _cut(str(detail))
 
     return run
@@ -155,6 +172,30 @@ def check(id: str, answer, **context) -> bool:
     if os.environ.get(STRICT_ENV, "") not in ("", "0"):
         raise AssertionError(message)
     return False
+
+
+def _same(answer, value) -> bool:
+    """Does `answer` make the mistake whose answer is `value`? Numbers and arrays within a loose tolerance
+    (the student's float32 arithmetic), a sequence as a list whatever its container, anything else equal."""
+    if callable(value) or value is None:
+        return False  # a function answer: the checker names its mistakes itself
+    if isinstance(value, str) or isinstance(answer, str):
+        return isinstance(answer, str) and isinstance(value, str) and answer.strip().lower() == value.strip().lower()
+    if isinstance(value, (bool, np.bool_)) or isinstance(answer, (bool, np.bool_)):
+        return isinstance(answer, (bool, np.bool_)) and isinstance(value, (bool, np.bool_)) and bool(answer) == bool(value)
+    try:
+        return _close(answer, value, 1e-4, 1e-3)[0]
+    except Exception:
+        try:
+            return bool(answer == value)
+        except Exception:
+            return False
+
+
+def named_mistakes(call: Call) -> dict:
+    """The mistakes exercise `call.id` names, {sentence: an answer that makes it}, in `call`'s context."""
+    ex = _lookup(call.id)
+    return dict(ex.mistakes(**call.context)) if ex.mistakes is not None else {}
 
 
 def calls() -> list[Call]:
@@ -276,6 +317,8 @@ def equals(answer, expected) -> tuple[bool, str]:
     expected = expected.item() if isinstance(expected, (np.bool_, np.integer, np.floating)) else expected
     if isinstance(answer, (complex, np.complexfloating)) or (isinstance(answer, np.ndarray) and np.iscomplexobj(answer)):
         return False, f"your answer is complex, {_short(answer)}; expected {_kind(expected)}"
+    if isinstance(answer, float) and type(expected) is int and answer.is_integer():
+        answer = int(answer)  # 6.0 is the whole number 6 (a mean, a count computed in floats)
     slip = type_slip(answer, expected)
     if slip:
         return False, slip
@@ -294,6 +337,22 @@ def equals(answer, expected) -> tuple[bool, str]:
     else:
         same = answer == expected
     return (True, "exactly right") if same else (False, f"{_short(answer)} is not it")
+
+
+def sequence(answer, expected, what: str = "your answer") -> tuple[bool, str]:
+    """An ordered sequence of whole numbers (rows, a shape, a (layer, head) pair): a list, a tuple and a
+    1-d array are alike, and so are 6 and 6.0; only the items and their order count."""
+    if isinstance(answer, np.ndarray) and answer.ndim == 1:
+        answer = answer.tolist()
+    if not isinstance(answer, (list, tuple)):
+        return False, f"{what} is {_kind(answer)}, {_short(answer)}; expected a sequence of whole numbers, e.g. {list(expected)[:3]}"
+    items = []
+    for i, x in enumerate(answer):
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, float, np.floating)) \
+                or not float(x).is_integer():
+            return False, f"item {i} of {what}, {_short(x)}, is not a whole number"
+        items.append(int(x))
+    return equals(items, [int(e) for e in expected])
 
 
 def one_of(answer, options) -> tuple[bool, str]:
@@ -321,10 +380,22 @@ def within(answer, lo: float, hi: float, what: str = "your answer") -> tuple[boo
         (False, f"{v:.4g} is outside [{lo:g}, {hi:g}]")
 
 
-def formula(answer, cases: list[tuple[dict, Any]], signature: str) -> tuple[bool, str]:
+def formula(answer, cases: list[tuple[dict, Any]], signature: str,
+            mistakes: dict[str, Callable] | None = None) -> tuple[bool, str]:
     """A "write the formula, not the number" exercise: the answer is a function (`signature`, like
     "my_count(c)"), checked on several models' sizes (`cases`: keyword arguments and the value the
-    engine counts for them). A typed number cannot pass: it is right for one model only."""
+    engine counts for them). A typed number cannot pass: it is right for one model only. `mistakes`
+    maps a sentence to a wrong formula (a function): an answer that agrees with it on every case gets
+    the sentence."""
+    if callable(answer) and mistakes:
+        try:
+            got = [answer(**kwargs) for kwargs, _ in cases]
+        except Exception:
+            got = None
+        if got is not None and got != [e for _, e in cases]:
+            for sentence, wrong in mistakes.items():
+                if got == [wrong(**kwargs) for kwargs, _ in cases]:
+                    return False, sentence
     if not callable(answer):
         what = "a number" if isinstance(answer, (int, float, np.number)) else _kind(answer)
         return False, (f"your answer is {what}; write the formula as a function, def {signature}: return ..., "
@@ -374,7 +445,7 @@ def wrong_answers(call: Call) -> list:
     """Answers the checker of `call.id` must reject: the exercise's own `wrong`, else perturbations."""
     ex = _lookup(call.id)
     wrong = ex.wrong(call.answer, **call.context) if ex.wrong else _perturb(call.answer)
-    return [Ellipsis, *wrong]
+    return [Ellipsis, *wrong, *named_mistakes(call).values()]
 
 
 # ------------------------------------------------------------------------------------------
@@ -393,9 +464,8 @@ def picture(what, view: str | None = None, *, dpi: int | None = 80, head: int = 
       `picture(tr, "params", ledger=ledger)`: drawn by bertviz_lite.views.to_png from the same view
       data as the live views;
     - view data (`bertviz_lite.views.view_data(...)`, maybe with its arrays replaced);
-    - a matplotlib Figure;
-    - a one-panel plotly figure (heatmap, lines, bars or histogram): redrawn with matplotlib from its
-      own data (for the package's views, pass the trace instead: they have more than one panel).
+    - a matplotlib Figure (a plotly figure is not redrawn: pass the trace and a view name, or draw
+      the lesson's own figure with matplotlib).
     """
     import io
 
@@ -406,8 +476,6 @@ def picture(what, view: str | None = None, *, dpi: int | None = 80, head: int = 
         _view_png(what, buf, head=head, query=query, dpi=dpi)
     elif hasattr(what, "savefig"):
         what.savefig(buf, format="png", dpi=dpi or what.dpi, facecolor="white")
-    elif hasattr(what, "to_plotly_json"):
-        _plotly_png(what, buf, dpi=dpi)
     elif view is not None:
         from bertviz_lite.views import view_data
 
@@ -416,7 +484,7 @@ def picture(what, view: str | None = None, *, dpi: int | None = 80, head: int = 
         vd = view_data(what, view, **args)
         _view_png(vd, buf, head=head, query=query, dpi=dpi)
     else:
-        raise TypeError(f"picture() draws a trace (with view=...), view data, a matplotlib Figure or a plotly figure; "
+        raise TypeError(f"picture() draws a trace (with view=...), view data or a matplotlib Figure; "
                         f"got {type(what).__name__}" + ("" if view else " without view="))
     return Image(data=buf.getvalue())
 
@@ -425,69 +493,6 @@ def _view_png(vd: dict, buf, *, head: int, query: int, dpi):
     from bertviz_lite.views import to_png
 
     to_png(vd, buf, head=head, query=query, dpi=dpi)
-
-
-def _plain(text: str) -> str:
-    """A plotly title as matplotlib text: <br> starts a line, other HTML tags go, $ stays a dollar sign."""
-    import re
-
-    text = re.sub(r"<br\s*/?>", "\n", str(text), flags=re.I)
-    return re.sub(r"<[^>]+>", "", text).replace("$", r"\$")
-
-
-def _plotly_png(fig, buf, *, dpi):
-    """A one-panel plotly figure redrawn with matplotlib's object API (no pyplot) from its own data."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    kinds = {t.type for t in fig.data}
-    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
-    if meta.get("view") not in (None, "attention") or ("heatmap" in kinds and len(fig.data) > 1):
-        raise TypeError(f"picture() of the package's {meta.get('view', 'multi-panel')} view: pass the trace, e.g. "
-                        f"picture(tr, {meta.get('view', 'model')!r}, ...), so it is drawn from the view data")
-    if not kinds <= {"heatmap", "scatter", "bar", "histogram"}:
-        raise TypeError(f"picture() redraws heatmaps, lines, bars and histograms, not {sorted(kinds)}: "
-                        "for a package view pass the trace, e.g. picture(tr, 'model')")
-    layout = fig.layout
-    width = (layout.width or 720) / 100
-    height = (layout.height or 420) / 100
-    mfig = Figure(figsize=(width, height), dpi=100, layout="constrained")
-    ax = mfig.add_subplot()
-    for t in fig.data:
-        if t.type == "heatmap":
-            z = np.asarray(t.z, dtype=float)
-            signed = np.nanmin(z) < 0 < np.nanmax(z)
-            lim = np.nanmax(np.abs(z))
-            im = ax.imshow(z, cmap="RdBu_r" if signed else "Blues", aspect="auto", interpolation="nearest",
-                           vmin=-lim if signed else 0, vmax=lim if signed else None)
-            if t.x is not None:
-                ax.set_xticks(range(len(t.x)), [str(v) for v in t.x], rotation=90, fontsize=8)
-            if t.y is not None:
-                ax.set_yticks(range(len(t.y)), [str(v) for v in t.y], fontsize=8)
-            mfig.colorbar(im, ax=ax, shrink=0.8)
-        elif t.type == "scatter":
-            dash = getattr(getattr(t, "line", None), "dash", None)
-            ax.plot(np.asarray(t.x, dtype=float), np.asarray(t.y, dtype=float), label=t.name,
-                    linestyle="--" if dash else "-", linewidth=(getattr(t.line, "width", None) or 1.5))
-        elif t.type == "bar":
-            labels = [str(v) for v in (t.x if t.x is not None else range(len(t.y)))]
-            ax.bar(range(len(labels)), np.asarray(t.y, dtype=float), label=t.name)
-            if len(labels) <= 40:
-                ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=8)
-        else:
-            ax.hist(np.asarray(t.x, dtype=float), bins=getattr(t, "nbinsx", None) or 50, label=t.name)
-    if any(t.name for t in fig.data if t.type != "heatmap") and len(fig.data) > 1:
-        ax.legend(fontsize=8)
-    title = layout.title.text if layout.title and layout.title.text else ""
-    ax.set_title(_plain(title), fontsize=10)
-    if layout.xaxis.title and layout.xaxis.title.text:
-        ax.set_xlabel(_plain(layout.xaxis.title.text))
-    if layout.yaxis.title and layout.yaxis.title.text:
-        ax.set_ylabel(_plain(layout.yaxis.title.text))
-    if layout.yaxis.autorange == "reversed" and not any(t.type == "heatmap" for t in fig.data):
-        ax.invert_yaxis()
-    FigureCanvasAgg(mfig)
-    mfig.savefig(buf, format="png", dpi=dpi or 100, facecolor="white")
 
 
 def symbol_table() -> str:
