@@ -295,7 +295,7 @@ def _compare(answer, expected, atol: float, rtol: float) -> tuple[bool, str]:
     if not np.all(np.isfinite(arr) == np.isfinite(exp)):
         return False, "your answer has inf or nan where the expected value does not (or the other way)"
     fin = np.isfinite(exp)
-    if not np.array_equal(arr[~fin], exp[~fin]):
+    if not np.array_equal(arr[~fin], exp[~fin], equal_nan=True):
         return False, "your answer's infinities differ from the expected ones"
     diff = np.where(fin, np.abs(arr - exp), 0.0)
     bad = diff > atol + rtol * np.abs(np.where(fin, exp, 0.0))

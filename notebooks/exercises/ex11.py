@@ -60,18 +60,36 @@ def _wrong_dy(answer, **context):
     return [a * len(a), -a, np.exp(a)]
 
 
+def _softmax(y):
+    e = np.exp(y - y.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _onehot(shape, targets):
+    o = np.zeros(shape)
+    o[np.arange(len(targets)), targets] = 1.0
+    return o
+
+
+def _dy_mistakes(y, targets):
+    y = np.asarray(y, dtype=np.float64)
+    p, o, n = _softmax(y), _onehot(y.shape, targets), len(targets)
+    return {"right up to a factor N: the loss is the mean over the rows, so divide by N": p - o,
+            "the sign is flipped: onehot - softmax is the gradient of -loss (the direction to step in)": (o - p) / n,
+            "you left out the -1 at each row's target: d(-log p_t)/dy = softmax - onehot": p / n,
+            "your softmax ran down the columns (over the rows): each row's softmax is over the vocabulary":
+                (np.exp(y - y.max(0)) / np.exp(y - y.max(0)).sum(0) - o) / n}
+
+
 @exercise("11.1", hint=("the loss is the mean over the N chosen rows of -log softmax(y_i)[t_i]; differentiate one row "
                         "first: the answer has y's shape (N, V)",
-                        "for one row the gradient is its softmax with 1 taken off at the target's column; then "
-                        "remember the mean over the rows"), wrong=_wrong_dy)
+                        "for one row, what is d(-log softmax(y)_t)/dy: softmax(y) minus ___? and what does the mean "
+                        "over N rows do to each row's gradient?"), wrong=_wrong_dy, mistakes=_dy_mistakes)
 def _(answer, *, y, targets):
     y = np.asarray(y, dtype=np.float64)
     entries = _entries(y.shape, targets, np.random.default_rng(17))
     slopes = _slopes(lambda x: _ce(x, targets), y, entries)
-    n = len(targets)
-    return _compare(answer, y.shape, entries, slopes, [
-        ("right up to a factor N: the loss is the mean over the rows, so divide by N", lambda p: p / n),
-        ("the sign is flipped: onehot - softmax is the gradient of -loss (the direction to step in)", lambda p: -p)])
+    return _compare(answer, y.shape, entries, slopes, [])
 
 
 def _head_loss(params, Z, targets, W_T, eps):
@@ -88,10 +106,30 @@ def _wrong_dbias(answer, **context):
     return [a / len(context["targets"]), -a, a[:-1]]
 
 
+def _head_dy(params, Z, targets, W_T, eps):
+    """The head's logits' gradient (softmax - onehot) / N, from a float64 forward of the head."""
+    import scipy.special
+    p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
+    Z, W_T = np.asarray(Z, dtype=np.float64), np.asarray(W_T, dtype=np.float64)
+    a = Z @ p["mlm.W_t"] + p["mlm.b_t"]
+    g = 0.5 * a * (1 + scipy.special.erf(a / np.sqrt(2)))
+    h = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + eps) * p["mlm.ln.gamma"] + p["mlm.ln.beta"]
+    y = h @ W_T.T + p["mlm.bias"]
+    return (_softmax(y) - _onehot(y.shape, targets)) / len(targets)
+
+
+def _dbias_mistakes(params, Z, targets, W_T, eps):
+    dy = _head_dy(params, Z, targets, W_T, eps)
+    return {"divided by N twice: d loss / d y already holds the 1/N of the mean; sum its rows": dy.sum(0) / len(dy),
+            "the sign is flipped": -dy.sum(0),
+            "you took one row's gradient: the bias is added to every row, so every row contributes": dy[0]}
+
+
 @exercise("11.2", hint=("the output bias is added to every row of y: which rows does one bias entry touch? "
                         "the answer is one number per vocabulary piece, shape (V,)",
-                        "each row's d loss / d y passes straight to the bias; combine the rows' contributions"),
-          wrong=_wrong_dbias)
+                        "each row's d loss / d y passes straight to the bias: do you add the rows' contributions "
+                        "or average them, given that d loss / d y already holds ___?"),
+          wrong=_wrong_dbias, mistakes=_dbias_mistakes)
 def _(answer, *, params, Z, targets, W_T, eps):
     p = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
     Z, W_T = np.asarray(Z, dtype=np.float64), np.asarray(W_T, dtype=np.float64)
@@ -102,15 +140,11 @@ def _(answer, *, params, Z, targets, W_T, eps):
         return _head_loss({**p, "mlm.bias": b}, Z, targets, W_T, eps)
 
     slopes = _slopes(loss, p["mlm.bias"], [(j,) for j in entries])
-    n = len(targets)
-    return _compare(answer, p["mlm.bias"].shape, [(j,) for j in entries], slopes, [
-        ("divided by N twice: d loss / d y already holds the 1/N of the mean; sum its rows", lambda q: q * n),
-        ("the sign is flipped", lambda q: -q)])
+    return _compare(answer, p["mlm.bias"].shape, [(j,) for j in entries], slopes, [])
 
 
 @exercise("11.3", hint=("BERT's recipe chooses 15% of the word pieces: what is 15% of 3, and of 33, before rounding?",
-                        "it rounds to the nearest whole number, and never chooses none: a sentence always has a "
-                        "piece to predict"),
+                        "what does 4.95 round to, and can a sentence end up with no piece to predict at all?"),
           prediction=True, wrong=lambda answer, pieces: [(0, 5), (1, 4), (0, 4), 5])
 def _(answer, *, pieces):
     actual = tuple(max(1, int(round(0.15 * p))) for p in pieces)
