@@ -34,7 +34,7 @@ STRICT_ENV = "BERTVIZ_COURSE_STRICT"
 STUB = "replace the ... with your answer"
 
 __all__ = ["check", "checker", "exercise", "close", "equals", "one_of", "within", "sequence", "calls", "wrong_answers",
-           "named_mistakes", "picture", "try_it", "formula", "forward_pass", "symbol_table"]
+           "named_mistakes", "picture", "try_it", "formula", "forward_pass", "flow_picture", "symbol_table"]
 MAX_MESSAGE = 400  # characters of a verdict: a 10 MB answer is never echoed into the cell
 
 
@@ -570,6 +570,144 @@ def forward_pass(config, n: int, *, highlight=(), long: int | None = None):
     ax.text(0.35, rows + 1.15, f"{config.num_layers} layers, H = {config.hidden_size}, n_h = {config.num_heads} heads "
             f"of d_k = {config.head_size}, d_ffnn = {config.ffn_size}, N_V = {config.vocab_size:,}; "
             "drawn from bertviz_lite.schema.STEPS", fontsize=9, color="#444444", va="center")
+    return fig
+
+
+# where each step's box sits in the data-flow picture (x centre, row): the layout is the picture's own; what is
+# drawn in the boxes and which arrows join them come from schema.STEPS (key, formula, takes)
+_FLOW = {"embed.token": (1.9, 0), "embed.position": (5.0, 0), "embed.segment": (8.1, 0), "embed.sum": (5.0, 1),
+         "embed.ln": (5.0, 2), "embed.proj": (5.0, 2.9), "Z_{l-1}": (5.0, 3.3), "attn.q": (1.9, 4.4),
+         "attn.k": (5.0, 4.4), "attn.v": (8.1, 4.4), "attn.scores": (3.3, 5.4), "attn.probs": (3.3, 6.4),
+         "attn.context": (6.7, 7.4), "attn.concat": (5.0, 8.6), "attn.out": (5.0, 9.6), "attn.resid": (5.0, 10.6),
+         "attn.ln": (5.0, 11.6), "ffn.up": (5.0, 12.6), "ffn.act": (5.0, 13.6), "ffn.down": (5.0, 14.6),
+         "ffn.resid": (5.0, 15.6), "ffn.ln": (5.0, 16.6), "pooler.out": (2.6, 18.2), "mlm.logits": (7.4, 18.2),
+         "head.logits": (2.6, 19.3)}
+_SIDE = {"attn.q", "attn.k", "attn.v", "attn.scores", "attn.probs", "attn.context", "embed.token", "embed.position",
+         "embed.segment", "pooler.out", "mlm.logits", "head.logits"}
+
+
+def flow_picture(config, *, highlight=(), head: str | None = None, strip: bool = False, dpi_scale: float = 1.0):
+    """The forward pass as data flow (a matplotlib Figure; show it with `picture(...)`): one box per trace key
+    of `bertviz_lite.schema.STEPS` with its formula, arrows from each step's `takes`, the residual branches
+    around attention and the feed-forward block, the split into n_h heads and their concatenation, the L-fold
+    layer box, and the fork into the pooler ([CLS] row) and the masked-LM head (every row).
+    `highlight` fills the boxes of the keys a lesson computes; `strip=True` draws only the rows around them
+    (a lesson's own part of the picture). `head` adds a task head (an optional STEPS entry, e.g.
+    "sequence_classification")."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import FancyBboxPatch, Rectangle
+
+    from bertviz_lite import schema
+
+    head = head if head is not None else getattr(config, "head", None)
+    steps = {st.key: st for st in schema.STEPS if not st.optional}
+    steps["mlm.logits"] = schema.STEP_BY_KEY.get("mlm.logits") or next(st for st in schema.STEPS if st.key == "mlm.logits")
+    if config.embed_size == config.hidden_size:
+        steps.pop("embed.proj", None)
+    if head is not None:
+        found = [st for st in schema.STEPS if st.key == "head.logits" and st.optional == head]
+        if not found:
+            raise ValueError(f"flow_picture: no task head {head!r}; the heads are "
+                             f"{[st.optional for st in schema.STEPS if st.key == 'head.logits']}")
+        steps["head.logits"] = found[0]
+    else:
+        steps.pop("head.logits", None)
+    missing = set(steps) - set(_FLOW)
+    if missing:  # a new step in schema.STEPS needs a place in the picture
+        raise ValueError(f"flow_picture: no place for the steps {sorted(missing)}")
+    unknown = set(highlight) - set(steps)
+    if unknown:
+        raise ValueError(f"flow_picture: no step {sorted(unknown)}; the steps are {list(steps)}")
+    # a strip: the highlighted steps, the steps they take and the steps that take them
+    near = set(highlight) | {t for k in highlight for t in steps[k].takes} | \
+        {k for k, st in steps.items() if set(st.takes) & set(highlight)}
+    near = {"ffn.ln" if k == "Z_L" else k for k in near}
+    rows = [_FLOW[k][1] for k in near if k in _FLOW] if strip and highlight else []
+    top, bottom = (min(rows) - 0.6, max(rows) + 0.6) if rows else (-0.7, max(_FLOW[k][1] for k in steps) + 1.1)
+    fig = Figure(figsize=(8.6, 0.52 * (bottom - top) + 0.3))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(-0.2, 10.4)
+    ax.set_ylim(bottom, top)
+    ax.axis("off")
+    grey, line = "#9a9a9a", "#555555"
+
+    def formula(st):
+        text = st.formula if st.optional else schema.formula_of(st.key, config)
+        try:
+            from matplotlib.mathtext import MathTextParser
+            MathTextParser("path").parse(f"${text}$")
+            return f"${text}$"
+        except Exception:
+            return text
+
+    def box(key):
+        x, y = _FLOW[key]
+        if key == "Z_{l-1}":
+            return x, y, 1.2, 0.3
+        return x, y, (2.9 if key in _SIDE else 5.6) / 2, 0.36
+
+    # the layer box (L times) and the heads' box
+    ax.add_patch(FancyBboxPatch((0.05, 2.75), 10.1, 14.35, boxstyle="round,pad=0.02", facecolor="#f4f6fb",
+                                edgecolor="#7a86a8", linewidth=1.2, zorder=0))
+    ax.text(10.3, 9.9, f"x L = {config.num_layers} layers (the output Z_l is the next layer's Z_(l-1))", rotation=90,
+            fontsize=8, va="center", ha="center", color="#4a5578")
+    ax.add_patch(Rectangle((0.3, 3.9), 9.6, 4.05, facecolor="none", edgecolor="#7a86a8", linestyle="--", linewidth=1))
+    ax.text(0.45, 7.85, f"split into n_h = {config.num_heads} heads of d_k = {config.head_size}:\n"
+            "each head runs these lines on its own columns", fontsize=7.5, ha="left", va="bottom", color="#4a5578")
+    ax.text(5.12, 8.12, "concatenate the heads", fontsize=7.5, ha="left", va="center", color="#4a5578")
+
+    def arrow(a, b, label="", colour=line, via=None):
+        (xa, ya, _, ha), (xb, yb, _, hb) = box(a), box(b)
+        start, end = (xa, ya + ha), (xb, yb - hb)
+        if via is not None:  # a residual branch: out sideways, down, back in
+            side = via
+            xa_edge = xa - box(a)[2] if side < xa else xa + box(a)[2]
+            xb_edge = xb - box(b)[2] if side < xb else xb + box(b)[2]
+            ax.plot([xa_edge, side, side], [ya, ya, yb], color=colour, linewidth=1.3, zorder=1)
+            ax.annotate("", xy=(xb_edge, yb), xytext=(side, yb),
+                        arrowprops=dict(arrowstyle="-|>", color=colour, linewidth=1.3), zorder=1)
+            ax.text(side + (0.08 if side < 5 else -0.08), (ya + yb) / 2, label, rotation=90, fontsize=7.5,
+                    ha="left" if side < 5 else "right", va="center", color=colour)
+            return
+        ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="-|>", color=colour, linewidth=1.1),
+                    zorder=1)
+        if label:
+            ax.text((start[0] + end[0]) / 2 + 0.1, (start[1] + end[1]) / 2, label, fontsize=7.5, color=colour,
+                    va="center")
+
+    source = {"Z_{l-1}": "Z_{l-1}", "Z_L": "ffn.ln"}
+    for key, st in steps.items():
+        for src in st.takes:
+            src = source.get(src, src)
+            if key == "attn.resid" and src == "Z_{l-1}":
+                arrow(src, key, "residual: Z_(l-1) skips attention", colour="#b5562b", via=0.2)
+            elif key == "ffn.resid" and src == "attn.ln":
+                arrow(src, key, "residual: Z-bar skips the feed-forward", colour="#b5562b", via=9.6)
+            elif src in _FLOW and src in steps or src == "Z_{l-1}":
+                label = {"pooler.out": "[CLS] row", "mlm.logits": "every row"}.get(key, "") if src == "ffn.ln" else ""
+                arrow(src, key, label)
+    arrow(steps.get("embed.proj") and "embed.proj" or "embed.ln", "Z_{l-1}", "layer 0 reads Z_0")
+    # the layer input and the boxes
+    x, y, w, h = box("Z_{l-1}")
+    ax.add_patch(FancyBboxPatch((x - w, y - h), 2 * w, 2 * h, boxstyle="round,pad=0.02", facecolor="white",
+                                edgecolor=line))
+    ax.text(x, y, r"$Z_{l-1}$  (the layer's input)", fontsize=8.5, ha="center", va="center")
+    for key, st in steps.items():
+        x, y, w, h = box(key)
+        on = key in highlight
+        ax.add_patch(FancyBboxPatch((x - w, y - h), 2 * w, 2 * h, boxstyle="round,pad=0.02", zorder=2,
+                                    facecolor="#ffe9a8" if on else "white",
+                                    edgecolor="#d39b00" if on else (line if not highlight else grey),
+                                    linewidth=1.4 if on else 0.9))
+        colour = "black" if (on or not highlight) else grey
+        prefix = "layer.{l}." if st.scope == "layer" else ""
+        ax.text(x, y - 0.15, prefix + key, fontsize=7.5, family="monospace", ha="center", va="center", color=colour,
+                zorder=3)
+        ax.text(x, y + 0.14, formula(st), fontsize=8.5, ha="center", va="center", color=colour, zorder=3)
+    if not strip:
+        ax.text(0.1, bottom - 0.25, f"{config.num_layers} layers, H = {config.hidden_size}, n_h = {config.num_heads}, "
+                f"d_k = {config.head_size}, d_ffnn = {config.ffn_size}; boxes, formulas and arrows drawn from "
+                "bertviz_lite.schema.STEPS (key, formula, takes)", fontsize=7.5, color="#444444")
     return fig
 
 

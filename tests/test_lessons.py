@@ -395,13 +395,39 @@ def test_no_A_for_the_number_of_heads(lesson):
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
 def test_symbol_table_as_markdown(lesson):
-    """issue 18 section 5: every lesson carries the course's symbol table as markdown (GitHub shows it), today's
-    (course.symbol_table(), from schema.SYMBOLS), and names n_h for the number of heads."""
+    """issue 18 section 5, issue 33 item 4: lesson 00 carries the course's symbol table as markdown (GitHub shows
+    it), today's (course.symbol_table(), from schema.SYMBOLS); every other lesson links to it instead of repeating
+    its rows, and every lesson names n_h for the number of heads."""
     nb = nbformat.read(lesson, as_version=4)
     markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
-    assert any(course.symbol_table() in t for t in markdown), \
-        f"{lesson.name}: no markdown cell holds course.symbol_table() (schema.SYMBOLS) as it is today"
+    if lesson.name.startswith("00_"):
+        assert any(course.symbol_table() in t for t in markdown), \
+            f"{lesson.name}: no markdown cell holds course.symbol_table() (schema.SYMBOLS) as it is today"
+    else:
+        assert not any("| symbol | what it is |" in t for t in markdown), f"{lesson.name} repeats the symbol table"
+        assert any("(00_quickstart.ipynb)" in t and "symbols" in t for t in markdown), \
+            f"{lesson.name}: no link to lesson 00's table of symbols"
     assert any("n_h" in t for t in markdown), f"{lesson.name}: its symbols do not name n_h, the number of heads"
+
+
+def test_flow_picture_is_drawn_from_the_steps():
+    """issue 33 item 4: lesson 00's data-flow picture has a box for every step of schema.STEPS a BERT runs, and
+    every lesson's "Where this lesson is" picture is a strip of it."""
+    from bertviz_lite import BertConfig, schema
+
+    keys = {st.key for st in schema.STEPS if not st.optional}
+    assert keys - {"embed.proj"} <= set(course._FLOW)
+    fig = course.flow_picture(BertConfig(), highlight=["attn.probs"])
+    texts = {t.get_text() for t in fig.axes[0].texts}
+    assert {"layer.{l}.attn.probs", "embed.ln", "pooler.out", "mlm.logits"} <= texts
+    strip = course.flow_picture(BertConfig(), highlight=["attn.probs"], strip=True)
+    assert strip.get_figheight() < fig.get_figheight() / 3
+    with pytest.raises(ValueError, match="no step"):
+        course.flow_picture(BertConfig(), highlight=["attn.nope"])
+    for lesson in LESSONS[1:]:
+        nb = nbformat.read(lesson, as_version=4)
+        assert any(c.source.startswith("# PICTURE") and "flow_picture(" in c.source and "strip=True" in c.source
+                   for c in nb.cells), f"{lesson.name}: no strip of the flow picture"
 
 
 # interact/interactive draw into an Output widget, and so does any `with out:` block run while the cell runs
