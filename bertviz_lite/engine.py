@@ -16,7 +16,7 @@ import math
 
 from . import backend, schema
 from .config import BertConfig
-from .trace import Recorder
+from .trace import NullRecorder, Recorder
 
 # ------------------------------------------------------------------------------------------
 # building blocks
@@ -191,11 +191,14 @@ def pooler(W: dict, Z_L, rec: Recorder, xp, act=tanh):
     return rec("pooler.out", act(Z_L[..., 0, :] @ W["pooler.W"] + W["pooler.b"], xp))
 
 
-def mlm_head(W: dict, Z_L, c: BertConfig, rec: Recorder, xp):
-    """Masked-lm logits: transform, then the tied output layer W_T^T (or an untied W_out)   [n, H] -> [n, V]."""
+def mlm_head(W: dict, Z_L, c: BertConfig, rec: Recorder, xp, tape: Recorder | None = None):
+    """Masked-lm logits: transform, then the tied output layer W_T^T (or an untied W_out)   [n, H] -> [n, V].
+    The transform's lines are not trace keys; a training tape (bertviz_lite.mlm) records them for the backward."""
+    tape = NullRecorder(xp) if tape is None else tape
     act = activation(c)
-    h = act(Z_L @ W["mlm.W_t"] + W["mlm.b_t"], xp)  # [n, E] (E = H but in ALBERT)
-    h = layer_norm(h, W["mlm.ln.gamma"], W["mlm.ln.beta"], c.layer_norm_eps, xp)
+    dense = tape("mlm.dense", Z_L @ W["mlm.W_t"] + W["mlm.b_t"])  # [n, E] (E = H but in ALBERT)
+    a = tape("mlm.act", act(dense, xp))  # [n, E]
+    h = tape("mlm.transform", layer_norm(a, W["mlm.ln.gamma"], W["mlm.ln.beta"], c.layer_norm_eps, xp))  # [n, E]
     W_out = W["mlm.W_out"] if "mlm.W_out" in W else xp.permute_dims(W["embed.W_T"], (1, 0))  # [E, V]
     return rec("mlm.logits", h @ W_out + W["mlm.bias"])  # [n, V]
 

@@ -1,8 +1,7 @@
-"""Fitting BERT's masked-language-model head on a frozen encoder, with gradients written by hand.
+"""BERT's masked-language-model objective, and training on it with gradients written by hand.
 
 The head is BERT's own (Devlin et al. 2019, section 3.1 "Task #1: Masked LM"; Hugging Face's
-`BertLMPredictionHead`): a dense H x H layer, GELU, LayerNorm, then the output layer tied to the
-token table W_T, plus one bias per vocabulary piece:
+`BertLMPredictionHead`), its forward `engine.mlm_head`, its backward `backward.mlm_head_backward`:
 
     a = Z W^t + b^t          [N, H]     (Z: the encoder's last layer at the chosen rows)
     g = GELU(a)              [N, H]
@@ -14,12 +13,14 @@ The masking follows BERT's `create_pretraining_data.py`: 15% of the word pieces 
 (at least one, never [CLS] or [SEP]) are chosen; of those 80% become [MASK], 10% a random piece,
 10% stay as they were; the loss is taken on the chosen rows only.
 
-Every line has its backward function below (`*_backward`), each the chain rule of one formula
-line; `tests/test_mlm.py` checks each one against central finite differences in float64, and the
-whole head's gradient against torch autograd (`tests/fixtures/make_mlm_reference.py`). The
-decoder W_T is the encoder's own table and stays frozen (training it would change the encoder's
-input too), so only W^t, b^t, the LayerNorm's gamma and beta and b^mlm are learned.
-`scripts/train_mlm_head.py` fits the head that `load("minilm")` ships.
+A training step (`loss_and_grads`) runs the trained part of the model forward through a recorder,
+which is the tape: the last encoder layers from `Batch.first` on (engine.encoder_layer), the rows at
+the chosen positions, the head; then the loss, its gradient, and the backward functions of
+bertviz_lite.backward reading the tape in reverse. The layers below `first` are frozen and run once
+per masked sentence (their output is the batch's Z). The decoder W_T is the encoder's own token
+table and stays frozen (training it would change the encoder's input too).
+`scripts/train_mlm_head.py` fits the head alone (the head `load("minilm")` ships);
+`scripts/train_minilm_mlm.py` trains the last layers with it (`load("minilm-mlm")`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import backend, engine
+from . import backend, backward, engine, schema
+from .trace import Recorder
 
 MASK_RATE = 0.15  # share of word pieces chosen for prediction
 P_MASK, P_RANDOM = 0.8, 0.1  # of the chosen: -> [MASK], -> a random piece; the rest stay as they are
@@ -98,38 +100,8 @@ def word_class(piece: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# forward lines and their backward functions (the chain rule, one line at a time)
+# the loss and its backward (the head's forward is engine.mlm_head, its backward backward.mlm_head_backward)
 # ------------------------------------------------------------------------------------------
-
-
-def matmul_backward(dy, x, W):
-    """y = x W   ->   dx = dy W^T [N, k],  dW = x^T dy [k, m]."""
-    return dy @ W.T, x.T @ dy
-
-
-def bias_backward(dy, xp):
-    """y = x + b (b broadcast over rows)   ->   dx = dy,  db = sum of dy over the rows [m]."""
-    return dy, xp.sum(dy, axis=0)
-
-
-def gelu_backward(dy, x, xp):
-    """y = x Phi(x)   ->   dx = dy (Phi(x) + x phi(x)), phi the standard normal density."""
-    cdf = 0.5 * (1.0 + backend.erf(x / backend.SQRT_2, xp))
-    pdf = xp.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-    return dy * (cdf + x * pdf)
-
-
-def layer_norm_backward(dy, x, gamma, eps: float, xp):
-    """y = (x - mu) / sqrt(var + eps) gamma + beta over the last axis   ->   (dx, dgamma, dbeta).
-
-    With x_hat the normalised rows and g = dy gamma: dx = (g - mean(g) - x_hat mean(g x_hat)) / sqrt(var + eps).
-    """
-    mu = xp.mean(x, axis=-1, keepdims=True)
-    inv = 1.0 / xp.sqrt(xp.mean((x - mu) ** 2, axis=-1, keepdims=True) + eps)  # [N, 1]
-    x_hat = (x - mu) * inv  # [N, H]
-    g = dy * gamma
-    dx = inv * (g - xp.mean(g, axis=-1, keepdims=True) - x_hat * xp.mean(g * x_hat, axis=-1, keepdims=True))
-    return dx, xp.sum(dy * x_hat, axis=0), xp.sum(dy, axis=0)
 
 
 def log_softmax(y, xp):
@@ -138,9 +110,9 @@ def log_softmax(y, xp):
     return y - m - xp.log(xp.sum(xp.exp(y - m), axis=-1, keepdims=True))
 
 
-def cross_entropy(y, targets, xp):
-    """mean over rows of -log softmax(y)[target]   [N, V], [N] -> scalar."""
-    logp = log_softmax(y, xp)
+def cross_entropy(y, targets, xp, logp=None):
+    """mean over rows of -log softmax(y)[target]   [N, V], [N] -> scalar (logp: log_softmax(y), if already computed)."""
+    logp = log_softmax(y, xp) if logp is None else logp
     return -xp.mean(xp.take_along_axis(logp, xp.reshape(targets, (-1, 1)), axis=-1))
 
 
@@ -152,43 +124,89 @@ def cross_entropy_backward(y, targets, xp, logp=None):
     return (xp.exp(logp) - onehot) / N
 
 
-def softmax_cross_entropy(y, targets, xp):
-    """(cross_entropy, cross_entropy_backward) from one log-softmax: what a training step uses."""
-    logp = log_softmax(y, xp)
-    loss = -xp.mean(xp.take_along_axis(logp, xp.reshape(targets, (-1, 1)), axis=-1))
-    return loss, cross_entropy_backward(y, targets, xp, logp)
-
-
 # ------------------------------------------------------------------------------------------
-# the whole head
+# the chosen rows: the logits (30,522 wide) are computed only where the loss is taken
 # ------------------------------------------------------------------------------------------
 
 
-def head_forward(params: dict, Z, W_T, eps: float, xp):
-    """The head's lines on rows Z [N, H] -> (logits [N, V], the intermediates backward needs)."""
-    a = Z @ params["mlm.W_t"] + params["mlm.b_t"]  # [N, H]
-    g = engine.gelu(a, xp)  # [N, H]
-    h = engine.layer_norm(g, params["mlm.ln.gamma"], params["mlm.ln.beta"], eps, xp)  # [N, H]
-    y = h @ W_T.T + params["mlm.bias"]  # [N, V]: the decoder is the token table, tied
-    return y, {"Z": Z, "a": a, "g": g, "h": h}
+def chosen_rows(Z, rows, xp):
+    """The encoder's rows at the chosen positions   [B, n, H], rows [N] (flat indices b * n + i) -> [N, H]."""
+    return xp.take(xp.reshape(Z, (-1, Z.shape[-1])), rows, axis=0)
 
 
-def head_backward(dy, cache: dict, params: dict, W_T, eps: float, xp) -> dict:
-    """Gradients of the loss for every learned tensor of the head, from d loss / d logits [N, V]."""
-    dh, dbias = bias_backward(dy, xp)
-    dh = dh @ W_T  # [N, H]: the matmul with W_T^T, backwards (W_T frozen, so no dW_T)
-    dg, dgamma, dbeta = layer_norm_backward(dh, cache["g"], params["mlm.ln.gamma"], eps, xp)
-    da = gelu_backward(dg, cache["a"], xp)
-    da, db_t = bias_backward(da, xp)
-    _, dW_t = matmul_backward(da, cache["Z"], params["mlm.W_t"])
-    return {"mlm.W_t": dW_t, "mlm.b_t": db_t, "mlm.ln.gamma": dgamma, "mlm.ln.beta": dbeta, "mlm.bias": dbias}
+def chosen_rows_backward(drows, rows, shape, xp):
+    """Z rows = Z[rows]   ->   dZ [B, n, H]: each chosen row's gradient put back at its position, 0 elsewhere
+    (the rows are distinct positions, so nothing is added twice)."""
+    dZ = xp.zeros((shape[0] * shape[1], shape[2]), dtype=drows.dtype)
+    dZ[rows] = drows  # numpy and cupy; the array api has no scatter
+    return xp.reshape(dZ, shape)
 
 
-def loss_and_grads(params: dict, Z, targets, W_T, eps: float, xp):
-    """(cross-entropy on the rows, its gradient for every learned tensor)."""
-    y, cache = head_forward(params, Z, W_T, eps, xp)
-    loss, dy = softmax_cross_entropy(y, targets, xp)
-    return loss, head_backward(dy, cache, params, W_T, eps, xp)
+@dataclass(frozen=True)
+class Batch:
+    """What one training step sees: the input Z [B, n, H] of the first trained layer `first` (the frozen
+    layers below ran once, on the masked text), its padding mask [B, n], the chosen rows (flat indices
+    b * n + i) and their targets. first = L (the number of layers): Z is the last layer, only the head trains."""
+
+    Z: object
+    mask: object
+    rows: object
+    targets: object
+    first: int
+
+
+def rows_batch(Z, targets, xp, first: int) -> Batch:
+    """Rows of the last layer [N, H] as a batch of N one-token inputs (the head trained alone)."""
+    N = Z.shape[0]
+    return Batch(xp.reshape(Z, (N, 1, Z.shape[-1])), xp.ones((N, 1), dtype=xp.int64), xp.arange(N), targets, first)
+
+
+# ------------------------------------------------------------------------------------------
+# one step: the forward through the recorder (the tape), the loss, the backward reading the tape
+# ------------------------------------------------------------------------------------------
+
+
+def forward(weights: dict, batch: Batch, c, xp):
+    """Layers batch.first .. L-1 on batch.Z, the chosen rows, the head's logits there, every line recorded.
+
+    Returns (logits [N, V], tape): the tape is the recorder's dict, `layer.{l}.attn.q`, ..., `mlm.rows`,
+    `mlm.dense`, `mlm.act`, `mlm.transform`, `mlm.logits`: what backward.* reads back.
+    """
+    tape = Recorder(xp)
+    all_real = bool(xp.all(batch.mask > 0))
+    mask_add = None if all_real else engine.padding_mask(batch.mask, xp, batch.Z.dtype)
+    Z = batch.Z
+    for layer in range(batch.first, c.num_layers):
+        Z = engine.encoder_layer(engine.LayerWeights(weights, layer), Z, mask_add, c,
+                                 tape.scope(schema.layer_prefix(layer)), xp)
+    rows = tape("mlm.rows", chosen_rows(Z, batch.rows, xp))  # [N, H]
+    logits = engine.mlm_head(weights, rows, c, tape, xp, tape=tape)  # [N, V]
+    return logits, tape.store
+
+
+def backward_pass(dy, weights: dict, tape: dict, batch: Batch, c, xp) -> dict:
+    """d loss / d logits [N, V] -> d loss / d every weight of the head and of layers batch.first .. L-1."""
+    layers = batch.first < c.num_layers
+    drows, grads = backward.mlm_head_backward(dy, weights, tape.__getitem__, tape["mlm.rows"], c, xp, need_dZ=layers)
+    if layers:
+        dZ = chosen_rows_backward(drows, batch.rows, tuple(batch.Z.shape), xp)
+        _, g = backward.layers_backward(dZ, weights, tape, batch.Z, batch.first, c, xp)
+        grads.update(g)
+    return grads
+
+
+def loss_and_grads(params: dict, frozen: dict, batch: Batch, c, xp):
+    """(cross-entropy on the batch's chosen rows, its gradient for every tensor in params).
+
+    params: the tensors trained (full names: `mlm.W_t`, `layer.5.attn.W_Q`, ...); frozen: the rest the
+    forward reads (`embed.W_T`, the tied decoder; layers batch.first .. L-1 that are not trained).
+    """
+    weights = {**frozen, **params}
+    logits, tape = forward(weights, batch, c, xp)
+    logp = log_softmax(logits, xp)  # once, for the loss and its gradient
+    loss = cross_entropy(logits, batch.targets, xp, logp)
+    grads = backward_pass(cross_entropy_backward(logits, batch.targets, xp, logp), weights, tape, batch, c, xp)
+    return loss, {k: grads[k] for k in params}
 
 
 def init_head(hidden: int, vocab: int, rng, xp, std: float = 0.02, dtype=None) -> dict:
@@ -212,15 +230,16 @@ class Adam:
         self.m = {k: xp.zeros_like(v) for k, v in params.items()}
         self.v = {k: xp.zeros_like(v) for k, v in params.items()}
 
-    def step(self, params: dict, grads: dict, lr: float) -> dict:
-        """New parameters (the old ones are not changed in place)."""
+    def step(self, params: dict, grads: dict, lr) -> dict:
+        """New parameters (the old ones are not changed in place); lr: one rate, or a dict of one per tensor."""
         self.t += 1
         c1, c2 = 1.0 - self.b1 ** self.t, 1.0 - self.b2 ** self.t
         new = {}
         for k, p in params.items():
             self.m[k] = self.b1 * self.m[k] + (1.0 - self.b1) * grads[k]
             self.v[k] = self.b2 * self.v[k] + (1.0 - self.b2) * grads[k] ** 2
-            new[k] = p - lr * (self.m[k] / c1) / (self.xp.sqrt(self.v[k] / c2) + self.eps)
+            rate = lr[k] if isinstance(lr, dict) else lr
+            new[k] = p - rate * (self.m[k] / c1) / (self.xp.sqrt(self.v[k] / c2) + self.eps)
         return new
 
 
@@ -231,39 +250,86 @@ def learning_rate(step: int, total: int, peak: float, warmup: int) -> float:
     return peak * max(0.0, (total - step) / max(1, total - warmup))
 
 
-def fit(params: dict, Z, targets, W_T, *, eps: float, xp, rng, epochs: int = 1, batch: int = 512,
-        peak_lr: float = 1e-3, warmup: float = 0.05, log_every: int = 50, on_log=None):
-    """Minibatch Adam on the rows (Z [N, H], targets [N]); the rows are shuffled each epoch with rng.
+def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, peak_lr=1e-3, warmup: float = 0.05,
+          log_every: int = 50, on_log=None, steps=None):
+    """Adam over `batches` (a sequence of Batch, or a function epoch -> that sequence), their order
+    shuffled each epoch with rng; the learning rate follows BERT's warm-up and linear decay.
 
-    Returns (params, log): log holds (step, rows seen, mean training loss since the last entry).
+    peak_lr: one rate, or a function key -> rate (e.g. the layers slower than the head). steps: stop
+    after that many (a smoke run). Returns (params, log): log holds (step, mean training loss since the
+    last entry); on_log(entry) is called for each.
     """
-    N = Z.shape[0]
-    steps_per_epoch = math.ceil(N / batch)
-    total = epochs * steps_per_epoch
+    get = batches if callable(batches) else (lambda epoch: batches)
+    per_epoch = len(get(0))
+    total = epochs * per_epoch if steps is None else min(steps, epochs * per_epoch)
+    warm = max(1, int(warmup * total))
+    peak = {k: (peak_lr(k) if callable(peak_lr) else peak_lr) for k in params}
     opt, log, step, running, count = Adam(params, xp), [], 0, 0.0, 0
-    for _ in range(epochs):
-        order = backend.from_host(rng.permutation(N), xp)
-        for s in range(steps_per_epoch):
-            rows = order[s * batch:(s + 1) * batch]
-            loss, grads = loss_and_grads(params, xp.take(Z, rows, axis=0), xp.take(targets, rows, axis=0), W_T,
-                                         eps, xp)
-            params = opt.step(params, grads, learning_rate(step, total, peak_lr, max(1, int(warmup * total))))
+    for epoch in range(epochs):
+        epoch_batches = get(epoch)
+        for i in rng.permutation(len(epoch_batches)):
+            if step == total:
+                return params, log
+            loss, grads = loss_and_grads(params, frozen, epoch_batches[int(i)], c, xp)
+            params = opt.step(params, grads, {k: learning_rate(step, total, p, warm) for k, p in peak.items()})
             running, count, step = running + float(loss), count + 1, step + 1
             if step % log_every == 0 or step == total:
-                log.append((step, min(step * batch, epochs * N), running / count))
+                log.append((step, running / count))
                 if on_log is not None:
                     on_log(log[-1])
                 running, count = 0.0, 0
     return params, log
 
 
-def top_k_hits(params: dict, Z, targets, W_T, *, eps: float, xp, k: int = 5, batch: int = 1024):
-    """Per row: the rank of the target among the logits (0 = top-1), and the loss, in batches."""
+def ranks_and_losses(params: dict, frozen: dict, batches, c, xp):
+    """Per chosen row, in batch order: the rank of the target among the logits (0 = top-1) and its loss."""
     ranks, losses = [], []
-    for s in range(0, Z.shape[0], batch):
-        y, _ = head_forward(params, Z[s:s + batch], W_T, eps, xp)
-        t = targets[s:s + batch]
-        yt = xp.take_along_axis(y, xp.reshape(t, (-1, 1)), axis=-1)  # [b, 1]
+    weights = {**frozen, **params}
+    for b in batches:
+        y, _ = forward(weights, b, c, xp)
+        t = xp.reshape(b.targets, (-1, 1))
+        yt = xp.take_along_axis(y, t, axis=-1)  # [N, 1]
         ranks.append(xp.sum(xp.astype(y > yt, xp.int32), axis=-1))  # how many pieces score higher
-        losses.append(-xp.take_along_axis(log_softmax(y, xp), xp.reshape(t, (-1, 1)), axis=-1)[:, 0])
+        losses.append(-xp.take_along_axis(log_softmax(y, xp), t, axis=-1)[:, 0])
     return xp.concat(ranks), xp.concat(losses)
+
+
+# the head alone, on fixed rows of the last layer (scripts/train_mlm_head.py; lesson 11)
+
+
+def fit(params: dict, Z, targets, W_T, c, *, xp, rng, epochs: int = 1, batch: int = 512, peak_lr: float = 1e-3,
+        warmup: float = 0.05, log_every: int = 50, on_log=None):
+    """The head alone: minibatch Adam on rows of the last layer (Z [N, H], targets [N]); the rows are
+    shuffled each epoch with rng. Returns (params, log): log holds (step, rows seen, mean loss since the last entry)."""
+    N, L = Z.shape[0], c.num_layers
+    per_epoch = math.ceil(N / batch)
+
+    def batches(epoch):
+        order = backend.from_host(rng.permutation(N), xp)
+        return [rows_batch(xp.take(Z, order[s * batch:(s + 1) * batch], axis=0),
+                        xp.take(targets, order[s * batch:(s + 1) * batch], axis=0), xp, L) for s in range(per_epoch)]
+
+    in_order = _InOrder()  # fit's rows are shuffled, not its batches: keep their order
+    params, log = train(params, {"embed.W_T": W_T}, batches, c, xp, rng=in_order, epochs=epochs, peak_lr=peak_lr,
+                        warmup=warmup, log_every=log_every,
+                        on_log=None if on_log is None else lambda e: on_log(_with_rows(e, batch, epochs * N)))
+    return params, [_with_rows(e, batch, epochs * N) for e in log]
+
+
+def top_k_hits(params: dict, Z, targets, W_T, c, *, xp, batch: int = 1024):
+    """The head alone on rows of the last layer: per row, the rank of the target (0 = top-1) and the loss."""
+    batches = [rows_batch(Z[s:s + batch], targets[s:s + batch], xp, c.num_layers) for s in range(0, Z.shape[0], batch)]
+    return ranks_and_losses(params, {"embed.W_T": W_T}, batches, c, xp)
+
+
+class _InOrder:
+    """An rng stand-in whose permutation is the identity (fit shuffles rows itself)."""
+
+    @staticmethod
+    def permutation(n):
+        return range(n)
+
+
+def _with_rows(entry, batch: int, total_rows: int):
+    step, loss = entry
+    return step, min(step * batch, total_rows), loss

@@ -124,8 +124,8 @@ def cached_features(model, encs, seed: int, layer: int, cache: Path, progress: b
     return out
 
 
-def evaluate(params, Z, targets, W_T, eps, k=5):
-    ranks, losses = mlm.top_k_hits(params, Z, targets, W_T, eps=eps, xp=np, k=k)
+def evaluate(params, Z, targets, W_T, c):
+    ranks, losses = mlm.top_k_hits(params, Z, targets, W_T, c, xp=np)
     return ranks, losses
 
 
@@ -199,13 +199,12 @@ def main(argv=None) -> int:
           f"in {feat_s:.0f} s", flush=True)
 
     W_T = np.asarray(model.weights["embed.W_T"])  # [V, H] the tied decoder, frozen
-    eps = c.layer_norm_eps
     init_rng = np.random.default_rng([args.seed, 2])
     untrained = mlm.init_head(c.hidden_size, c.vocab_size, init_rng, np)  # BERT's initialisation
     counts = np.bincount(targets[train], minlength=c.vocab_size)
     start = {**untrained, "mlm.bias": np.log((counts + 1) / (counts.sum() + c.vocab_size)).astype(np.float32)}
     t_fit = time.perf_counter()
-    params, log = mlm.fit(start, Z[train], targets[train], W_T, eps=eps, xp=np, rng=np.random.default_rng([args.seed, 3]),
+    params, log = mlm.fit(start, Z[train], targets[train], W_T, c, xp=np, rng=np.random.default_rng([args.seed, 3]),
                           epochs=args.epochs, batch=BATCH, peak_lr=PEAK_LR, log_every=50,
                           on_log=lambda e: print(f"  step {e[0]:>6,}  rows {e[1]:>9,}  loss {e[2]:.3f}", flush=True)
                           if e[0] % 500 == 0 else None)
@@ -219,7 +218,7 @@ def main(argv=None) -> int:
               "[MASK]": kh == 0, "random": kh == 1, "kept": kh == 2}
     results = {}
     for name, p in (("fitted head", params), ("untrained head", untrained)):
-        results[name] = summarise(*evaluate(p, Z[held], targets[held], W_T, eps), groups)
+        results[name] = summarise(*evaluate(p, Z[held], targets[held], W_T, c), groups)
     results["unigram"] = summarise(*unigram_ranks(targets[train], targets[held], c.vocab_size), groups)
     total_s = time.perf_counter() - t_start
 

@@ -1,5 +1,5 @@
-"""The masked-LM head: BERT's masking, every backward function against central finite differences
-(float64), the whole head's gradient against torch autograd (tests/fixtures/make_mlm_reference.py),
+"""The masked-LM head: BERT's masking, the whole head's gradient against torch autograd
+(tests/fixtures/make_mlm_reference.py) and central finite differences (float64),
 the head MiniLM ships, fill_mask, and the errors for bad input and bad head files."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import scipy.special
 
 import bertviz_lite as bv
-from bertviz_lite import engine, loading, mlm
+from bertviz_lite import loading, mlm
+from bertviz_lite.config import BertConfig
 from bertviz_lite.errors import BertVizError, CheckpointError
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "mlm" / "mlm_head_grad.npz"
@@ -41,60 +41,8 @@ def rng():
 
 
 # ------------------------------------------------------------------------------------------
-# each backward function against finite differences, float64
-# ------------------------------------------------------------------------------------------
-
-
-def test_matmul_backward(rng):
-    x, W, r = rng.normal(size=(4, 5)), rng.normal(size=(5, 3)), rng.normal(size=(4, 3))
-    loss = lambda: float(np.sum(r * (x @ W)))  # noqa: E731  a random linear read-out of y
-    dx, dW = mlm.matmul_backward(r, x, W)
-    np.testing.assert_allclose(dx, numeric_grad(loss, x), rtol=1e-7, atol=1e-8)
-    np.testing.assert_allclose(dW, numeric_grad(loss, W), rtol=1e-7, atol=1e-8)
-
-
-def test_bias_backward(rng):
-    x, b, r = rng.normal(size=(4, 3)), rng.normal(size=3), rng.normal(size=(4, 3))
-    loss = lambda: float(np.sum(r * (x + b)))  # noqa: E731
-    dx, db = mlm.bias_backward(r, xp)
-    np.testing.assert_allclose(dx, numeric_grad(loss, x), rtol=1e-7, atol=1e-8)
-    np.testing.assert_allclose(db, numeric_grad(loss, b), rtol=1e-7, atol=1e-8)
-
-
-def test_gelu_backward(rng):
-    x, r = rng.normal(0, 2, size=(5, 6)), rng.normal(size=(5, 6))
-    exact = lambda: float(np.sum(r * x * 0.5 * (1 + scipy.special.erf(x / np.sqrt(2)))))  # noqa: E731  scipy's erf
-    # the engine's erf is a rational form with |error| <= 1.5e-7: its slope differs from Phi by as little
-    np.testing.assert_allclose(mlm.gelu_backward(r, x, xp), numeric_grad(exact, x), rtol=1e-6, atol=1e-6)
-    tanh = lambda: float(np.sum(r * engine.gelu_tanh(x, xp)))  # noqa: E731  another function: caught
-    assert not np.allclose(mlm.gelu_backward(r, x, xp), numeric_grad(tanh, x), rtol=1e-6, atol=1e-6)
-
-
-def test_layer_norm_backward(rng):
-    x, g, b, r = rng.normal(1, 2, size=(4, 6)), 1 + rng.normal(0, 0.3, 6), rng.normal(0, 0.3, 6), rng.normal(size=(4, 6))
-    loss = lambda: float(np.sum(r * engine.layer_norm.formula(x, g, b, 1e-5, xp)))  # noqa: E731
-    dx, dg, db = mlm.layer_norm_backward(r, x, g, 1e-5, xp)
-    np.testing.assert_allclose(dx, numeric_grad(loss, x), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(dg, numeric_grad(loss, g), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(db, numeric_grad(loss, b), rtol=1e-6, atol=1e-8)
-
-
-def test_softmax_cross_entropy_backward(rng):
-    y, t = rng.normal(0, 3, size=(5, 9)), rng.integers(0, 9, 5)
-    loss = lambda: float(mlm.cross_entropy(y, t, xp))  # noqa: E731
-    np.testing.assert_allclose(mlm.cross_entropy_backward(y, t, xp), numeric_grad(loss, y), rtol=1e-6, atol=1e-9)
-    loss_once, dy_once = mlm.softmax_cross_entropy(y, t, xp)  # the training step's one-pass form: the same
-    assert float(loss_once) == float(mlm.cross_entropy(y, t, xp))
-    np.testing.assert_array_equal(dy_once, mlm.cross_entropy_backward(y, t, xp))
-    # and the loss itself: -log of scipy's softmax at the targets, averaged
-    assert float(mlm.cross_entropy(y, t, xp)) == pytest.approx(
-        -np.mean(np.log(scipy.special.softmax(y, axis=-1)[np.arange(5), t])), rel=1e-12)
-    big = y * 1e3  # no overflow: the row max is subtracted first
-    assert np.isfinite(mlm.cross_entropy(big, t, xp)) and np.isfinite(mlm.cross_entropy_backward(big, t, xp)).all()
-
-
-# ------------------------------------------------------------------------------------------
 # the whole head: against torch autograd (a committed fixture) and finite differences
+# (each backward function on its own: tests/test_backward.py)
 # ------------------------------------------------------------------------------------------
 
 
@@ -104,12 +52,19 @@ def ref():
         return {k: f[k] for k in f.files}
 
 
+def head_config(ref, eps=None):
+    meta = json.loads(ref["meta"].item())
+    return BertConfig(vocab_size=meta["V"], hidden_size=meta["H"], num_layers=1, num_heads=1, ffn_size=4 * meta["H"],
+                      layer_norm_eps=meta["eps"] if eps is None else eps)
+
+
 def test_whole_head_matches_torch_autograd(ref):
     params = {k: ref[k] for k in bv.weights.MLM_LEARNED}
-    meta = json.loads(ref["meta"].item())
-    y, _ = mlm.head_forward(params, ref["Z"], ref["W_T"], meta["eps"], xp)
+    c = head_config(ref)
+    batch = mlm.rows_batch(ref["Z"], ref["targets"], xp, c.num_layers)
+    y, _ = mlm.forward({**params, "embed.W_T": ref["W_T"]}, batch, c, xp)
     np.testing.assert_allclose(y, ref["logits"], rtol=1e-6, atol=1e-6)  # hugging face's BertLMPredictionHead
-    loss, grads = mlm.loss_and_grads(params, ref["Z"], ref["targets"], ref["W_T"], meta["eps"], xp)
+    loss, grads = mlm.loss_and_grads(params, {"embed.W_T": ref["W_T"]}, batch, c, xp)
     assert float(loss) == pytest.approx(float(ref["loss"]), rel=1e-6)
     assert set(grads) == set(bv.weights.MLM_LEARNED)
     for k in grads:
@@ -118,23 +73,25 @@ def test_whole_head_matches_torch_autograd(ref):
 
 def test_whole_head_matches_finite_differences(ref):
     params = {k: ref[k].copy() for k in bv.weights.MLM_LEARNED}
-    Z, W_T, t = ref["Z"], ref["W_T"], ref["targets"]
-    _, grads = mlm.loss_and_grads(params, Z, t, W_T, EPS, xp)
+    c = head_config(ref, EPS)
+    batch, frozen = mlm.rows_batch(ref["Z"], ref["targets"], xp, c.num_layers), {"embed.W_T": ref["W_T"]}
+    _, grads = mlm.loss_and_grads(params, frozen, batch, c, xp)
     for k in ("mlm.b_t", "mlm.ln.gamma", "mlm.bias"):  # W_t is covered by torch; these are quick
-        num = numeric_grad(lambda: float(mlm.loss_and_grads(params, Z, t, W_T, EPS, xp)[0]), params[k])
+        num = numeric_grad(lambda: float(mlm.loss_and_grads(params, frozen, batch, c, xp)[0]), params[k])
         np.testing.assert_allclose(grads[k], num, rtol=1e-5, atol=1e-6, err_msg=k)
 
 
 def test_a_step_against_the_gradient_lowers_the_loss(ref):
     params = {k: ref[k] for k in bv.weights.MLM_LEARNED}
-    loss, grads = mlm.loss_and_grads(params, ref["Z"], ref["targets"], ref["W_T"], EPS, xp)
+    c = head_config(ref, EPS)
+    batch, frozen = mlm.rows_batch(ref["Z"], ref["targets"], xp, c.num_layers), {"embed.W_T": ref["W_T"]}
+    loss, grads = mlm.loss_and_grads(params, frozen, batch, c, xp)
     stepped = {k: params[k] - 0.05 * grads[k] for k in params}
-    assert float(mlm.loss_and_grads(stepped, ref["Z"], ref["targets"], ref["W_T"], EPS, xp)[0]) < float(loss)
-    fitted, log = mlm.fit(params, ref["Z"], ref["targets"], ref["W_T"], eps=EPS, xp=xp, rng=np.random.default_rng(0),
+    assert float(mlm.loss_and_grads(stepped, frozen, batch, c, xp)[0]) < float(loss)
+    fitted, log = mlm.fit(params, ref["Z"], ref["targets"], ref["W_T"], c, xp=xp, rng=np.random.default_rng(0),
                           epochs=30, batch=4, peak_lr=3e-2, log_every=5)
     assert log[-1][2] < 0.5 * log[0][2]  # it can learn 7 rows by heart
-    assert float(mlm.cross_entropy(mlm.head_forward(fitted, ref["Z"], ref["W_T"], EPS, xp)[0], ref["targets"], xp)) < \
-        0.5 * float(loss)
+    assert float(mlm.loss_and_grads(fitted, frozen, batch, c, xp)[0]) < 0.5 * float(loss)
 
 
 # ------------------------------------------------------------------------------------------
