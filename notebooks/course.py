@@ -195,7 +195,11 @@ def _same(answer, value) -> bool:
 def named_mistakes(call: Call) -> dict:
     """The mistakes exercise `call.id` names, {sentence: an answer that makes it}, in `call`'s context."""
     ex = _lookup(call.id)
-    return dict(ex.mistakes(**call.context)) if ex.mistakes is not None else {}
+    if ex.mistakes is None:
+        return {}
+    with np.errstate(all="ignore"), warnings.catch_warnings():  # a mistake's arithmetic (a row of -inf) warns nothing
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return dict(ex.mistakes(**call.context))
 
 
 def calls() -> list[Call]:

@@ -151,3 +151,60 @@ def _(answer, *, pieces):
     if isinstance(answer, (tuple, list)) and len(answer) == 2 and answer[0] == 0:
         return False, "15% of 3 rounds to 0, but the recipe takes at least one piece: a sentence always has a target"
     return equals(tuple(answer) if isinstance(answer, (tuple, list)) else answer, actual)
+
+
+# ------------------------------------------------------------------------------------------
+# backprop through one attention head: Z_h = A_h V_h with A_h = softmax(E_h); the loss is taken as
+# L = sum(G * Z_h) for the fixed upstream gradient G = dC the lesson draws (any loss above reaches Z_h as some G)
+# ------------------------------------------------------------------------------------------
+
+
+def _row_softmax(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _all_entries(shape):
+    return [tuple(int(i) for i in idx) for idx in np.ndindex(*shape)]
+
+
+def _dV_mistakes(P, V, dC):
+    P, dC = np.asarray(P, dtype=np.float64), np.asarray(dC, dtype=np.float64)
+    return {"you used A, not A^T: V's row j reaches every query i through A[i, j], so dV = A^T dC": P @ dC,
+            "the sign is flipped: dV = A^T dC (the loss grows along it)": -(P.T @ dC),
+            "you passed dC straight through: V reaches the output through the map, so multiply by A^T": dC}
+
+
+@exercise("11.4", hint=("Z_h = A_h V_h: each value row v_j is added into every output row i with the weight A[i, j]; "
+                        "collect, for row j, what all the output rows send back",
+                        "dC is [n, d_k] and A is [n, n]: which of A or A^T, multiplied with dC, sums over the queries "
+                        "i for each key j (A___ @ dC)?"), mistakes=_dV_mistakes)
+def _(answer, *, P, V, dC):
+    P, V, dC = (np.asarray(a, dtype=np.float64) for a in (P, V, dC))
+    entries = _all_entries(V.shape)
+    slopes = _slopes(lambda v: float((dC * (P @ v)).sum()), V, entries)
+    return _compare(answer, V.shape, entries, slopes, [])
+
+
+def _dS_mistakes(S, V, dC):
+    P = _row_softmax(np.asarray(S, dtype=np.float64))
+    dP = np.asarray(dC, dtype=np.float64) @ np.asarray(V, dtype=np.float64).T
+    inner = (dP * P).sum(-1, keepdims=True)
+    return {"you left out the subtraction: softmax's Jacobian is diag(p) - p p^T, so ds = p * (dp - sum_j dp_j p_j)":
+            P * dP,
+            "you left out the factor p: ds = p * (dp - sum_j dp_j p_j)": dP - inner,
+            "your sum ran over the queries (axis 0): each row's softmax mixes only that row's keys":
+                P * (dP - (dP * P).sum(0, keepdims=True)),
+            "you kept only the diagonal of the Jacobian, p (1 - p): every key's score moves every weight of its row":
+                P * (1 - P) * dP}
+
+
+@exercise("11.5", hint=("A = softmax(E) row by row: raising one score raises its own weight and lowers every other "
+                        "weight of the same row",
+                        "for one row, d p_j / d s_k = p_j (1[j = k] - p_k): what does sum_j dp_j * that give for s_k, "
+                        "written with p * (dp - ___)?"), mistakes=_dS_mistakes)
+def _(answer, *, S, V, dC):
+    S, V, dC = (np.asarray(a, dtype=np.float64) for a in (S, V, dC))
+    entries = _all_entries(S.shape)
+    slopes = _slopes(lambda s: float((dC * (_row_softmax(s) @ V)).sum()), S, entries)
+    return _compare(answer, S.shape, entries, slopes, [])
