@@ -34,8 +34,8 @@ HERE = Path(__file__).resolve().parent
 STRICT_ENV = "BERTVIZ_COURSE_STRICT"
 STUB = "replace the ... with your answer"
 
-__all__ = ["check", "checker", "exercise", "close", "equals", "one_of", "within", "calls", "wrong_answers", "picture",
-           "try_it", "formula", "forward_pass", "symbol_table"]
+__all__ = ["check", "checker", "exercise", "close", "equals", "one_of", "within", "sequence", "calls", "wrong_answers",
+           "named_mistakes", "picture", "try_it", "formula", "forward_pass", "flow_picture", "symbol_table"]
 MAX_MESSAGE = 400  # characters of a verdict: a 10 MB answer is never echoed into the cell
 
 
@@ -46,6 +46,8 @@ class Exercise:
     hints: tuple[str, ...]  # graded: the idea first, then a partial step; never the solution line
     wrong: Callable[..., list] | None = None  # (answer, **context) -> answers the checker must reject
     prediction: bool = False  # a "predict first" exercise: its answer must not be printed above the stub
+    mistakes: Callable[..., dict] | None = None  # (**context) -> {the sentence that names a mistake: an answer making it}
+    open_ended: bool = False  # many answers are right (a word of your own, a head you found): fewer mistakes to name
 
     @property
     def hint(self) -> str:
@@ -72,21 +74,26 @@ _TRIES: dict[str, int] = {}  # wrong answers so far, per exercise: which hint co
 
 
 def exercise(id: str, *, hint: str | tuple[str, ...] | list[str], wrong: Callable[..., list] | None = None,
-             prediction: bool = False):
+             prediction: bool = False, mistakes: Callable[..., dict] | None = None, open_ended: bool = False):
     """Register the checker of exercise `id` ("04.1"). `hint` is shown when an answer is not yet
     right: one string, or graded hints (a tuple), the first after the first wrong try (the idea:
     which formula line, what the shapes must be), the next after the next (a partial step). A hint
     never holds the solution's code line (tests/test_lessons.py checks it against notebooks/solutions/).
     `wrong(answer, **context)`, if given, returns answers the checker must reject (the test
     of the course replays every check with them; by default it perturbs the right answer).
-    `prediction=True` marks a "predict first" exercise: no number printed above its stub may pass it."""
+    `prediction=True` marks a "predict first" exercise: no number printed above its stub may pass it.
+    `mistakes(**context)` returns the mistakes the lesson discusses, {sentence: an answer that makes it}
+    ("you divided by sqrt(H): the scores use sqrt(d_k)": Q @ K.T / sqrt(H)). A wrong answer equal to one of
+    them (numbers within a tolerance) is answered with its sentence; a checker may also recognise a mistake
+    itself (a function answer) and return the sentence. tests/test_lessons.py holds every sentence to the
+    answer that makes it, and asks every write exercise that is not `open_ended` for at least three."""
     _split(id)
     hints = (hint,) if isinstance(hint, str) else tuple(hint)
     if not hints or not all(isinstance(h, str) and h.strip() for h in hints):
         raise ValueError(f"exercise {id}: hint is a non-empty string or a tuple of them, got {hint!r}")
 
     def register(fn):
-        _EXERCISES[id] = Exercise(id, fn, hints, wrong, prediction)
+        _EXERCISES[id] = Exercise(id, fn, hints, wrong, prediction, mistakes, open_ended)
         return fn
 
     return register
@@ -134,6 +141,16 @@ def checker(id: str) -> Callable[..., tuple[bool, str]]:
         except Exception as e:  # a malformed answer: tell the student what broke, do not crash the lesson
             return False, _cut(f"checking your answer raised {type(e).__name__}: {e}")
         ok, detail = result if isinstance(result, tuple) else (bool(result), "")
+        if not ok and ex.mistakes is not None:  # a mistake the lesson discusses: say which one
+            try:
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    named = ex.mistakes(**context)
+            except Exception:  # naming the mistake is a courtesy; the verdict stands without it
+                named = {}
+            for sentence, value in named.items():
+                if _same(answer, value):
+                    return False, _cut(sentence)
         return bool(ok), _cut(str(detail))
 
     return run
@@ -161,6 +178,34 @@ def check(id: str, answer, **context) -> bool:
     if os.environ.get(STRICT_ENV, "") not in ("", "0"):
         raise AssertionError(message)
     return False
+
+
+def _same(answer, value) -> bool:
+    """Does `answer` make the mistake whose answer is `value`? Numbers and arrays within a loose tolerance
+    (the student's float32 arithmetic), a sequence as a list whatever its container, anything else equal."""
+    if callable(value) or value is None:
+        return False  # a function answer: the checker names its mistakes itself
+    if isinstance(value, str) or isinstance(answer, str):
+        return isinstance(answer, str) and isinstance(value, str) and answer.strip().lower() == value.strip().lower()
+    if isinstance(value, (bool, np.bool_)) or isinstance(answer, (bool, np.bool_)):
+        return isinstance(answer, (bool, np.bool_)) and isinstance(value, (bool, np.bool_)) and bool(answer) == bool(value)
+    try:
+        return _close(answer, value, 1e-4, 1e-3)[0]
+    except Exception:
+        try:
+            return bool(answer == value)
+        except Exception:
+            return False
+
+
+def named_mistakes(call: Call) -> dict:
+    """The mistakes exercise `call.id` names, {sentence: an answer that makes it}, in `call`'s context."""
+    ex = _lookup(call.id)
+    if ex.mistakes is None:
+        return {}
+    with np.errstate(all="ignore"), warnings.catch_warnings():  # a mistake's arithmetic (a row of -inf) warns nothing
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return dict(ex.mistakes(**call.context))
 
 
 def calls() -> list[Call]:
@@ -260,7 +305,7 @@ def _compare(answer, expected, atol: float, rtol: float) -> tuple[bool, str]:
     if not np.all(np.isfinite(arr) == np.isfinite(exp)):
         return False, "your answer has inf or nan where the expected value does not (or the other way)"
     fin = np.isfinite(exp)
-    if not np.array_equal(arr[~fin], exp[~fin]):
+    if not np.array_equal(arr[~fin], exp[~fin], equal_nan=True):
         return False, "your answer's infinities differ from the expected ones"
     diff = np.where(fin, np.abs(arr - exp), 0.0)
     bad = diff > atol + rtol * np.abs(np.where(fin, exp, 0.0))
@@ -282,6 +327,8 @@ def equals(answer, expected) -> tuple[bool, str]:
     expected = expected.item() if isinstance(expected, (np.bool_, np.integer, np.floating)) else expected
     if isinstance(answer, (complex, np.complexfloating)) or (isinstance(answer, np.ndarray) and np.iscomplexobj(answer)):
         return False, f"your answer is complex, {_short(answer)}; expected {_kind(expected)}"
+    if isinstance(answer, float) and type(expected) is int and answer.is_integer():
+        answer = int(answer)  # 6.0 is the whole number 6 (a mean, a count computed in floats)
     slip = type_slip(answer, expected)
     if slip:
         return False, slip
@@ -300,6 +347,22 @@ def equals(answer, expected) -> tuple[bool, str]:
     else:
         same = answer == expected
     return (True, "exactly right") if same else (False, f"{_short(answer)} is not it")
+
+
+def sequence(answer, expected, what: str = "your answer") -> tuple[bool, str]:
+    """An ordered sequence of whole numbers (rows, a shape, a (layer, head) pair): a list, a tuple and a
+    1-d array are alike, and so are 6 and 6.0; only the items and their order count."""
+    if isinstance(answer, np.ndarray) and answer.ndim == 1:
+        answer = answer.tolist()
+    if not isinstance(answer, (list, tuple)):
+        return False, f"{what} is {_kind(answer)}, {_short(answer)}; expected a sequence of whole numbers, e.g. {list(expected)[:3]}"
+    items = []
+    for i, x in enumerate(answer):
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, float, np.floating)) \
+                or not float(x).is_integer():
+            return False, f"item {i} of {what}, {_short(x)}, is not a whole number"
+        items.append(int(x))
+    return equals(items, [int(e) for e in expected])
 
 
 def one_of(answer, options) -> tuple[bool, str]:
@@ -327,10 +390,22 @@ def within(answer, lo: float, hi: float, what: str = "your answer") -> tuple[boo
         (False, f"{v:.4g} is outside [{lo:g}, {hi:g}]")
 
 
-def formula(answer, cases: list[tuple[dict, Any]], signature: str) -> tuple[bool, str]:
+def formula(answer, cases: list[tuple[dict, Any]], signature: str,
+            mistakes: dict[str, Callable] | None = None) -> tuple[bool, str]:
     """A "write the formula, not the number" exercise: the answer is a function (`signature`, like
     "my_count(c)"), checked on several models' sizes (`cases`: keyword arguments and the value the
-    engine counts for them). A typed number cannot pass: it is right for one model only."""
+    engine counts for them). A typed number cannot pass: it is right for one model only. `mistakes`
+    maps a sentence to a wrong formula (a function): an answer that agrees with it on every case gets
+    the sentence."""
+    if callable(answer) and mistakes:
+        try:
+            got = [answer(**kwargs) for kwargs, _ in cases]
+        except Exception:
+            got = None
+        if got is not None and got != [e for _, e in cases]:
+            for sentence, wrong in mistakes.items():
+                if got == [wrong(**kwargs) for kwargs, _ in cases]:
+                    return False, sentence
     if not callable(answer):
         what = "a number" if isinstance(answer, (int, float, np.number)) else _kind(answer)
         return False, (f"your answer is {what}; write the formula as a function, def {signature}: return ..., "
@@ -380,7 +455,7 @@ def wrong_answers(call: Call) -> list:
     """Answers the checker of `call.id` must reject: the exercise's own `wrong`, else perturbations."""
     ex = _lookup(call.id)
     wrong = ex.wrong(call.answer, **call.context) if ex.wrong else _perturb(call.answer)
-    return [Ellipsis, *wrong]
+    return [Ellipsis, *wrong, *named_mistakes(call).values()]
 
 
 # ------------------------------------------------------------------------------------------
@@ -399,9 +474,8 @@ def picture(what, view: str | None = None, *, dpi: int | None = 80, head: int = 
       `picture(tr, "params", ledger=ledger)`: drawn by bertviz_lite.views.to_png from the same view
       data as the live views;
     - view data (`bertviz_lite.views.view_data(...)`, maybe with its arrays replaced);
-    - a matplotlib Figure;
-    - a one-panel plotly figure (heatmap, lines, bars or histogram): redrawn with matplotlib from its
-      own data (for the package's views, pass the trace instead: they have more than one panel).
+    - a matplotlib Figure (a plotly figure is not redrawn: pass the trace and a view name, or draw
+      the lesson's own figure with matplotlib).
     """
     import io
 
@@ -412,8 +486,6 @@ def picture(what, view: str | None = None, *, dpi: int | None = 80, head: int = 
         _view_png(what, buf, head=head, query=query, dpi=dpi)
     elif hasattr(what, "savefig"):
         what.savefig(buf, format="png", dpi=dpi or what.dpi, facecolor="white")
-    elif hasattr(what, "to_plotly_json"):
-        _plotly_png(what, buf, dpi=dpi)
     elif view is not None:
         from bertviz_lite.views import view_data
 
@@ -422,7 +494,7 @@ def picture(what, view: str | None = None, *, dpi: int | None = 80, head: int = 
         vd = view_data(what, view, **args)
         _view_png(vd, buf, head=head, query=query, dpi=dpi)
     else:
-        raise TypeError(f"picture() draws a trace (with view=...), view data, a matplotlib Figure or a plotly figure; "
+        raise TypeError(f"picture() draws a trace (with view=...), view data or a matplotlib Figure; "
                         f"got {type(what).__name__}" + ("" if view else " without view="))
     return Image(data=buf.getvalue())
 
@@ -431,69 +503,6 @@ def _view_png(vd: dict, buf, *, head: int, query: int, dpi):
     from bertviz_lite.views import to_png
 
     to_png(vd, buf, head=head, query=query, dpi=dpi)
-
-
-def _plain(text: str) -> str:
-    """A plotly title as matplotlib text: <br> starts a line, other HTML tags go, $ stays a dollar sign."""
-    import re
-
-    text = re.sub(r"<br\s*/?>", "\n", str(text), flags=re.I)
-    return re.sub(r"<[^>]+>", "", text).replace("$", r"\$")
-
-
-def _plotly_png(fig, buf, *, dpi):
-    """A one-panel plotly figure redrawn with matplotlib's object API (no pyplot) from its own data."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    kinds = {t.type for t in fig.data}
-    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
-    if meta.get("view") not in (None, "attention") or ("heatmap" in kinds and len(fig.data) > 1):
-        raise TypeError(f"picture() of the package's {meta.get('view', 'multi-panel')} view: pass the trace, e.g. "
-                        f"picture(tr, {meta.get('view', 'model')!r}, ...), so it is drawn from the view data")
-    if not kinds <= {"heatmap", "scatter", "bar", "histogram"}:
-        raise TypeError(f"picture() redraws heatmaps, lines, bars and histograms, not {sorted(kinds)}: "
-                        "for a package view pass the trace, e.g. picture(tr, 'model')")
-    layout = fig.layout
-    width = (layout.width or 720) / 100
-    height = (layout.height or 420) / 100
-    mfig = Figure(figsize=(width, height), dpi=100, layout="constrained")
-    ax = mfig.add_subplot()
-    for t in fig.data:
-        if t.type == "heatmap":
-            z = np.asarray(t.z, dtype=float)
-            signed = np.nanmin(z) < 0 < np.nanmax(z)
-            lim = np.nanmax(np.abs(z))
-            im = ax.imshow(z, cmap="RdBu_r" if signed else "Blues", aspect="auto", interpolation="nearest",
-                           vmin=-lim if signed else 0, vmax=lim if signed else None)
-            if t.x is not None:
-                ax.set_xticks(range(len(t.x)), [str(v) for v in t.x], rotation=90, fontsize=8)
-            if t.y is not None:
-                ax.set_yticks(range(len(t.y)), [str(v) for v in t.y], fontsize=8)
-            mfig.colorbar(im, ax=ax, shrink=0.8)
-        elif t.type == "scatter":
-            dash = getattr(getattr(t, "line", None), "dash", None)
-            ax.plot(np.asarray(t.x, dtype=float), np.asarray(t.y, dtype=float), label=t.name,
-                    linestyle="--" if dash else "-", linewidth=(getattr(t.line, "width", None) or 1.5))
-        elif t.type == "bar":
-            labels = [str(v) for v in (t.x if t.x is not None else range(len(t.y)))]
-            ax.bar(range(len(labels)), np.asarray(t.y, dtype=float), label=t.name)
-            if len(labels) <= 40:
-                ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=8)
-        else:
-            ax.hist(np.asarray(t.x, dtype=float), bins=getattr(t, "nbinsx", None) or 50, label=t.name)
-    if any(t.name for t in fig.data if t.type != "heatmap") and len(fig.data) > 1:
-        ax.legend(fontsize=8)
-    title = layout.title.text if layout.title and layout.title.text else ""
-    ax.set_title(_plain(title), fontsize=10)
-    if layout.xaxis.title and layout.xaxis.title.text:
-        ax.set_xlabel(_plain(layout.xaxis.title.text))
-    if layout.yaxis.title and layout.yaxis.title.text:
-        ax.set_ylabel(_plain(layout.yaxis.title.text))
-    if layout.yaxis.autorange == "reversed" and not any(t.type == "heatmap" for t in fig.data):
-        ax.invert_yaxis()
-    FigureCanvasAgg(mfig)
-    mfig.savefig(buf, format="png", dpi=dpi or 100, facecolor="white")
 
 
 def symbol_table() -> str:
@@ -571,6 +580,144 @@ def forward_pass(config, n: int, *, highlight=(), long: int | None = None):
     ax.text(0.35, rows + 1.15, f"{config.num_layers} layers, H = {config.hidden_size}, n_h = {config.num_heads} heads "
             f"of d_k = {config.head_size}, d_ffnn = {config.ffn_size}, N_V = {config.vocab_size:,}; "
             "drawn from bertviz_lite.schema.STEPS", fontsize=9, color="#444444", va="center")
+    return fig
+
+
+# where each step's box sits in the data-flow picture (x centre, row): the layout is the picture's own; what is
+# drawn in the boxes and which arrows join them come from schema.STEPS (key, formula, takes)
+_FLOW = {"embed.token": (1.9, 0), "embed.position": (5.0, 0), "embed.segment": (8.1, 0), "embed.sum": (5.0, 1),
+         "embed.ln": (5.0, 2), "embed.proj": (5.0, 2.9), "Z_{l-1}": (5.0, 3.3), "attn.q": (1.9, 4.4),
+         "attn.k": (5.0, 4.4), "attn.v": (8.1, 4.4), "attn.scores": (3.3, 5.4), "attn.probs": (3.3, 6.4),
+         "attn.context": (6.7, 7.4), "attn.concat": (5.0, 8.6), "attn.out": (5.0, 9.6), "attn.resid": (5.0, 10.6),
+         "attn.ln": (5.0, 11.6), "ffn.up": (5.0, 12.6), "ffn.act": (5.0, 13.6), "ffn.down": (5.0, 14.6),
+         "ffn.resid": (5.0, 15.6), "ffn.ln": (5.0, 16.6), "pooler.out": (2.6, 18.2), "mlm.logits": (7.4, 18.2),
+         "head.logits": (2.6, 19.3)}
+_SIDE = {"attn.q", "attn.k", "attn.v", "attn.scores", "attn.probs", "attn.context", "embed.token", "embed.position",
+         "embed.segment", "pooler.out", "mlm.logits", "head.logits"}
+
+
+def flow_picture(config, *, highlight=(), head: str | None = None, strip: bool = False, dpi_scale: float = 1.0):
+    """The forward pass as data flow (a matplotlib Figure; show it with `picture(...)`): one box per trace key
+    of `bertviz_lite.schema.STEPS` with its formula, arrows from each step's `takes`, the residual branches
+    around attention and the feed-forward block, the split into n_h heads and their concatenation, the L-fold
+    layer box, and the fork into the pooler ([CLS] row) and the masked-LM head (every row).
+    `highlight` fills the boxes of the keys a lesson computes; `strip=True` draws only the rows around them
+    (a lesson's own part of the picture). `head` adds a task head (an optional STEPS entry, e.g.
+    "sequence_classification")."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import FancyBboxPatch, Rectangle
+
+    from bertviz_lite import schema
+
+    head = head if head is not None else getattr(config, "head", None)
+    steps = {st.key: st for st in schema.STEPS if not st.optional}
+    steps["mlm.logits"] = schema.STEP_BY_KEY.get("mlm.logits") or next(st for st in schema.STEPS if st.key == "mlm.logits")
+    if config.embed_size == config.hidden_size:
+        steps.pop("embed.proj", None)
+    if head is not None:
+        found = [st for st in schema.STEPS if st.key == "head.logits" and st.optional == head]
+        if not found:
+            raise ValueError(f"flow_picture: no task head {head!r}; the heads are "
+                             f"{[st.optional for st in schema.STEPS if st.key == 'head.logits']}")
+        steps["head.logits"] = found[0]
+    else:
+        steps.pop("head.logits", None)
+    missing = set(steps) - set(_FLOW)
+    if missing:  # a new step in schema.STEPS needs a place in the picture
+        raise ValueError(f"flow_picture: no place for the steps {sorted(missing)}")
+    unknown = set(highlight) - set(steps)
+    if unknown:
+        raise ValueError(f"flow_picture: no step {sorted(unknown)}; the steps are {list(steps)}")
+    # a strip: the highlighted steps, the steps they take and the steps that take them
+    near = set(highlight) | {t for k in highlight for t in steps[k].takes} | \
+        {k for k, st in steps.items() if set(st.takes) & set(highlight)}
+    near = {"ffn.ln" if k == "Z_L" else k for k in near}
+    rows = [_FLOW[k][1] for k in near if k in _FLOW] if strip and highlight else []
+    top, bottom = (min(rows) - 0.6, max(rows) + 0.6) if rows else (-0.7, max(_FLOW[k][1] for k in steps) + 1.1)
+    fig = Figure(figsize=(8.6, 0.52 * (bottom - top) + 0.3))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(-0.2, 10.4)
+    ax.set_ylim(bottom, top)
+    ax.axis("off")
+    grey, line = "#9a9a9a", "#555555"
+
+    def formula(st):
+        text = st.formula if st.optional else schema.formula_of(st.key, config)
+        try:
+            from matplotlib.mathtext import MathTextParser
+            MathTextParser("path").parse(f"${text}$")
+            return f"${text}$"
+        except Exception:
+            return text
+
+    def box(key):
+        x, y = _FLOW[key]
+        if key == "Z_{l-1}":
+            return x, y, 1.2, 0.3
+        return x, y, (2.9 if key in _SIDE else 5.6) / 2, 0.36
+
+    # the layer box (L times) and the heads' box
+    ax.add_patch(FancyBboxPatch((0.05, 2.75), 10.1, 14.35, boxstyle="round,pad=0.02", facecolor="#f4f6fb",
+                                edgecolor="#7a86a8", linewidth=1.2, zorder=0))
+    ax.text(10.3, 9.9, f"x L = {config.num_layers} layers (the output Z_l is the next layer's Z_(l-1))", rotation=90,
+            fontsize=8, va="center", ha="center", color="#4a5578")
+    ax.add_patch(Rectangle((0.3, 3.9), 9.6, 4.05, facecolor="none", edgecolor="#7a86a8", linestyle="--", linewidth=1))
+    ax.text(0.45, 7.85, f"split into n_h = {config.num_heads} heads of d_k = {config.head_size}:\n"
+            "each head runs these lines on its own columns", fontsize=7.5, ha="left", va="bottom", color="#4a5578")
+    ax.text(5.12, 8.12, "concatenate the heads", fontsize=7.5, ha="left", va="center", color="#4a5578")
+
+    def arrow(a, b, label="", colour=line, via=None):
+        (xa, ya, _, ha), (xb, yb, _, hb) = box(a), box(b)
+        start, end = (xa, ya + ha), (xb, yb - hb)
+        if via is not None:  # a residual branch: out sideways, down, back in
+            side = via
+            xa_edge = xa - box(a)[2] if side < xa else xa + box(a)[2]
+            xb_edge = xb - box(b)[2] if side < xb else xb + box(b)[2]
+            ax.plot([xa_edge, side, side], [ya, ya, yb], color=colour, linewidth=1.3, zorder=1)
+            ax.annotate("", xy=(xb_edge, yb), xytext=(side, yb),
+                        arrowprops=dict(arrowstyle="-|>", color=colour, linewidth=1.3), zorder=1)
+            ax.text(side + (0.08 if side < 5 else -0.08), (ya + yb) / 2, label, rotation=90, fontsize=7.5,
+                    ha="left" if side < 5 else "right", va="center", color=colour)
+            return
+        ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="-|>", color=colour, linewidth=1.1),
+                    zorder=1)
+        if label:
+            ax.text((start[0] + end[0]) / 2 + 0.1, (start[1] + end[1]) / 2, label, fontsize=7.5, color=colour,
+                    va="center")
+
+    source = {"Z_{l-1}": "Z_{l-1}", "Z_L": "ffn.ln"}
+    for key, st in steps.items():
+        for src in st.takes:
+            src = source.get(src, src)
+            if key == "attn.resid" and src == "Z_{l-1}":
+                arrow(src, key, "residual: Z_(l-1) skips attention", colour="#b5562b", via=0.2)
+            elif key == "ffn.resid" and src == "attn.ln":
+                arrow(src, key, "residual: Z-bar skips the feed-forward", colour="#b5562b", via=9.6)
+            elif src in _FLOW and src in steps or src == "Z_{l-1}":
+                label = {"pooler.out": "[CLS] row", "mlm.logits": "every row"}.get(key, "") if src == "ffn.ln" else ""
+                arrow(src, key, label)
+    arrow(steps.get("embed.proj") and "embed.proj" or "embed.ln", "Z_{l-1}", "layer 0 reads Z_0")
+    # the layer input and the boxes
+    x, y, w, h = box("Z_{l-1}")
+    ax.add_patch(FancyBboxPatch((x - w, y - h), 2 * w, 2 * h, boxstyle="round,pad=0.02", facecolor="white",
+                                edgecolor=line))
+    ax.text(x, y, r"$Z_{l-1}$  (the layer's input)", fontsize=8.5, ha="center", va="center")
+    for key, st in steps.items():
+        x, y, w, h = box(key)
+        on = key in highlight
+        ax.add_patch(FancyBboxPatch((x - w, y - h), 2 * w, 2 * h, boxstyle="round,pad=0.02", zorder=2,
+                                    facecolor="#ffe9a8" if on else "white",
+                                    edgecolor="#d39b00" if on else (line if not highlight else grey),
+                                    linewidth=1.4 if on else 0.9))
+        colour = "black" if (on or not highlight) else grey
+        prefix = "layer.{l}." if st.scope == "layer" else ""
+        ax.text(x, y - 0.15, prefix + key, fontsize=7.5, family="monospace", ha="center", va="center", color=colour,
+                zorder=3)
+        ax.text(x, y + 0.14, formula(st), fontsize=8.5, ha="center", va="center", color=colour, zorder=3)
+    if not strip:
+        ax.text(0.1, bottom - 0.25, f"{config.num_layers} layers, H = {config.hidden_size}, n_h = {config.num_heads}, "
+                f"d_k = {config.head_size}, d_ffnn = {config.ffn_size}; boxes, formulas and arrows drawn from "
+                "bertviz_lite.schema.STEPS (key, formula, takes)", fontsize=7.5, color="#444444")
     return fig
 
 

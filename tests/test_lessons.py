@@ -190,9 +190,60 @@ def test_formula_rejects_typed_numbers():
     assert not ok and "text (a str)" in detail
 
 
-def test_plotly_titles_lose_their_html():
-    assert course._plain("<b>layer 0</b>, head 2<br><sup>block means</sup>") == "layer 0, head 2\nblock means"
-    assert course._plain("costs $5") == r"costs \$5"
+def test_sequences_are_alike_in_any_container():
+    """issue 33 item 3: where only the order counts, a list, a tuple and an array are the same answer, 6.0 is 6."""
+    for answer in ([1, 2, 3], (1, 2, 3), np.array([1, 2, 3]), [1.0, 2.0, 3.0], np.array([1, 2, 3], dtype=np.int32)):
+        assert course.sequence(answer, (1, 2, 3))[0], answer
+    assert not course.sequence([1, 3, 2], [1, 2, 3])[0] and not course.sequence([1, 2], [1, 2, 3])[0]
+    ok, detail = course.sequence("1, 2, 3", [1, 2, 3])
+    assert not ok and "text" in detail
+    assert not course.sequence([1.5, 2, 3], [1, 2, 3])[0] and not course.sequence([True, 2, 3], [1, 2, 3])[0]
+    assert course.equals(6.0, 6)[0] and not course.equals(6.5, 6)[0] and not course.equals(1.0, True)[0]
+
+
+def test_declared_mistakes_are_named(monkeypatch, capsys):
+    """issue 33 item 1: an answer that makes a declared mistake gets that mistake's sentence, not "N values differ"."""
+    @course.exercise("98.6", hint=("the idea", "which axis?"),
+                     mistakes=lambda x: {"you halved it": x / 2, "you took the text": "two", "you used a tuple": (1, 2)})
+    def _(answer, *, x):
+        return course.close(answer, x) if not isinstance(answer, (str, tuple)) else (False, "no")
+
+    check = course.checker("98.6")
+    assert check(np.full(3, 0.5), x=np.ones(3)) == (False, "you halved it")
+    assert check(np.full(3, 0.5 + 1e-6), x=np.ones(3))[1] == "you halved it"  # float32 arithmetic of the same mistake
+    assert check(" Two", x=np.ones(3))[1] == "you took the text"
+    assert check((1, 2), x=np.ones(3))[1] == "you used a tuple"
+    assert "differ" in check(np.full(3, 0.7), x=np.ones(3))[1]
+    assert check(np.ones(3), x=np.ones(3))[0]
+    call = course.Call("98.6", np.ones(3), {"x": np.ones(3)})
+    assert set(course.named_mistakes(call)) == {"you halved it", "you took the text", "you used a tuple"}
+    assert any(isinstance(w, np.ndarray) and np.allclose(w, 0.5) for w in course.wrong_answers(call))
+
+
+def test_every_write_exercise_declares_its_mistakes():
+    """issue 33 item 1: every write exercise (not a prediction, not open-ended) declares the mistakes it names;
+    the replay in test_lesson_runs_with_solutions holds each sentence to its answer and counts at least three."""
+    for lesson in LESSONS:
+        for ex in lesson_exercises(lesson):
+            if not (ex.prediction or ex.open_ended):
+                assert ex.mistakes is not None, f"{lesson.name} {ex.id}: no mistakes=... declared"
+
+
+HOW_TO = re.compile(r"\?|_{3,}")
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
+def test_second_hint_asks(lesson):
+    """issue 33 item 2 (STYLE.md habit 24): hint 2 is a question or a partial step with a blank (___), never
+    the recipe: a second hint that is a list of instructions with nothing left to the student is rejected."""
+    recipes = [(ex.id, ex.hints[1]) for ex in lesson_exercises(lesson)
+               if len(ex.hints) > 1 and not HOW_TO.search(ex.hints[1])]
+    assert not recipes, f"{lesson.name}: second hints that spell out the steps (ask, or leave a ___ blank): {recipes}"
+
+
+def test_a_recipe_hint_is_caught():
+    assert not HOW_TO.search("subtract, take the absolute value, then the maximum")
+    assert HOW_TO.search("which axis holds the keys?") and HOW_TO.search("np.diagonal(P, offset=___)")
 
 
 def test_close_names_known_mistakes():
@@ -344,13 +395,39 @@ def test_no_A_for_the_number_of_heads(lesson):
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
 def test_symbol_table_as_markdown(lesson):
-    """issue 18 section 5: every lesson carries the course's symbol table as markdown (GitHub shows it), today's
-    (course.symbol_table(), from schema.SYMBOLS), and names n_h for the number of heads."""
+    """issue 18 section 5, issue 33 item 4: lesson 00 carries the course's symbol table as markdown (GitHub shows
+    it), today's (course.symbol_table(), from schema.SYMBOLS); every other lesson links to it instead of repeating
+    its rows, and every lesson names n_h for the number of heads."""
     nb = nbformat.read(lesson, as_version=4)
     markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
-    assert any(course.symbol_table() in t for t in markdown), \
-        f"{lesson.name}: no markdown cell holds course.symbol_table() (schema.SYMBOLS) as it is today"
+    if lesson.name.startswith("00_"):
+        assert any(course.symbol_table() in t for t in markdown), \
+            f"{lesson.name}: no markdown cell holds course.symbol_table() (schema.SYMBOLS) as it is today"
+    else:
+        assert not any("| symbol | what it is |" in t for t in markdown), f"{lesson.name} repeats the symbol table"
+        assert any("(00_quickstart.ipynb)" in t and "symbols" in t for t in markdown), \
+            f"{lesson.name}: no link to lesson 00's table of symbols"
     assert any("n_h" in t for t in markdown), f"{lesson.name}: its symbols do not name n_h, the number of heads"
+
+
+def test_flow_picture_is_drawn_from_the_steps():
+    """issue 33 item 4: lesson 00's data-flow picture has a box for every step of schema.STEPS a BERT runs, and
+    every lesson's "Where this lesson is" picture is a strip of it."""
+    from bertviz_lite import BertConfig, schema
+
+    keys = {st.key for st in schema.STEPS if not st.optional}
+    assert keys - {"embed.proj"} <= set(course._FLOW)
+    fig = course.flow_picture(BertConfig(), highlight=["attn.probs"])
+    texts = {t.get_text() for t in fig.axes[0].texts}
+    assert {"layer.{l}.attn.probs", "embed.ln", "pooler.out", "mlm.logits"} <= texts
+    strip = course.flow_picture(BertConfig(), highlight=["attn.probs"], strip=True)
+    assert strip.get_figheight() < fig.get_figheight() / 3
+    with pytest.raises(ValueError, match="no step"):
+        course.flow_picture(BertConfig(), highlight=["attn.nope"])
+    for lesson in LESSONS[1:]:
+        nb = nbformat.read(lesson, as_version=4)
+        assert any(c.source.startswith("# PICTURE") and "flow_picture(" in c.source and "strip=True" in c.source
+                   for c in nb.cells), f"{lesson.name}: no strip of the flow picture"
 
 
 # interact/interactive draw into an Output widget, and so does any `with out:` block run while the cell runs
@@ -393,17 +470,24 @@ def test_notebooks_folder_small():
 REPLAY = """
 import json
 import course
-_accepted, _spoiled = [], []
+_accepted, _spoiled, _unnamed, _few = [], [], [], []
 for _c in course.calls():
     for _w in course.wrong_answers(_c):
         if course.checker(_c.id)(_w, **_c.context)[0]:
             _accepted.append([_c.id, repr(_w)[:120]])
-    if course._lookup(_c.id).prediction:  # a number printed above a prediction's stub must not pass it
+    _ex, _named = course._lookup(_c.id), course.named_mistakes(_c)
+    if not (_ex.prediction or _ex.open_ended) and len(_named) < 3:
+        _few.append([_c.id, len(_named)])
+    for _s, _w in _named.items():  # each mistake the exercise names is answered with its own sentence
+        _ok, _d = course.checker(_c.id)(_w, **_c.context)
+        if _ok or _s[:300] not in _d:
+            _unnamed.append([_c.id, _s[:80], _d[:120]])
+    if _ex.prediction:  # a number printed above a prediction's stub must not pass it
         _spoiled += [[_c.id, _x] for _x in _ABOVE.get(_c.id, [])
                      if course.checker(_c.id)(tuple(_x) if isinstance(_x, list) else _x, **_c.context)[0]]
 print("REPLAY " + json.dumps({"passed": sorted({c.id for c in course.calls() if c.ok}),
                               "failed": sorted({c.id for c in course.calls() if not c.ok}),
-                              "accepted_wrong": _accepted, "spoiled": _spoiled}))
+                              "accepted_wrong": _accepted, "spoiled": _spoiled, "unnamed": _unnamed, "few": _few}))
 """
 
 
@@ -446,6 +530,8 @@ def test_lesson_runs_with_solutions(lesson, monkeypatch):
     assert not report["failed"], report
     assert sorted(cells) == [i for i in report["passed"] if i in cells], report
     assert not report["accepted_wrong"], f"checkers accepted wrong answers: {report['accepted_wrong']}"
+    assert not report["unnamed"], f"declared mistakes answered without their sentence: {report['unnamed']}"
+    assert not report["few"], f"write exercises naming fewer than 3 mistakes: {report['few']}"
     spoiled = report["spoiled"]
     assert not spoiled, (f"{lesson.name}: numbers shown above a prediction's stub (in markdown or a stored output) "
                          f"pass its checker, so the prediction is spoiled: {spoiled}")

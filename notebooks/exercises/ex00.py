@@ -1,4 +1,6 @@
 """Lesson 00 · Quickstart: the checkers."""
+import numpy as np
+
 from bertviz_lite import analysis
 from course import close, equals, exercise
 
@@ -12,19 +14,41 @@ def _(answer, *, actual):
     return equals(answer.strip().lower(), actual.lower())  # "[cls]" or "[CLS]"
 
 
+def _map(tr, layer, head):
+    return np.asarray(tr.get("attn.probs", layer=layer, head=head), dtype=np.float64)
+
+
+def _sep_mistakes(tr, layer, head):
+    A, sep = _map(tr, layer, head), tr.tokens.index("[SEP]")
+    words = [i for i, t in enumerate(tr.tokens) if t not in ("[CLS]", "[SEP]")]
+    return {
+        "you averaged over the word queries only, leaving out the [CLS] and [SEP] rows: the share averages every "
+        "query, specials included (the small difference is not rounding)": A[words, sep].mean(),
+        "you summed the column: the share is its mean over the queries": A[:, sep].sum(),
+        "you took [SEP]'s row (where [SEP] looks; every row averages 1/n), not its column (who looks at [SEP])":
+            A[sep, :].mean(),
+        "you took the column's largest weight: the share is its mean": A[:, sep].max()}
+
+
 @exercise("00.2", hint=("the map A is [query, key]: every query's weight on one key sits in one column of A",
-                        "find the position of [SEP] in tr.tokens, take that column, then its mean over the queries"))
+                        "which column of A belongs to [SEP] (tr.tokens.index tells you), and do you add that column "
+                        "up or average it over the ___ queries?"), mistakes=_sep_mistakes)
 def _(answer, *, tr, layer, head):
-    expected = analysis.attention_to(tr, "[SEP]")["[SEP]"][layer, head]
-    return close(answer, expected, atol=1e-6,
-                 mistakes={"you summed the column: the share is its mean over the queries": expected * tr.n})
+    return close(answer, analysis.attention_to(tr, "[SEP]")["[SEP]"][layer, head], atol=1e-6)
+
+
+def _entropy_mistakes(tr, layer, head):
+    A = _map(tr, layer, head)
+    plogp = A * np.log(np.where(A > 0, A, 1.0))
+    h = -plogp.sum(-1).mean()
+    return {"you dropped the minus sign: entropy is -sum p log p, a positive number": -h,
+            "you summed the rows: the head's entropy is the mean over its rows": h * tr.n,
+            "you used log base 2 (bits): the course measures entropy in nats, np.log": h / np.log(2),
+            "you averaged p log p over the keys: a row's entropy sums over its keys": h / tr.n}
 
 
 @exercise("00.3", hint=("entropy of one row p is -sum_j p_j log p_j; the head's entropy is the mean over its rows",
-                        "0 log 0 counts as 0: replace the zero weights by 1 inside the log (log 1 = 0), "
-                        "sum over the last axis, then average the rows"))
+                        "0 log 0 counts as 0: what can you put inside the log where A is 0 so that the term "
+                        "vanishes? and which axis do you sum over: queries or keys?"), mistakes=_entropy_mistakes)
 def _(answer, *, tr, layer, head):
-    expected = analysis.head_entropy(tr)[layer, head]
-    return close(answer, expected, atol=1e-5,
-                 mistakes={"you dropped the minus sign: entropy is -sum p log p": -expected,
-                           "you summed the rows: average them": expected * tr.n})
+    return close(answer, analysis.head_entropy(tr)[layer, head], atol=1e-5)

@@ -1,45 +1,60 @@
 """Lesson 01 · Tokens: the checkers."""
 import numpy as np
 
-from course import close, equals, exercise
+from course import close, exercise, sequence
+
+
+def _segment_mistakes(tr):
+    n, first = tr.n, list(tr.tokens).index("[SEP]")
+    rest = n - first - 1
+    return {"the first [SEP] belongs to sentence A: it closes segment 0": [0] * first + [1] * (rest + 1),
+            "the closing [SEP] belongs to sentence B: it is segment 1 too": [0] * (first + 1) + [1] * (rest - 1) + [0],
+            "you gave every token segment 0: the second sentence's tokens are segment 1": [0] * n,
+            "segment ids count from 0: sentence A is 0 and sentence B is 1": [1] * (first + 1) + [2] * rest}
 
 
 @exercise("01.1", hint=("segment 0 runs from [CLS] up to and including the first [SEP]; segment 1 is the rest, "
                         "its closing [SEP] included",
-                        "find where the first [SEP] sits (list.index), then build a list of 0s of that length + 1 "
-                        "followed by 1s for the remaining tokens"))
+                        "where does the first [SEP] sit (list.index)? then the list is ___ zeros followed by ones "
+                        "for the remaining tokens"), mistakes=_segment_mistakes)
 def _(answer, *, tr):
-    if not isinstance(answer, (list, tuple)):
-        return False, f"answer a list of 0s and 1s, one per token; got {type(answer).__name__}"
-    if any(isinstance(x, str) for x in answer):
+    if isinstance(answer, (list, tuple)) and any(isinstance(x, str) for x in answer):
         return False, "your list holds text (str) items; give whole numbers 0 and 1"
-    expected = list(tr.segments)
-    got = [int(x) for x in answer]
-    first_sep = list(tr.tokens).index("[SEP]")
-    if got == [0] * first_sep + [1] * (len(expected) - first_sep):
-        return False, "the first [SEP] belongs to sentence A: it closes segment 0"
-    return equals(got, expected)
+    return sequence(answer, list(tr.segments), "your segment list")
+
+
+def _mask_mistakes(tr):
+    keep = np.array(tr.mask) == 1
+    return {"you used -1e9, the article's mask: BERT's softmax gets exactly 0 from -inf (the check needs -inf)":
+            np.where(keep, 0.0, -1e9),
+            "-1e4 is the old TensorFlow mask; here the masked score is -inf": np.where(keep, 0.0, -1e4),
+            "your mask is the other way round: -inf goes where the mask is 0 ([PAD])": np.where(keep, -np.inf, 0.0),
+            "that is the 0/1 attention mask itself; the additive mask is 0 or -inf": keep.astype(float)}
 
 
 @exercise("01.2", hint=("the additive mask is 0 where a key may be attended to and -inf where it is [PAD], "
                         "so exp(score + mask) is exactly 0 there",
-                        "tr_pad.mask is 1 for real tokens and 0 for [PAD]: turn it into an array and pick 0.0 or "
-                        "-np.inf element by element"))
+                        "tr_pad.mask is 1 for real tokens and 0 for [PAD]: which value goes where the mask is 1, "
+                        "and which where it is 0? (np.where(condition, ___, ___))"), mistakes=_mask_mistakes)
 def _(answer, *, tr):
-    keep = np.array(tr.mask) == 1
-    expected = np.where(keep, 0.0, -np.inf)
-    return close(answer, expected, mistakes={
-        "you used -1e9, the article's mask: BERT's softmax gets exactly 0 from -inf (the check needs -inf)":
-            np.where(keep, 0.0, -1e9),
-        "-1e4 is the old TensorFlow mask; here the masked score is -inf": np.where(keep, 0.0, -1e4),
-        "your mask is the other way round: -inf goes where the mask is 0 ([PAD])": np.where(keep, -np.inf, 0.0),
-        "that is the 0/1 attention mask itself; the additive mask is 0 or -inf": keep.astype(float)})
+    return close(answer, np.where(np.array(tr.mask) == 1, 0.0, -np.inf))
+
+
+PUNCT = ("punctuation splits text into words before WordPiece runs (a.b.c.d and well-to-do are several words): "
+         "give one word of letters that WordPiece itself cuts into ## pieces")
+
+
+def _word_mistakes(tokenizer, shown=()):
+    return {PUNCT: "well-to-do"}
 
 
 @exercise("01.3", hint=("long, rare or made-up words split most: try a chemistry word, or a word with several "
                         "prefixes and suffixes",
-                        "pieces that start with ## continue a word; tokenizer.tokenize(word) shows them"),
-          wrong=lambda answer, tokenizer, shown=(): ["playing", "two words", "", 42, *shown[1:2]])
+                        "pieces that start with ## continue a word: what does tokenizer.tokenize(___) show for "
+                        "your candidate?"),
+          wrong=lambda answer, tokenizer, shown=(): ["playing", "two words", "", 42, "a.b.c.d", "well-to-do",
+                                                     *shown[1:2]],
+          mistakes=_word_mistakes, open_ended=True)
 def _(answer, *, tokenizer, shown=()):
     if not isinstance(answer, str):
         return False, f"answer one word as text (a str); got {type(answer).__name__}"
@@ -50,6 +65,8 @@ def _(answer, *, tokenizer, shown=()):
     pieces = tokenizer.tokenize(answer.strip())
     if "[UNK]" in pieces:
         return False, f"{answer!r} -> {pieces}: it has [UNK]"
+    if any(not p.startswith("##") for p in pieces[1:]):
+        return False, PUNCT
     if len(pieces) < 4:
         return False, f"{answer!r} -> {pieces}: {len(pieces)} piece(s)"
     return True, f"{answer!r} -> {pieces}"

@@ -3,27 +3,51 @@ import numpy as np
 
 import bertviz_lite as bv
 from course import close, equals, exercise, formula
+from exercises._common import gain_bias
+
+
+def _sum_mistakes(tr, weights=None):
+    T, P, S = (np.asarray(tr[k], dtype=np.float64) for k in ("embed.token", "embed.position", "embed.segment"))
+    W_P = np.asarray(weights["embed.W_P"], dtype=np.float64) if weights is not None else None
+    out = {"you added T + P without S, the segment embeddings (the card leaves them out; BERT adds them)": T + P,
+           "you left out P, the position embeddings": T + S,
+           "you left out T, the token embeddings: the rows of W_T at tr.ids": P + S}
+    if W_P is not None and len(W_P) > tr.n:
+        out["your positions are off by one: token i reads row i of W_P, starting at row 0"] = T + W_P[1:tr.n + 1] + S
+    return out
 
 
 @exercise("02.1", hint=("X = T + P + S: three lookups, each [n, H], added",
-                        "T takes the rows tr.ids of W_T, P the first n rows of W_P, S the rows tr.segments of W_S"))
-def _(answer, *, tr):
-    T, P, S = (np.asarray(tr[k], dtype=np.float64) for k in ("embed.token", "embed.position", "embed.segment"))
-    return close(answer, tr["embed.sum"], atol=1e-5, mistakes={
-        "you added T + P without S, the segment embeddings (the card leaves them out; BERT adds them)": T + P,
-        "you left out P, the position embeddings": T + S})
+                        "which rows of W_T does a sentence read (its ___), which rows of W_P (starting where?), and "
+                        "which rows of W_S?"), mistakes=_sum_mistakes)
+def _(answer, *, tr, weights=None):
+    return close(answer, tr["embed.sum"], atol=1e-5)
+
+
+def _ln_mistakes(tr, weights=None):
+    X = np.asarray(tr["embed.sum"], dtype=np.float64)
+    eps = tr.config.layer_norm_eps
+    g, b = gain_bias(X, tr["embed.ln"], eps)  # the embedding LayerNorm's gamma and beta, from its input and output
+
+    def ln(x_hat):
+        return x_hat * g + b
+
+    mu, var = X.mean(-1, keepdims=True), X.var(-1, keepdims=True)
+    return {"that is x_hat: LayerNorm then multiplies by gamma and adds beta": (X - mu) / np.sqrt(var + eps),
+            "you normalised each feature over the tokens (axis 0): LayerNorm normalises each token over its features":
+                ln((X - X.mean(0, keepdims=True)) / np.sqrt(X.var(0, keepdims=True) + eps)),
+            "you used ddof=1 (the sample variance, dividing by H - 1): LayerNorm divides by H":
+                ln((X - mu) / np.sqrt(X.var(-1, ddof=1, keepdims=True) + eps)),
+            "you divided by the variance: LayerNorm divides by its square root, the standard deviation":
+                ln((X - mu) / (var + eps))}
 
 
 @exercise("02.2", hint=("LayerNorm per token: subtract the row's mean, divide by sqrt(variance + eps), "
                         "then scale by gamma and shift by beta",
-                        "mean and variance over the last axis with keepdims=True, so they broadcast over the H features"))
-def _(answer, *, tr):
-    X = np.asarray(tr["embed.sum"], dtype=np.float64)
-    x_hat = (X - X.mean(-1, keepdims=True)) / np.sqrt(X.var(-1, keepdims=True) + tr.config.layer_norm_eps)
-    return close(answer, tr["embed.ln"], atol=1e-4, mistakes={
-        "that is x_hat: LayerNorm then multiplies by gamma and adds beta": x_hat,
-        "you normalised each feature over the tokens (axis 0): LayerNorm normalises each token over its features":
-            (X - X.mean(0, keepdims=True)) / np.sqrt(X.var(0, keepdims=True) + tr.config.layer_norm_eps)})
+                        "over which axis do a token's H features lie? take the mean and variance there with "
+                        "keepdims=___, so they broadcast back"), mistakes=_ln_mistakes)
+def _(answer, *, tr, weights=None):
+    return close(answer, tr["embed.ln"], atol=1e-4)
 
 
 @exercise("02.3", hint=("does layer 0's attention let one sentence's tokens read the other's?",),
@@ -40,8 +64,19 @@ def _cases(config):
     return [({"c": c}, bv.params.ledger_for_config(c).by_group()["embeddings"]) for c in (config, bv.BertConfig(), small)]
 
 
+def _count_mistakes(config):
+    return {"you left out the embedding LayerNorm's gamma and beta (2 H; the card has no LayerNorm)":
+            lambda c: (c.vocab_size + c.max_positions + c.type_vocab_size) * c.hidden_size,
+            "you left out the segment table W_S (type_vocab_size rows; the card has no S)":
+                lambda c: (c.vocab_size + c.max_positions) * c.hidden_size + 2 * c.hidden_size,
+            "you left out the position table W_P (max_positions rows)":
+                lambda c: (c.vocab_size + c.type_vocab_size) * c.hidden_size + 2 * c.hidden_size,
+            "the LayerNorm has a gain and a bias per feature: 2 H, not H":
+                lambda c: (c.vocab_size + c.max_positions + c.type_vocab_size) * c.hidden_size + c.hidden_size}
+
+
 @exercise("02.4", hint=("three tables, each (rows x H), and the embedding LayerNorm's gamma and beta (H each)",
-                        "the rows are c.vocab_size, c.max_positions and c.type_vocab_size; multiply their sum by "
-                        "c.hidden_size and add the LayerNorm's parameters"))
+                        "how many rows has each table: c.vocab_size, c.___ and c.___? and what does the LayerNorm "
+                        "add on top?"), mistakes=_count_mistakes)
 def _(answer, *, config):
-    return formula(answer, _cases(config), "my_count(c)")
+    return formula(answer, _cases(config), "my_count(c)", mistakes=_count_mistakes(config))

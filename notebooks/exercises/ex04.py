@@ -17,29 +17,59 @@ def _qk(tr, layer, head):
     return Q, K
 
 
-@exercise("04.2", hint=("scores[i, j] is query i dotted with key j, divided by sqrt(d_k): the result is [n, n]",
-                        "Q is [n, d_k] and K is [n, d_k]: multiply Q by K transposed; d_k is the last axis of Q"))
-def _(answer, *, tr, layer, head):
+def _f64(tr, key, layer, head):
+    return np.asarray(tr.get(key, layer=layer, head=head), dtype=np.float64)
+
+
+def _score_mistakes(tr, layer, head):
     Q, K = _qk(tr, layer, head)
     d_k, H = Q.shape[-1], tr.config.hidden_size
-    return close(answer, tr.get("attn.scores", layer=layer, head=head), atol=1e-4, mistakes={
-        "you divided by sqrt(H), the model width: the scores use sqrt(d_k), the head width": Q @ K.T / np.sqrt(H),
-        "you did not scale: divide Q K^T by sqrt(d_k)": Q @ K.T,
-        "you computed K Q^T: rows must be queries, so Q K^T": K @ Q.T / np.sqrt(d_k),
-        "you divided by d_k: the scale is its square root": Q @ K.T / d_k})
+    return {"you divided by sqrt(H), the model width: the scores use sqrt(d_k), the head width": Q @ K.T / np.sqrt(H),
+            "you did not scale: divide Q K^T by sqrt(d_k)": Q @ K.T,
+            "you computed K Q^T: rows must be queries, so Q K^T": K @ Q.T / np.sqrt(d_k),
+            "you divided by d_k: the scale is its square root": Q @ K.T / d_k}
+
+
+@exercise("04.2", hint=("scores[i, j] is query i dotted with key j, divided by sqrt(d_k): the result is [n, n]",
+                        "Q is [n, d_k] and K is [n, d_k]: which of them must be transposed so the product is "
+                        "[n, n], and what is d_k here, 64, 32 or ___?"), mistakes=_score_mistakes)
+def _(answer, *, tr, layer, head):
+    return close(answer, tr.get("attn.scores", layer=layer, head=head), atol=1e-4)
+
+
+def _softmax(s, axis):
+    s = s - s.max(axis=axis, keepdims=True)
+    e = np.exp(s)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _context_mistakes(tr, layer, head):
+    A, V = _f64(tr, "attn.probs", layer, head), _f64(tr, "attn.v", layer, head)
+    S = _f64(tr, "attn.scores", layer, head)
+    return {"you used the map transposed (A^T V): row i of A holds query i's weights": A.T @ V,
+            "you used the scores, not the softmax probabilities": np.where(np.isfinite(S), S, 0.0) @ V,
+            "your softmax ran over the queries (axis 0): each query's row must sum to 1, so softmax over the keys":
+                _softmax(S, axis=0) @ V,
+            "you weighted the keys K: the output mixes the value rows V": A @ _f64(tr, "attn.k", layer, head)}
 
 
 @exercise("04.3", hint=("each output row is a weighted sum of the value rows, with the attention row as weights",
-                        "the map is [n, n] (tr.get('attn.probs', ...)), the values [n, d_k] "
-                        "(tr.get('attn.v', ...)): one matrix product, map first"))
+                        "the map is [n, n] (tr.get('attn.probs', ...)) and the values [n, d_k]: which goes first "
+                        "in the product so that row i mixes the values with query i's ___?"),
+          mistakes=_context_mistakes)
 def _(answer, *, tr, layer, head):
-    A = np.asarray(tr.get("attn.probs", layer=layer, head=head), dtype=np.float64)
-    V = np.asarray(tr.get("attn.v", layer=layer, head=head), dtype=np.float64)
-    return close(answer, tr.get("attn.context", layer=layer, head=head), atol=1e-4, mistakes={
-        "you used the map transposed (A^T V): row i of A holds query i's weights": A.T @ V,
-        "you used the scores, not the softmax probabilities": np.where(
-            np.isfinite(tr.get("attn.scores", layer=layer, head=head)),
-            tr.get("attn.scores", layer=layer, head=head), 0.0) @ V})
+    return close(answer, tr.get("attn.context", layer=layer, head=head), atol=1e-4)
+
+
+def _pair(answer):
+    """(layer, head) from a tuple, a list or an array of two whole numbers; None for anything else."""
+    items = answer.tolist() if isinstance(answer, np.ndarray) and answer.ndim == 1 else answer
+    if not isinstance(items, (list, tuple)) or len(items) != 2:
+        return None
+    if not all(isinstance(x, (int, np.integer, float, np.floating)) and not isinstance(x, (bool, np.bool_))
+               and float(x).is_integer() for x in items):
+        return None
+    return tuple(int(x) for x in items)
 
 
 def it_to_cat(tr, layer, head):
@@ -52,12 +82,14 @@ def it_to_cat(tr, layer, head):
 
 @exercise("04.4", hint=("move the layer and head controls of 'Try it' and read the line above the map; "
                         "answer a tuple (layer, head)",
-                        "the head you want gives 'it' -> 'cat' a large weight that the other tokens do not give 'cat'"),
-          wrong=lambda answer, tr: [(5, 11), (0, 0), "3, 1", (99, 0)])
+                        "does your head give 'it' -> 'cat' a large weight that the ___ tokens do not give 'cat'?"),
+          wrong=lambda answer, tr: [(5, 11), (0, 0), "3, 1", (99, 0)], open_ended=True,
+          mistakes=lambda tr: {"answer the layer and the head as two whole numbers, (layer, head), not text": "3, 1"})
 def _(answer, *, tr):
-    if not (isinstance(answer, tuple) and len(answer) == 2 and all(isinstance(x, (int, np.integer)) for x in answer)):
-        return False, f"answer a tuple of two integers, (layer, head); got {type(answer).__name__} {answer!r}"[:200]
-    layer, head = (int(x) for x in answer)
+    pair = _pair(answer)
+    if pair is None:
+        return False, f"answer two whole numbers, (layer, head); got {type(answer).__name__} {answer!r}"[:200]
+    layer, head = pair
     if not (0 <= layer < tr.config.num_layers and 0 <= head < tr.config.num_heads):
         return False, f"layer must be 0..{tr.config.num_layers - 1} and head 0..{tr.config.num_heads - 1}"
     w, rest = it_to_cat(tr, layer, head)

@@ -4,32 +4,61 @@ import numpy as np
 from course import close, equals, exercise
 
 
-@exercise("05.1", hint=("concatenation puts the heads' outputs side by side: token i's row is head 0's 64 numbers, "
-                        "then head 1's, and so on: [n, heads * d_k]",
-                        "Zh is [head, n, d_k]: bring the token axis first (transpose), then reshape"))
-def _(answer, *, tr, layer):
+def _concat_mistakes(tr, layer):
     Zh = np.asarray(tr.get("attn.context", layer=layer), dtype=np.float64)
     heads, n, d = Zh.shape
-    return close(answer, tr.get("attn.concat", layer=layer), atol=1e-6, mistakes={
-        "you reshaped without moving the token axis first: each row then mixes tokens of one head":
-            Zh.reshape(n, heads * d)})
+    return {"you reshaped without moving the token axis first: each row then mixes tokens of one head":
+            Zh.reshape(n, heads * d),
+            "you stacked the heads down the rows ([heads * n, d_k]): the concatenation puts them side by side, "
+            "[n, heads * d_k]": Zh.reshape(heads * n, d),
+            "you added the heads up: the concatenation keeps each head's d_k numbers in its own columns": Zh.sum(0),
+            "that is [n, heads, d_k]: flatten the last two axes into one of heads * d_k": Zh.transpose(1, 0, 2)}
 
 
-def _wrong_parts(answer, **_):
-    return [lambda h: 2 * answer(h), lambda h: answer(0), None]
+@exercise("05.1", hint=("concatenation puts the heads' outputs side by side: token i's row is head 0's d_k numbers, "
+                        "then head 1's, and so on: [n, n_h * d_k]",
+                        "Zh is [head, n, d_k]: which axis must come first before you reshape to [n, ___]?"),
+          mistakes=_concat_mistakes)
+def _(answer, *, tr, layer):
+    return close(answer, tr.get("attn.concat", layer=layer), atol=1e-6)
+
+
+def _parts(tr, layer, weights):
+    """The head parts written with each mistake: functions of h, as the student writes them."""
+    Zh = np.asarray(tr.get("attn.context", layer=layer), dtype=np.float64)
+    W_O = np.asarray(weights[f"layer.{layer}.attn.W_O"], dtype=np.float64)
+    b_O = np.asarray(weights[f"layer.{layer}.attn.b_O"], dtype=np.float64)
+    d = Zh.shape[-1]
+    return {"you used W^O transposed: head h's d_k numbers meet rows h * d_k .. (h + 1) * d_k of W^O as stored "
+            "([in, out])": lambda h: Zh[h] @ W_O.T[h * d:(h + 1) * d],
+            "you added b^O in every head's part: the bias is added once, after the sum over heads":
+                lambda h: Zh[h] @ W_O[h * d:(h + 1) * d] + b_O,
+            "you multiplied the whole concatenation by W^O in every part: head h's part uses only its own d_k "
+            "columns and W^O's matching rows":
+                lambda h: np.concatenate(list(Zh), axis=-1) @ W_O}
+
+
+def _total(part, heads, bias):
+    return sum(np.asarray(part(h), dtype=np.float64) for h in range(heads)) + bias
 
 
 @exercise("05.2", hint=("concat W^O splits by head: head h's d_k columns of the concatenation meet W^O's rows "
                         "h * d_k to (h + 1) * d_k",
-                        "inside the function: take the layer's W_O from W, slice its rows for head h, and "
-                        "multiply head h's output Zh[h] by that slice"),
-          wrong=_wrong_parts)
+                        "inside the function: which rows of the layer's W_O belong to head h, and which head output "
+                        "(Zh[___]) do they multiply?"),
+          wrong=lambda answer, **_: [lambda h: 2 * answer(h), lambda h: answer(0), None],
+          mistakes=_parts)
 def _(answer, *, tr, layer, weights):
     if not callable(answer):
         return False, "my_head_part must be a function of the head index h"
-    heads = tr.config.num_heads
-    parts = [np.asarray(answer(h), dtype=np.float64) for h in range(heads)]
-    total = sum(parts) + weights[f"layer.{layer}.attn.b_O"]
+    heads, bias = tr.config.num_heads, weights[f"layer.{layer}.attn.b_O"]
+    total = _total(answer, heads, bias)
+    for sentence, part in _parts(tr, layer, weights).items():
+        try:
+            if close(total, _total(part, heads, bias), atol=1e-4)[0]:
+                return False, sentence
+        except Exception:
+            pass
     return close(total, tr.get("attn.out", layer=layer), atol=1e-4)
 
 

@@ -2,31 +2,43 @@
 import numpy as np
 
 from course import close, exercise, within
+from exercises._common import f64, gain_bias, normalise
 
 
-def _stats(x, eps):
-    x = np.asarray(x, dtype=np.float64)
-    return x.mean(-1, keepdims=True), x.var(-1, keepdims=True), eps
+def _ln_mistakes(tr, layer):
+    x, eps = f64(tr.get("attn.resid", layer=layer)), tr.config.layer_norm_eps
+    g, b = gain_bias(x, tr.get("attn.ln", layer=layer), eps)
+    return {"that is x_hat: multiply by gamma and add beta": normalise(x, eps),
+            "you normalised over the tokens (axis 0): LayerNorm normalises each token over its features":
+                g * normalise(x, eps, axis=0) + b,
+            "you used ddof=1 (the sample variance, dividing by H - 1): LayerNorm divides by H":
+                g * normalise(x, eps, ddof=1) + b,
+            "you divided by the variance: LayerNorm divides by its square root":
+                g * (x - x.mean(-1, keepdims=True)) / (x.var(-1, keepdims=True) + eps) + b}
 
 
 @exercise("06.1", hint=("LayerNorm(x) = gamma * (x - mean) / sqrt(var + eps) + beta, the mean and variance of each "
                         "token's own H features",
-                        "take the mean and the variance over the last axis with keepdims=True; eps is BERT's 1e-12"))
+                        "over which axis lie a token's H features? and what does keepdims=___ keep, so the mean "
+                        "broadcasts back over the row?"), mistakes=_ln_mistakes)
 def _(answer, *, tr, layer):
-    x = np.asarray(tr.get("attn.resid", layer=layer), dtype=np.float64)
-    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
-    x_hat = (x - mu) / np.sqrt(var + tr.config.layer_norm_eps)
-    mu0, var0 = x.mean(0, keepdims=True), x.var(0, keepdims=True)
-    return close(answer, tr.get("attn.ln", layer=layer), atol=1e-4, mistakes={
-        "that is x_hat: multiply by gamma and add beta": x_hat,
-        "you normalised over the tokens (axis 0): LayerNorm normalises each token over its features":
-            (x - mu0) / np.sqrt(var0 + tr.config.layer_norm_eps)})
+    return close(answer, tr.get("attn.ln", layer=layer), atol=1e-4)
+
+
+def _x_hat_mistakes(tr, layer):
+    x, z, eps = f64(tr.get("attn.resid", layer=layer)), f64(tr.get("attn.ln", layer=layer)), tr.config.layer_norm_eps
+    g, b = gain_bias(x, z, eps)
+    return {"you multiplied by gamma: undo it by dividing": (z - b) * g,
+            "you divided before subtracting beta: beta was added last, so take it off first": z / g - b,
+            "that is the LayerNorm's output itself: take beta off and divide by gamma": z,
+            "you normalised attn.ln again: gamma and beta differ per feature, so undo them instead": normalise(z, eps)}
 
 
 @exercise("06.2", hint=("undo the last step of LayerNorm: it multiplied by gamma and added beta",
-                        "start from the layer's attn.ln output, subtract beta, then divide by gamma"))
+                        "which was done last, the multiplication by gamma or the addition of beta? so which do you "
+                        "undo ___?"), mistakes=_x_hat_mistakes)
 def _(answer, *, tr, layer):
-    resid = np.asarray(tr.get("attn.resid", layer=layer), dtype=np.float64)
+    resid = f64(tr.get("attn.resid", layer=layer))
     expected = (resid - resid.mean(-1, keepdims=True)) / resid.std(-1, keepdims=True)  # mean 0, std 1 per row
     return close(answer, expected, atol=1e-3)
 

@@ -3,20 +3,26 @@ import numpy as np
 from scipy.special import erf
 
 from course import close, exercise, within
+from exercises._common import f64, gain_bias, normalise
+
+
+def _gelu_mistakes(tr, layer):
+    x = f64(tr.get("ffn.up", layer=layer))
+    return {"you used ReLU, max(0, x) (the card's activation): BERT uses GELU": np.maximum(x, 0.0),
+            "you used the tanh approximation of GELU: BERT-base uses the exact erf form":
+                0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+            "you used the sigmoid approximation x * sigmoid(1.702 x): BERT-base uses the exact erf form":
+                x / (1 + np.exp(-1.702 * x)),
+            "you computed Phi(x) alone: GELU is x * Phi(x)": 0.5 * (1 + erf(x / np.sqrt(2))),
+            "you divided by 2 inside erf: Phi(x) = (1 + erf(x / sqrt(2))) / 2": 0.5 * x * (1 + erf(x / 2))}
 
 
 @exercise("07.1", hint=("BERT's GELU is exact: x times Phi(x), the standard normal's cumulative distribution, "
                         "which is written with erf",
-                        "Phi(x) = (1 + erf(x / sqrt(2))) / 2; apply it to the layer's ffn.up, element by element"))
+                        "Phi(x) = (1 + erf(x / ___)) / 2: what goes in the blank? and what multiplies Phi(x)?"),
+          mistakes=_gelu_mistakes)
 def _(answer, *, tr, layer):
-    x = np.asarray(tr.get("ffn.up", layer=layer), dtype=np.float64)
-    return close(answer, tr.get("ffn.act", layer=layer), atol=1e-5, mistakes={
-        "you used ReLU, max(0, x) (the card's activation): BERT uses GELU": np.maximum(x, 0.0),
-        "you used the tanh approximation of GELU: BERT-base uses the exact erf form": 0.5 * x * (
-            1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
-        "you used the sigmoid approximation x * sigmoid(1.702 x): BERT-base uses the exact erf form":
-            x / (1 + np.exp(-1.702 * x)),
-        "you computed Phi(x) alone: GELU is x * Phi(x)": 0.5 * (1 + erf(x / np.sqrt(2)))})
+    return close(answer, tr.get("ffn.act", layer=layer), atol=1e-5)
 
 
 @exercise("07.2", hint=("ReLU drops the negative side, where most pre-activations are (the Check section): "
@@ -26,9 +32,24 @@ def _(answer, *, actual):
     return within(answer, actual - 0.1, actual + 0.1, "your prediction")
 
 
+def _block_mistakes(tr, layer):
+    eps = tr.config.layer_norm_eps
+    down, resid = f64(tr.get("ffn.down", layer=layer)), f64(tr.get("ffn.resid", layer=layer))
+    g, b = gain_bias(resid, tr.get("ffn.ln", layer=layer), eps)
+    layer_in = f64(tr["embed.ln"] if layer == 0 else tr.get("ffn.ln", layer=layer - 1))
+    return {"the residual is missing: LayerNorm reads attn.ln + the down-projection, not the down-projection alone":
+            g * normalise(down, eps) + b,
+            "wrong stream: the residual adds this block's input, attn.ln (Z-bar), not the layer's input Z_(l-1)":
+                g * normalise(layer_in + down, eps) + b,
+            "the LayerNorm is missing: that is the residual sum ffn.resid; normalise it with ffn.ln's gamma and beta":
+                resid,
+            "that is x_hat: the LayerNorm then multiplies by gamma and adds beta": normalise(resid, eps)}
+
+
 @exercise("07.3", hint=("the block's output is LayerNorm(its input + W_down applied to the activations), "
                         "every row on its own",
-                        "down-project ffn.act with W_down and b_down, add the layer's attn.ln (the residual), "
-                        "then the LayerNorm with the ffn.ln gamma and beta"))
+                        "which array is the residual that skips the feed-forward block: the layer's input, or "
+                        "attn.ln? and whose gamma and beta does the LayerNorm use, attn.ln's or ___?"),
+          mistakes=_block_mistakes)
 def _(answer, *, tr, layer):
     return close(answer, tr.get("ffn.ln", layer=layer), atol=1e-4)

@@ -2,35 +2,49 @@
 import numpy as np
 from scipy.special import erf
 
-from course import close, equals, exercise
+from course import close, equals, exercise, sequence
+from exercises._common import f64
+
+
+def _act_mistakes(tr):
+    x = f64(tr.get("ffn.up", layer=0))
+    return {"that is the exact erf GELU: this what-if uses the article's sigmoid form": 0.5 * x * (1 + erf(x / np.sqrt(2))),
+            "you used ReLU: this what-if uses x * sigmoid(1.702 x)": np.maximum(x, 0.0),
+            "you left out the 1.702: that is x * sigmoid(x) (SiLU), not the article's GELU": x / (1 + np.exp(-x)),
+            "you computed sigmoid(1.702 x) alone: multiply it by x": 1 / (1 + np.exp(-1.702 * x))}
 
 
 @exercise("13.1", hint=("the article's GELU is x times the logistic sigmoid of 1.702 x",
-                        "the logistic sigmoid of z is 1 / (1 + exp(-z)); here z = 1.702 x, element by element"))
+                        "the logistic sigmoid of z is 1 / (1 + exp(-z)): what is z here, and what multiplies the "
+                        "sigmoid?"), mistakes=_act_mistakes)
 def _(answer, *, tr):
-    x = np.asarray(tr.get("ffn.up", layer=0), dtype=np.float64)
-    return close(answer, tr.get("ffn.act", layer=0), atol=1e-5, mistakes={
-        "that is the exact erf GELU: this what-if uses the article's sigmoid form": 0.5 * x * (1 + erf(x / np.sqrt(2))),
-        "you used ReLU: this what-if uses x * sigmoid(1.702 x)": np.maximum(x, 0.0)})
+    return close(answer, tr.get("ffn.act", layer=0), atol=1e-5)
+
+
+def _scale_mistakes(tr):
+    Q, K = f64(tr.get("attn.q", layer=0)), f64(tr.get("attn.k", layer=0))
+    QK, H, d_k = Q @ K.transpose(0, 2, 1), tr.config.hidden_size, Q.shape[-1]
+    return {"you divided by sqrt(d_k): this what-if divides by sqrt(H), the model width": QK / np.sqrt(d_k),
+            "you did not scale at all: the erratum divides by sqrt(H)": QK,
+            "you divided by H: the erratum divides by its square root": QK / H,
+            "you computed K Q^T: rows are queries, so Q K^T": K @ Q.transpose(0, 2, 1) / np.sqrt(H)}
 
 
 @exercise("13.2", hint=("the article's erratum divides the scores by sqrt of the model width H, not of the head "
                         "width d_k",
-                        "Q and K are [head, n, d_k]: swap the last two axes of K, multiply, then divide by sqrt(H)"))
+                        "Q and K are [head, n, d_k]: which two axes of K must swap (K.transpose(0, ___, ___)) so each "
+                        "head multiplies [n, d_k] by [d_k, n]?"), mistakes=_scale_mistakes)
 def _(answer, *, tr):
-    expected = np.asarray(tr.get("attn.scores", layer=0), dtype=np.float64)
-    d_k = tr.config.hidden_size // tr.config.num_heads
-    return close(answer, expected, atol=1e-4, mistakes={
-        "you divided by sqrt(d_k): this what-if divides by sqrt(H), the model width":
-            expected * np.sqrt(tr.config.hidden_size) / np.sqrt(d_k)})
+    return close(answer, tr.get("attn.scores", layer=0), atol=1e-4)
 
 
 @exercise("13.3", hint=("predict first: without W^O, attn.out is the concatenation of the heads' outputs, so each "
                         "head owns its own block of columns; how wide is a block in MiniLM?",
-                        "head h's block starts at column h * d_k; two neighbouring heads own two neighbouring blocks"),
+                        "head h's block starts at column h * d_k: how many columns do two neighbouring heads own, "
+                        "and where does head 5's block start?"),
           prediction=True,
           wrong=lambda answer, **ctx: [(ctx["actual"][0] // 2, ctx["actual"][1]), (ctx["actual"][0], 0),
                                        (ctx["actual"][0], ctx["actual"][1] + ctx["actual"][0] // 2),
                                        (ctx["actual"][0] * 6, 0)])
 def _(answer, *, actual):
-    return equals(tuple(answer) if isinstance(answer, (list, tuple)) else answer, tuple(actual))
+    return sequence(answer, tuple(actual), "your (columns, first column)")

@@ -2,39 +2,68 @@
 import numpy as np
 import scipy.special
 
-from course import close, equals, exercise
+from course import close, exercise, sequence
+from exercises._common import f64
+
+
+def _expected_mask(tr):
+    scores = f64(tr.get("attn.scores", layer=0, head=0))
+    return np.where(np.isneginf(scores), -np.inf, 0.0)
+
+
+def _mask_mistakes(tr, others=()):
+    expected = _expected_mask(tr)
+    hidden = np.isneginf(expected)
+    out = {"your mask is transposed: it hides [PAD] queries (rows); it must hide [PAD] keys (columns)": expected.T,
+           "you used -1e9 (the article's mask): BERT adds -inf, so a [PAD] key gets exactly 0":
+               np.where(hidden, -1e9, 0.0),
+           "you used -1e4 (old TensorFlow BERT's mask): here the masked score is -inf": np.where(hidden, -1e4, 0.0),
+           "that is the 0/1 mask itself: the additive mask is 0 for a real key and -inf for [PAD]":
+               np.where(hidden, 0.0, 1.0)}
+    for other in others:  # another sentence of the batch: the same n, other [PAD] columns
+        theirs = _expected_mask(other)
+        if not np.array_equal(np.isneginf(theirs), hidden):
+            out["that mask belongs to another sentence of the batch: take the row of mask for sentence b"] = theirs
+            break
+    return out
 
 
 @exercise("14.1", hint=("a [PAD] key is hidden from every query: the mask is one row, the same for every query, "
                         "0 for a real key and -inf for [PAD]",
-                        "build that row from mask[b] with np.where, then broadcast it to (n, n) with a new first axis"),
+                        "which row of mask belongs to sentence b, and how do you turn that [n] row into an [n, n] "
+                        "array whose every row is the same (np.broadcast_to(___, (n, n)))?"),
           wrong=lambda answer, **ctx: [np.zeros_like(np.asarray(answer, dtype=float)),
-                                       np.asarray(answer, dtype=float).T])
-def _(answer, *, tr):
-    scores = np.asarray(tr.get("attn.scores", layer=0, head=0), dtype=np.float64)
-    expected = np.where(np.isneginf(scores), -np.inf, 0.0)
-    return close(answer, expected, mistakes={
-        "your mask is transposed: it hides [PAD] queries (rows); it must hide [PAD] keys (columns)": expected.T,
-        "you used -1e9 (the article's mask): BERT adds -inf, so a [PAD] key gets exactly 0":
-            np.where(np.isneginf(expected), -1e9, 0.0)})
+                                       np.asarray(answer, dtype=float).T],
+          mistakes=_mask_mistakes)
+def _(answer, *, tr, others=()):
+    return close(answer, _expected_mask(tr))
+
+
+def _causal_mistakes(tr):
+    s = f64(tr.get("attn.scores", layer=0))
+    n = s.shape[-1]
+    future = np.triu(np.ones((n, n), bool), k=1)
+
+    def soft(hide, axis=-1):
+        return scipy.special.softmax(s + np.where(hide, -np.inf, 0.0), axis=axis)
+
+    return {"your mask is the lower triangle: it hides the past; hide the keys after the query (np.triu, k=1)":
+            soft(future.T),
+            "you took the softmax over the queries (axis -2): each query's row sums to 1": soft(future, axis=-2),
+            "that is the softmax without any mask: BERT's own map; add -inf above the diagonal first": soft(np.zeros((n, n), bool))}
 
 
 @exercise("14.2", hint=("a causal mask hides the future: query i may see keys 0..i only, so -inf above the diagonal",
-                        "np.triu(..., k=1) marks the entries above the diagonal; add the mask to E0 and take the "
-                        "softmax over the keys (the last axis)"))
+                        "which entries does np.triu(np.ones((n, n)), k=___) mark, and over which axis must the softmax "
+                        "run so each query's row sums to 1?"), mistakes=_causal_mistakes)
 def _(answer, *, tr):
-    s = np.asarray(tr.get("attn.scores", layer=0), dtype=np.float64)
+    s = f64(tr.get("attn.scores", layer=0))
     n = s.shape[-1]
     future = np.triu(np.ones((n, n), bool), k=1)
-    expected = scipy.special.softmax(s + np.where(future, -np.inf, 0.0), axis=-1)
-    return close(answer, expected, atol=1e-6, mistakes={
-        "your mask hides the past (below the diagonal): hide the keys after the query":
-            scipy.special.softmax(s + np.where(future.T, -np.inf, 0.0), axis=-1),
-        "you took the softmax over the queries (axis -2): each query's row sums to 1":
-            scipy.special.softmax(s + np.where(future, -np.inf, 0.0), axis=-2)})
+    return close(answer, scipy.special.softmax(s + np.where(future, -np.inf, 0.0), axis=-1), atol=1e-6)
 
 
 @exercise("14.3", hint=("predict first: batch first, then what t.stack adds: (B, layer, head, query, key)",),
           prediction=True)
 def _(answer, *, actual):
-    return equals(tuple(answer) if isinstance(answer, (list, tuple)) else answer, tuple(actual))
+    return sequence(answer, tuple(actual), "your shape")

@@ -5,23 +5,47 @@ import numpy as np
 
 from bertviz_lite import analysis
 from course import close, equals, exercise
+from exercises._common import f64
+
+
+def _pool_mistakes(tr):
+    Z = f64(tr.get("ffn.ln", layer=tr.num_layers - 1))
+    m = np.asarray(tr.mask, dtype=np.float64)
+    return {"you averaged over [PAD] too: weight each row by the mask and divide by the real tokens": Z.mean(axis=0),
+            "you took the [CLS] row: this model's sentence vector is the mean of its real tokens": Z[0],
+            "you summed the real rows: divide by the number of real tokens, m.sum()": (Z * m[:, None]).sum(0),
+            "you masked the [PAD] rows but divided by n, [PAD] included: divide by the real tokens, m.sum()":
+                (Z * m[:, None]).sum(0) / len(m)}
 
 
 @exercise("15.1", hint=("mean pooling averages the last layer's rows of the real tokens only: [PAD] rows get weight 0",
-                        "multiply each row by its mask value (0 or 1), sum over the tokens, divide by the number of "
-                        "real tokens"))
+                        "what does multiplying each row by its mask value m (0 or 1) do to the [PAD] rows, and what "
+                        "do you divide the sum by: n or ___?"), mistakes=_pool_mistakes)
 def _(answer, *, tr):
-    Z = np.asarray(tr.get("ffn.ln", layer=tr.num_layers - 1), dtype=np.float64)
-    return close(answer, analysis.sentence_embedding(tr), atol=1e-5, mistakes={
-        "you averaged over [PAD] too: weight each row by the mask and divide by the real tokens": Z.mean(axis=0),
-        "you took the [CLS] row: this model's sentence vector is the mean of its real tokens": Z[0]})
+    return close(answer, analysis.sentence_embedding(tr), atol=1e-5)
+
+
+def _embeddings(model, pairs):
+    keep = [f"layer.{model.config.num_layers - 1}.ffn.ln"]
+    texts = {s for pair in pairs for s in pair}
+    return {s: f64(analysis.sentence_embedding(model.trace(s, keep=keep))) for s in texts}
+
+
+def _sim_mistakes(model, pairs):
+    emb = _embeddings(model, pairs)
+    dots = np.array([emb[a] @ emb[b] for a, b in pairs])
+    norms = np.array([np.linalg.norm(emb[a]) * np.linalg.norm(emb[b]) for a, b in pairs])
+    return {"those are dot products: divide each by the two lengths to get the cosine": dots,
+            "that is 1 - cos, the cosine distance: the exercise asks for the similarity itself": 1 - dots / norms,
+            "those are Euclidean distances: the cosine compares directions, a . b / (|a| |b|)":
+                np.array([np.linalg.norm(emb[a] - emb[b]) for a, b in pairs])}
 
 
 @exercise("15.2", hint=("the cosine of two sentence vectors: dot product over the product of lengths, one per pair",
-                        "loop over pairs, look both sentences up in emb, and give a list or array of the cosines"))
+                        "for a pair (a, b), which two vectors of emb do you compare, and what do you divide their "
+                        "dot product by?"), mistakes=_sim_mistakes)
 def _(answer, *, model, pairs):
-    expected = [analysis.pair_similarity(model, a, b) for a, b in pairs]
-    return close(answer, expected, atol=1e-5)
+    return close(answer, [analysis.pair_similarity(model, a, b) for a, b in pairs], atol=1e-5)
 
 
 def _words(s):
@@ -34,8 +58,9 @@ def _pair_wrong(answer, **ctx):
 
 
 @exercise("15.3", hint=("two sentences with the same meaning in different words, e.g. a paraphrase with synonyms",
-                        "no word may appear in both (case and punctuation ignored): swap every word, 'the' and 'a' "
-                        "included"), wrong=_pair_wrong)
+                        "which words do your two sentences still share ('the' and 'a' count)? what synonym could "
+                        "replace each one?"), wrong=_pair_wrong, open_ended=True,
+          mistakes=lambda model: {"give a pair of two non-empty sentences: (\"...\", \"...\")": "one sentence"})
 def _(answer, *, model):
     if not (isinstance(answer, (tuple, list)) and len(answer) == 2 and all(isinstance(s, str) and s.strip()
                                                                           for s in answer)):

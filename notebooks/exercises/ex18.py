@@ -4,16 +4,37 @@ import numpy as np
 from course import close, equals, exercise, within
 
 
-@exercise("18.1", hint=("the largest absolute difference over every entry of the two arrays",
-                        "subtract, take the absolute value, then the maximum"))
-def _(answer, *, a_trace, b_trace):
+def _pair(a_trace, b_trace):
     a = np.asarray(a_trace.get("ffn.act", layer=0), dtype=np.float64)
     b = np.asarray(b_trace.get("ffn.act", layer=0), dtype=np.float64)
+    return a, b
+
+
+def _delta_mistakes(a_trace, b_trace):
+    a, b = _pair(a_trace, b_trace)
+    return {"that is the largest signed difference: take the absolute value first": (a - b).max(),
+            "that is the mean absolute difference: parity is judged by the largest": np.abs(a - b).mean(),
+            "that is the sum of the absolute differences: take their maximum": np.abs(a - b).sum()}
+
+
+@exercise("18.1", hint=("the largest absolute difference over every entry of the two arrays",
+                        "a - b can be negative: what must you take before the maximum?"), mistakes=_delta_mistakes)
+def _(answer, *, a_trace, b_trace):
+    a, b = _pair(a_trace, b_trace)
     return close(answer, np.abs(a - b).max(), atol=1e-12, rtol=1e-9)
 
 
+def _byte_mistakes(model, text):
+    nbytes = model.trace(text, keep=["attn.probs"]).nbytes
+    return {"that is the number of entries: each float32 takes 4 bytes": nbytes // 4,
+            "that is float64 (8 bytes); the trace stores float32, 4 bytes each": nbytes * 2,
+            "that is MiB: the question asks for bytes": nbytes / 2 ** 20,
+            "that is one layer's maps: the trace keeps attn.probs of all L layers": nbytes // model.config.num_layers}
+
+
 @exercise("18.2", hint=("attn.probs holds one n x n map per head per layer, each entry a float32 of 4 bytes",
-                        "multiply the number of layers, the heads per layer, n_long twice and the bytes per number"))
+                        "how many maps are there (L times ___), how many numbers in each, and how many bytes per "
+                        "number?"), mistakes=_byte_mistakes)
 def _(answer, *, model, text):
     return equals(answer, model.trace(text, keep=["attn.probs"]).nbytes)
 

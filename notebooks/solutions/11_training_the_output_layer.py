@@ -8,3 +8,9 @@ my_dbias = my_dy.sum(axis=0)  # the bias is added to every row: sum the rows' gr
 
 # %% 11.3
 my_count = (1, 5)  # round(0.45) = 0, but at least one; round(0.15 * 33) = round(4.95) = 5
+
+# %% 11.4
+my_dV = P_h.T @ dC  # [n, d_k]: every output row i sends A[i, j] * dC[i] back to value row j
+
+# %% 11.5
+my_dS = P_h * (dP - (dP * P_h).sum(axis=-1, keepdims=True))  # [n, n]: softmax's backward, row by row
