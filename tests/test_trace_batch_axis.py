@@ -71,10 +71,10 @@ def test_many_inputs_run_in_chunks_with_the_same_numbers(small, monkeypatch):
 
 
 def test_the_bar_is_quiet_with_progress_false_and_in_ci(monkeypatch):
-    monkeypatch.setattr(batch.os, "environ", {})
+    monkeypatch.delenv("CI", raising=False)
     assert not batch.progress_bar(500, True, "x").disable
     assert batch.progress_bar(500, False, "x").disable
-    monkeypatch.setattr(batch.os, "environ", {"CI": "true"})
+    monkeypatch.setenv("CI", "true")
     assert batch.progress_bar(500, True, "x").disable
 
 
