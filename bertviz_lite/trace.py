@@ -285,7 +285,7 @@ class Trace:
             raise ValueError(f"config has {config.num_layers} layers x {config.num_heads} heads; "
                              f"attentions hold {len(maps)} x {n_h}")
         segments = [0] * n if sentence_b_start is None else [int(i >= sentence_b_start) for i in range(n)]
-        pads = families.spellings("[PAD]", None if nominal else config)  # the family's [PAD]; any family's without a config
+        pads = families.spellings("[PAD]", None if nominal else config)  # any family's [PAD] without a config
         mask = [int(t not in pads) for t in tokens]
         values = {schema.full_key("attn.probs", layer): m for layer, m in enumerate(maps)}
         texts = (" ".join(tokens),)
