@@ -1,4 +1,5 @@
-"""The Trace: every intermediate tensor of one forward pass, by key, with its named axes.
+"""The Trace: every intermediate tensor of one forward pass, by key, with its named axes; one type for
+one input and for a batch (`tr.has_batch`: a leading batch axis on every tensor, `tr[i]` one input).
 
 A trace is a small data container (TransformerLens's ActivationCache, without the model):
 exact keys in forward order, one structured accessor `get(name, layer=)`, `stack`,
