@@ -133,7 +133,8 @@ def target_cells(which: str, tokens, xp, dtype, config=None):
     if which == "punct":
         flags = [[is_punctuation(t) for t in ts] for ts in tokens]
     elif which.startswith("[") and which.endswith("]") or which in families.SPECIAL_SPELLINGS:  # '[CLS]', '<s>'
-        flags = [[is_special(t, which, config) for t in ts] for ts in tokens]
+        names = families.spellings(which, config)  # '[CLS]' as the family writes it
+        flags = [[t in names for t in ts] for ts in tokens]
     else:
         raise ValueError(f"unknown target {which!r}: use one of {TARGETS} or a special token like '[PAD]'")
     return xp.broadcast_to(xp.reshape(xp.asarray(flags, dtype=dtype), (B, 1, n)), (B, n, n))
