@@ -413,14 +413,14 @@ def head_probabilities(trace):
     return backend.to_host(p)
 
 
-def answer_positions(trace) -> list[int]:
-    """Positions (in the padded input) a question-answering span or a token label may use, as Hugging Face's
-    pipelines choose them: real tokens that are not the family's [CLS], [SEP] or [PAD]; with a pair (question,
-    context), the context's tokens only."""
+def answer_positions(trace, *, context_only: bool = False) -> list[int]:
+    """Positions (in the padded input) a token label or a question-answering span may use, as Hugging Face's
+    pipelines choose them: real tokens that are not the family's [CLS], [SEP] or [PAD]; context_only=True
+    (question answering): with a pair (question, context), the context's tokens only."""
     special = set().union(*(families.spellings(t, family_config(trace)) for t in ("[CLS]", "[SEP]", "[PAD]")))
     out = [i for i in trace.real_positions if trace.tokens[i] not in special]
     context = [i for i in out if trace.spans[i] is not None and trace.spans[i][0] == 1]
-    return context or out
+    return (context or out) if context_only else out
 
 
 def fill_mask_summary(trace, top: int = 3, *, model=None) -> str:
@@ -456,7 +456,7 @@ def head_summary(trace, top: int = 3, *, model=None) -> str:
     hx = backend.namespace_of(p)
     labels, head = trace.labels, trace.config.head
     real = trace.real_positions  # p's rows for token heads
-    keep = [real.index(i) for i in answer_positions(trace)]  # rows of p that are not special tokens
+    keep = [real.index(i) for i in answer_positions(trace, context_only=head == "question_answering")]
     tokens = [trace.tokens[real[k]] for k in keep]
     if head in ("sequence_classification", "next_sentence"):
         order = [int(i) for i in hx.argsort(-p)][:top]
