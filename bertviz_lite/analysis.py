@@ -133,7 +133,8 @@ def target_cells(which: str, tokens, xp, dtype, config=None):
     if which == "punct":
         flags = [[is_punctuation(t) for t in ts] for ts in tokens]
     elif which.startswith("[") and which.endswith("]") or which in families.SPECIAL_SPELLINGS:  # '[CLS]', '<s>'
-        flags = [[is_special(t, which, config) for t in ts] for ts in tokens]
+        names = families.spellings(which, config)  # '[CLS]' as the family writes it
+        flags = [[t in names for t in ts] for ts in tokens]
     else:
         raise ValueError(f"unknown target {which!r}: use one of {TARGETS} or a special token like '[PAD]'")
     return xp.broadcast_to(xp.reshape(xp.asarray(flags, dtype=dtype), (B, 1, n)), (B, n, n))
@@ -313,14 +314,32 @@ def pair_similarity(model, a: str, b: str, *, edits=None) -> float:
     return _cosine_host(ea, eb)
 
 
+def sentence_embeddings(trace):
+    """Every input's sentence vector from a trace with a batch axis: the mean of the last layer's token
+    vectors over each input's real tokens   [B, n, H] -> host [B, H] (`sentence_embedding` of each input)."""
+    key = schema.full_key("ffn.ln", trace.num_layers - 1)
+    Z = _wide(trace[key])  # [B, n, H]
+    xp = backend.namespace_of(Z)
+    real = xp.asarray(trace.mask, dtype=Z.dtype)[..., None]  # [B, n, 1]: 1 on real tokens, 0 on [PAD]
+    return backend.to_host(xp.sum(Z * real, axis=1) / xp.sum(real, axis=1))  # [B, H]
+
+
+def _pair_cosines(model, texts, edits=None):
+    """cos(embedding(a), embedding(b)) of every pair, from one batched run over [a_1, b_1, a_2, b_2, ...]."""
+    keep = [schema.full_key("ffn.ln", model.config.num_layers - 1)]
+    e = sentence_embeddings(model.trace_batch(texts, keep=keep, edits=edits, progress=False))  # [2P, H]
+    return cosine(e[0::2, ...], e[1::2, ...], backend.namespace_of(e))  # [P]
+
+
 def head_importance(model, pairs, *, how: str = "zero", progress: bool = True):
     """How much each head matters to a trained task: for sentence pairs [(a, b), ...], the mean
     absolute change of the pair's embedding cosine (mean pooling) when that one head is ablated
     (`bv.ablate(heads={layer: [head]}, how=how)`)   -> host array [layer, head].
 
-    Costs 2 x (layers x heads + 1) x len(pairs) forward passes (MiniLM: ~7 ms each for a short
-    sentence on one idle core, so 8 pairs take ~8 s). progress: a tqdm bar over the heads (a widget in
-    a notebook, text in a terminal); progress=False for none (stored lesson outputs stay the same).
+    One batched run of every sentence per head, edited (the ablation applies to each input as in a
+    single trace), plus one without edits: layers x heads + 1 forward passes over 2 x len(pairs)
+    sentences. progress: a tqdm bar over the heads (a widget in a notebook, text in a terminal);
+    progress=False for none (stored lesson outputs stay the same).
     """
     from .edits import ablate
 
@@ -329,16 +348,16 @@ def head_importance(model, pairs, *, how: str = "zero", progress: bool = True):
                         for p in pairs):
         raise ValueError("head_importance() takes a non-empty list of (sentence, sentence) pairs of strings")
     L, n_h = model.config.num_layers, model.config.num_heads
-    base = [pair_similarity(model, a, b) for a, b in pairs]
+    texts = [s for pair in pairs for s in pair]  # a_1, b_1, a_2, b_2, ...
+    base = _pair_cosines(model, texts)  # [P]
+    hx = backend.namespace_of(base)
     from tqdm.auto import tqdm  # here, not at import: the engine loads no widget library until asked
 
     values = []
     for layer, head in tqdm([(ly, h) for ly in range(L) for h in range(n_h)], desc="head_importance: ablating heads",
                             unit="head", disable=not progress):
-        edit = ablate(heads={layer: [head]}, how=how)
-        changes = [abs(pair_similarity(model, a, b, edits=edit) - c) for (a, b), c in zip(pairs, base)]
-        values.append(sum(changes) / len(changes))
-    hx = backend.namespace_of(backend.to_host(model.weights["embed.W_T"][:1, :1]))
+        changed = _pair_cosines(model, texts, edits=ablate(heads={layer: [head]}, how=how))
+        values.append(float(hx.mean(hx.abs(changed - base))))
     return hx.reshape(hx.asarray(values, dtype=hx.float64), (L, n_h))
 
 
@@ -394,14 +413,14 @@ def head_probabilities(trace):
     return backend.to_host(p)
 
 
-def answer_positions(trace) -> list[int]:
-    """Positions (in the padded input) a question-answering span or a token label may use, as Hugging Face's
-    pipelines choose them: real tokens that are not the family's [CLS], [SEP] or [PAD]; with a pair (question,
-    context), the context's tokens only."""
+def answer_positions(trace, *, context_only: bool = False) -> list[int]:
+    """Positions (in the padded input) a token label or a question-answering span may use, as Hugging Face's
+    pipelines choose them: real tokens that are not the family's [CLS], [SEP] or [PAD]; context_only=True
+    (question answering): with a pair (question, context), the context's tokens only."""
     special = set().union(*(families.spellings(t, family_config(trace)) for t in ("[CLS]", "[SEP]", "[PAD]")))
     out = [i for i in trace.real_positions if trace.tokens[i] not in special]
     context = [i for i in out if trace.spans[i] is not None and trace.spans[i][0] == 1]
-    return context or out
+    return (context or out) if context_only else out
 
 
 def fill_mask_summary(trace, top: int = 3, *, model=None) -> str:
@@ -437,7 +456,7 @@ def head_summary(trace, top: int = 3, *, model=None) -> str:
     hx = backend.namespace_of(p)
     labels, head = trace.labels, trace.config.head
     real = trace.real_positions  # p's rows for token heads
-    keep = [real.index(i) for i in answer_positions(trace)]  # rows of p that are not special tokens
+    keep = [real.index(i) for i in answer_positions(trace, context_only=head == "question_answering")]
     tokens = [trace.tokens[real[k]] for k in keep]
     if head in ("sequence_classification", "next_sentence"):
         order = [int(i) for i in hx.argsort(-p)][:top]

@@ -5,25 +5,27 @@
 engine's lines are written for `[..., n, H]`, so nothing is run twice). Both go through `run()`:
 one validator (`check_options`), one budget check (recorded tensors and the forward's working
 memory), one recorder, so `keep=`, `edits=`, `patch_from=`, `dtype=`, `fast=False` and `max_bytes=`
-work the same for one sentence and many. A `BatchTrace` holds the same keys as a `Trace`, each with
-a leading `batch` axis; `btr[i]` is example i as a `Trace` with its padding removed, equal to
-`model.trace(texts[i], edits=...)` (padded keys get exactly zero attention, so the real tokens
-compute the same numbers, up to float32 rounding).
+work the same for one sentence and many. `run` returns one `Trace` type with a batch axis
+(`tr.has_batch`): the same keys, each with a leading `batch` axis; `btr[i]` is example i as a `Trace`
+without a batch axis and with its padding removed, equal to `model.trace(texts[i], edits=...)`
+(padded keys get exactly zero attention, so the real tokens compute the same numbers, up to float32
+rounding). `model.trace(text)` is the batch of one, its batch axis dropped.
 """
 
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import backend, engine, kernels, schema, threads
+from . import backend, engine, kernels, threads
 from .edits import compile_edits
 from .errors import InputTooLongError, as_bool, as_int
 from .tokenizer import Encoding, pad_encoding  # padding is written once, in tokenizer.py
-from .trace import NullRecorder, Recorder, Table, Trace, check_budget, check_patterns, compile_patterns
+from .trace import BATCH_AXIS  # noqa: F401  (importable from here, as before)
+from .trace import NullRecorder, Recorder, Trace, check_budget, check_patterns, compile_patterns
 
-BATCH_AXIS = "batch"  # the leading axis every key of a BatchTrace has (schema.AXES names it)
 STORE_DTYPES = {"float32": 4, "float16": 2}  # dtype= names a storage type; bytes per value
 
 
@@ -113,25 +115,57 @@ def encode_batch(model, texts, pairs=None, *, pad_to: int | None = None, truncat
 # ------------------------------------------------------------------------------------------
 
 
+CHUNK = 32  # inputs per forward when trace_batch runs many; each chunk is one step of the progress bar
+
+
+def progress_bar(total: int, enabled: bool, desc: str, unit: str = "sentence"):
+    """A tqdm bar (a widget in a notebook, text in a terminal) shown when the work takes over a second;
+    none with progress=False or in CI (the CI variable set), so logs and stored outputs stay the same."""
+    from tqdm.auto import tqdm  # here, not at import: the engine loads no widget library until asked
+    return tqdm(total=total, disable=not enabled or bool(os.environ.get("CI")), desc=desc, unit=unit, delay=1.0)
+
+
 def trace_batch(model, texts, pairs=None, *, pad_to=None, keep=None, dtype=None, truncate: bool = False,
-                max_bytes=None, fast: bool = True, edits=None, patch_from=None, patch=None) -> "BatchTrace":
-    """What `Bert.trace_batch` runs: check, tokenize, pad, then `run`."""
+                max_bytes=None, fast: bool = True, edits=None, patch_from=None, patch=None,
+                progress: bool = True) -> Trace:
+    """What `Bert.trace_batch` runs: check, tokenize, pad, then `run`; more than CHUNK inputs run CHUNK at a
+    time (the same numbers: every input is padded to the batch's n first), with a progress bar."""
     opts = check_options(model, keep=keep, dtype=dtype, max_bytes=max_bytes, pad_to=pad_to, fast=fast)
     texts, pairs = check_texts(texts, pairs)
     encs = encode_batch(model, texts, pairs, pad_to=opts.pad_to, truncate=truncate)
-    return run(model, encs, [(t,) if p is None else (t, p) for t, p in zip(texts, pairs)], opts,
-               edits=edits, patch_from=patch_from, patch=patch)
+    texts = [(t,) if p is None else (t, p) for t, p in zip(texts, pairs)]
+    if len(encs) <= CHUNK:
+        return run(model, encs, texts, opts, edits=edits, patch_from=patch_from, patch=patch)
+    check_budget(model.config, len(encs[0].ids), keep=opts.keep, itemsize=STORE_DTYPES[opts.dtype],
+                 mlm=model.has_mlm, pooler=model.has_pooler, max_bytes=opts.max_bytes, batch=len(encs))
+    parts = []
+    with progress_bar(len(encs), progress, "trace_batch") as bar:
+        for start in range(0, len(encs), CHUNK):
+            parts.append(run(model, encs[start:start + CHUNK], texts[start:start + CHUNK], opts, edits=edits,
+                             patch_from=patch_from, patch=patch))
+            bar.update(len(parts[-1]))
+    return concat(parts)
+
+
+def concat(traces: Sequence[Trace]) -> Trace:
+    """Traces with a batch axis, of one model and the same n, as one: their inputs in order."""
+    first = traces[0]
+    xp = backend.namespace_of(next(iter(first._values.values()))) if len(first.keys()) else None
+    values = {k: xp.concat([t[k] for t in traces], axis=0) for k in first.keys()}
+    joined = {f: [row for t in traces for row in getattr(t, f)] for f in ("tokens", "ids", "segments", "mask",
+                                                                         "spans", "texts")}
+    return first.replace_values(values, **joined)
 
 
 def trace_encodings(model, encs: Sequence[Encoding], texts, *, keep=None, dtype=None, max_bytes=None,
-                    fast: bool = True, edits=None, patch_from=None, patch=None) -> "BatchTrace":
+                    fast: bool = True, edits=None, patch_from=None, patch=None) -> Trace:
     """One forward over inputs already tokenized and padded to the same length."""
     opts = check_options(model, keep=keep, dtype=dtype, max_bytes=max_bytes, fast=fast)
     return run(model, encs, texts, opts, edits=edits, patch_from=patch_from, patch=patch)
 
 
 def run(model, encs: Sequence[Encoding], texts, opts: Options, *, edits=None, patch_from=None,
-        patch=None) -> "BatchTrace":
+        patch=None) -> Trace:
     """The one path every trace takes: ids checked, edits compiled, the budget checked, then one
     forward with a leading batch axis through one recorder."""
     c, xp = model.config, model.xp
@@ -154,8 +188,10 @@ def run(model, encs: Sequence[Encoding], texts, opts: Options, *, edits=None, pa
     segments = xp.asarray([e.segments for e in encs])  # [B, n]
     with kernels.fast_path(opts.fast), threads.threads_for_load():  # fewer threads while other work holds the cores
         engine.forward(model.weights, model.layer_weights, ids, segments, masks, c, rec, xp, mlm=model.has_mlm)
-    return BatchTrace(rec.store, config=c, encodings=encs, texts=texts, model_name=model.name,
-                      backend_name=model.backend, keep=opts.keep, edits=rec.edited)
+    return Trace(rec.store, config=c, tokens=[e.tokens for e in encs], ids=[e.ids for e in encs],
+                 segments=[e.segments for e in encs], mask=[e.mask for e in encs], spans=[e.spans for e in encs],
+                 texts=texts, model_name=model.name, backend_name=model.backend, keep=opts.keep, edits=rec.edited,
+                 has_batch=True)
 
 
 def check_ids(model, ids, segments, mask) -> None:
@@ -181,147 +217,6 @@ def check_ids(model, ids, segments, mask) -> None:
         raise ValueError("the first token is masked: at least [CLS] must be a real token")
 
 
-# ------------------------------------------------------------------------------------------
-# the batched trace
-# ------------------------------------------------------------------------------------------
-
-
-class BatchTrace:
-    """The recorded forward pass of B inputs padded to n tokens: every key has a leading batch axis.
-
-    `btr["layer.3.attn.probs"]` -> [B, n_h, n, n]; `btr.get("attn.probs", layer=3)`;
-    `btr.stack("attn.probs")` -> (batch, layer, head, query, key); `btr.tokens[i]`, `btr.mask[i]`
-    (padded to n); `btr[i]` -> example i as a `Trace` without its padding; `len(btr)` = B.
-    """
-
-    def __init__(self, values: dict, *, config, encodings: Sequence[Encoding], texts, model_name: str = "",
-                 backend_name: str = "numpy", keep=None, edits=()):
-        self._values = dict(values)
-        self.edits = tuple(edits)  # ((key, what was done), ...) in forward order, the same for every input
-        self.config = config
-        self.tokens = tuple(tuple(e.tokens) for e in encodings)
-        self.ids = tuple(tuple(e.ids) for e in encodings)
-        self.segments = tuple(tuple(e.segments) for e in encodings)
-        self.mask = tuple(tuple(e.mask) for e in encodings)
-        self.spans = tuple(tuple(e.spans) for e in encodings)
-        self.texts = tuple(tuple(t) for t in texts)
-        self.model_name = model_name
-        self.backend = backend_name
-        self.keep = keep
-
-    # --- facts about the inputs
-    def __len__(self) -> int:
-        """B, the number of inputs."""
-        return len(self.tokens)
-
-    @property
-    def n(self) -> int:
-        """Tokens per input, padding included (the same for every input of a batch)."""
-        return len(self.tokens[0])
-
-    @property
-    def n_real(self) -> tuple[int, ...]:
-        """Tokens that are not [PAD], per input."""
-        return tuple(sum(m) for m in self.mask)
-
-    # --- keys
-    def keys(self) -> list[str]:
-        return list(self._values)
-
-    def __contains__(self, key) -> bool:
-        return key in self._values
-
-    def __getitem__(self, key):
-        """btr['layer.0.attn.probs'] -> the batched array; btr[i] -> input i as a Trace."""
-        if not isinstance(key, str):
-            return self.example(key)  # an int (numpy's too); anything else is refused there
-        if key not in self._values:
-            raise self._empty_trace(0)._missing(key)
-        return self._values[key]
-
-    def axes(self, key: str) -> tuple[str, ...]:
-        """('batch',) + the step's named axes."""
-        return (BATCH_AXIS,) + self._empty_trace(0).axes(key)
-
-    def get(self, name: str, layer: int | None = None, head: int | None = None):
-        """A batched tensor by step name and layer; head= selects one head (axis 1)."""
-        probe = self._empty_trace(0)
-        key = probe.full_key(name, layer)
-        value = self[key]
-        if head is not None:
-            if probe.axes(key)[0] != "head":
-                raise TypeError(f"{name!r} has no head axis; its axes are {self.axes(key)}")
-            value = value[:, probe.check_head(head), ...]
-        return value
-
-    def stack(self, name: str):
-        """A per-layer step for every layer: axes (batch, layer) + the step's axes."""
-        if name not in schema.STEP_BY_KEY or schema.STEP_BY_KEY[name].scope != "layer":
-            self._empty_trace(0).stack(name)  # raises the trace's own error, with suggestions
-        arrays = [self[schema.full_key(name, layer)] for layer in range(self.config.num_layers)]
-        return backend.namespace_of(arrays[0]).stack(arrays, axis=1)
-
-    def stack_axes(self, name: str) -> tuple[str, ...]:
-        return (BATCH_AXIS, "layer") + schema.STEP_BY_KEY[name].axes
-
-    @property
-    def nbytes(self) -> int:
-        return sum(int(v.size) * backend.itemsize(v) for v in self._values.values())
-
-    def shapes(self) -> Table:
-        """Every recorded key with its shape, named axes (batch first), and formula."""
-        rows = [(key, tuple(v.shape), " x ".join(self.axes(key)), schema.formula_of(key, self.config))
-                for key, v in self._values.items()]
-        return Table(("key", "shape", "axes", "formula"), rows,
-                     title=f"batch of {len(self)} inputs x {self.n} tokens, {len(rows)} tensors, "
-                           f"{self.nbytes / 2**20:,.1f} MiB")
-
-    # --- one example
-    def _empty_trace(self, i: int) -> Trace:
-        return Trace({}, config=self.config, tokens=self.tokens[i], ids=self.ids[i], segments=self.segments[i],
-                     mask=self.mask[i], spans=self.spans[i], texts=self.texts[i], model_name=self.model_name,
-                     backend_name=self.backend, keep=self.keep)
-
-    def _index(self, i: int) -> int:
-        B = len(self)
-        i = as_int(i, "an example number")
-        if not -B <= i < B:
-            from .errors import OutOfRangeError
-            raise OutOfRangeError(f"example {i} is out of range: this batch holds {B} inputs, 0..{B - 1}")
-        return i % B
-
-    def example(self, i: int, *, keep_padding: bool = False) -> Trace:
-        """Input i as an ordinary Trace, its padding removed (a copy: it keeps no batch array alive).
-        keep_padding=True keeps all n tokens (what model.trace returns for its batch of one)."""
-        i = self._index(i)
-        m = self.n if keep_padding else self.n_real[i]  # padding is always at the end
-        values = {}
-        for key, x in self._values.items():
-            xp = backend.namespace_of(x)
-            if keep_padding and len(self) == 1:  # a batch of one: its only example, no copy
-                values[key] = x[0, ...]
-                continue
-            axes = schema.step_of(key, self.config).axes
-            cut = tuple(slice(0, m) if a in ("token", "query", "key") else slice(None) for a in axes)
-            values[key] = xp.asarray(x[(i, *cut)], copy=True)
-        return Trace(values, config=self.config, tokens=self.tokens[i][:m], ids=self.ids[i][:m],
-                     segments=self.segments[i][:m], mask=self.mask[i][:m], spans=self.spans[i][:m],
-                     texts=self.texts[i], model_name=self.model_name, backend_name=self.backend, keep=self.keep,
-                     edits=self.edits)
-
-    def __iter__(self):
-        """The examples as Traces, in order."""
-        return (self.example(i) for i in range(len(self)))
-
-    def to_host(self) -> "BatchTrace":
-        """The same batch with every tensor as a numpy array."""
-        new = object.__new__(BatchTrace)
-        new.__dict__.update(self.__dict__)
-        new._values = {k: backend.to_host(v) for k, v in self._values.items()}
-        new.backend = "numpy"
-        return new
-
-    def __repr__(self) -> str:
-        return (f"<BatchTrace {self.model_name or 'bert'}: {len(self)} inputs x {self.n} tokens "
-                f"({min(self.n_real)}-{max(self.n_real)} real), {len(self._values)} tensors, "
-                f"{self.nbytes / 2**20:,.1f} MiB on {self.backend}>")
+# BatchTrace was a second class with Trace's methods; a trace with a batch axis is now a Trace
+# (`tr.has_batch`). The name stays for code that imported it: isinstance(btr, BatchTrace) still holds.
+BatchTrace = Trace

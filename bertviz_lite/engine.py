@@ -41,7 +41,7 @@ def fusable(formula):
 @fusable
 def layer_norm(x, gamma, beta, eps: float, xp):
     """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis; gamma, beta are learned."""
-    mu = xp.mean(x, axis=-1, keepdims=True)  # [n, 1]
+    mu = xp.mean(x, axis=-1, keepdims=True)  # [..., n, 1]
     var = xp.mean((x - mu) ** 2, axis=-1, keepdims=True)  # biased variance, as bert and torch
     return (x - mu) / xp.sqrt(var + eps) * gamma + beta  # eps inside the sqrt, not added to std
 
@@ -164,46 +164,46 @@ def embeddings(W: dict, ids, segments, c: BertConfig, rec: Recorder, xp):
         S = rec("embed.segment", _lookup(W["embed.W_S"], segments, xp))  # [..., n, E]
     else:
         S = rec("embed.segment", xp.zeros_like(T))  # DistilBERT has no segment table: S = 0
-    X = rec("embed.sum", T + P + S)  # [n, E]
+    X = rec("embed.sum", T + P + S)  # [..., n, E]
     Z = rec("embed.ln", layer_norm(X, W["embed.ln.gamma"], W["embed.ln.beta"], c.layer_norm_eps, xp))
     if c.embed_size != c.hidden_size:  # ALBERT, ELECTRA: E -> H
-        Z = rec("embed.proj", matmul(Z, W["embed.W_E"], xp) + W["embed.b_E"])  # [n, H]
+        Z = rec("embed.proj", matmul(Z, W["embed.W_E"], xp) + W["embed.b_E"])  # [..., n, H]
     return Z
 
 
 def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
-    """Multi-head self-attention and its residual + layernorm   [n, H] -> [n, H]."""
+    """Multi-head self-attention and its residual + layernorm   [..., n, H] -> [..., n, H]."""
     n_h = c.num_heads
     scale = c.attention_scale if c.attention_scale is not None else 1.0 / math.sqrt(c.head_size)
-    Q = rec("attn.q", split_heads(matmul(Z, W["attn.W_Q"], xp) + W["attn.b_Q"], n_h, xp))  # [n_h, n, d_k]
-    K = rec("attn.k", split_heads(matmul(Z, W["attn.W_K"], xp) + W["attn.b_K"], n_h, xp))  # [n_h, n, d_k]
-    V = rec("attn.v", split_heads(matmul(Z, W["attn.W_V"], xp) + W["attn.b_V"], n_h, xp))  # [n_h, n, d_k]
-    # [n_h, n, n]: Q K^T / sqrt(d_k); scaling the n x d_k queries first gives the same product and
+    Q = rec("attn.q", split_heads(matmul(Z, W["attn.W_Q"], xp) + W["attn.b_Q"], n_h, xp))  # [..., n_h, n, d_k]
+    K = rec("attn.k", split_heads(matmul(Z, W["attn.W_K"], xp) + W["attn.b_K"], n_h, xp))  # [..., n_h, n, d_k]
+    V = rec("attn.v", split_heads(matmul(Z, W["attn.W_V"], xp) + W["attn.b_V"], n_h, xp))  # [..., n_h, n, d_k]
+    # [..., n_h, n, n]: Q K^T / sqrt(d_k); scaling the n x d_k queries first gives the same product and
     # touches n_h*n*d_k numbers instead of n_h*n*n
     scores = (Q * scale) @ xp.matrix_transpose(K)
     if mask_add is not None:
         scores = scores + mask_add  # -inf on [PAD] keys
     scores = rec("attn.scores", scores)
-    probs = rec("attn.probs", softmax(scores, xp))  # [n_h, n, n], rows sum to 1
-    context = rec("attn.context", probs @ V)  # [n_h, n, d_k]
-    concat = rec("attn.concat", merge_heads(context, xp))  # [n, H]
-    out = rec("attn.out", matmul(concat, W["attn.W_O"], xp) + W["attn.b_O"])  # [n, H]
-    resid = rec("attn.resid", Z + out)  # [n, H]
+    probs = rec("attn.probs", softmax(scores, xp))  # [..., n_h, n, n], rows sum to 1
+    context = rec("attn.context", probs @ V)  # [..., n_h, n, d_k]
+    concat = rec("attn.concat", merge_heads(context, xp))  # [..., n, H]
+    out = rec("attn.out", matmul(concat, W["attn.W_O"], xp) + W["attn.b_O"])  # [..., n, H]
+    resid = rec("attn.resid", Z + out)  # [..., n, H]
     return rec("attn.ln", layer_norm(resid, W["attn.ln.gamma"], W["attn.ln.beta"], c.layer_norm_eps, xp))
 
 
 def feed_forward(W: dict, Z, c: BertConfig, rec: Recorder, xp):
-    """Position-wise feed-forward and its residual + layernorm   [n, H] -> [n, d_ffnn] -> [n, H]."""
+    """Position-wise feed-forward and its residual + layernorm   [..., n, H] -> [..., n, d_ffnn] -> [..., n, H]."""
     act = activation(c)
-    up = rec("ffn.up", matmul(Z, W["ffn.W_up"], xp) + W["ffn.b_up"])  # [n, d_ffnn]
-    a = rec("ffn.act", act(up, xp))  # [n, d_ffnn]
-    down = rec("ffn.down", matmul(a, W["ffn.W_down"], xp) + W["ffn.b_down"])  # [n, H]
-    resid = rec("ffn.resid", Z + down)  # [n, H]
+    up = rec("ffn.up", matmul(Z, W["ffn.W_up"], xp) + W["ffn.b_up"])  # [..., n, d_ffnn]
+    a = rec("ffn.act", act(up, xp))  # [..., n, d_ffnn]
+    down = rec("ffn.down", matmul(a, W["ffn.W_down"], xp) + W["ffn.b_down"])  # [..., n, H]
+    resid = rec("ffn.resid", Z + down)  # [..., n, H]
     return rec("ffn.ln", layer_norm(resid, W["ffn.ln.gamma"], W["ffn.ln.beta"], c.layer_norm_eps, xp))
 
 
 def encoder_layer(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
-    """One post-ln transformer layer: Z_{l-1} -> Z_l   [n, H] -> [n, H]."""
+    """One post-ln transformer layer: Z_{l-1} -> Z_l   [..., n, H] -> [..., n, H]."""
     Z_bar = attention(W, Z, mask_add, c, rec, xp)
     return feed_forward(W, Z_bar, c, rec, xp)
 

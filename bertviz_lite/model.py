@@ -193,16 +193,18 @@ class Bert:
 
     def trace_batch(self, texts, pairs=None, *, pad_to: int | None = None, keep=None, dtype: str | None = None,
                     truncate: bool = False, max_bytes: int | None = None, fast: bool = True, edits=None,
-                    patch_from: Trace | None = None, patch=None):
-        """Trace many texts at once: a BatchTrace with a leading batch axis on every key.
+                    patch_from: Trace | None = None, patch=None, progress: bool = True) -> Trace:
+        """Trace many texts at once: a Trace with a batch axis (`tr.has_batch`), leading on every key.
 
         Inputs are padded with [PAD] to the longest (or pad_to); `btr[i]` is text i as a Trace
         without its padding, the same as `trace(texts[i], edits=...)`. Every option works as in
-        trace(); edits see one input at a time; the budget covers the whole batch.
+        trace(); edits see one input at a time; the budget covers the whole batch. Many texts run
+        batch.CHUNK at a time behind a tqdm bar (progress=False, or the CI variable set: none).
         """
         from .batch import trace_batch
         return trace_batch(self, texts, pairs, pad_to=pad_to, keep=keep, dtype=dtype, truncate=truncate,
-                           max_bytes=max_bytes, fast=fast, edits=edits, patch_from=patch_from, patch=patch)
+                           max_bytes=max_bytes, fast=fast, edits=edits, patch_from=patch_from, patch=patch,
+                           progress=progress)
 
     def trace_ids(self, ids, segments=None, mask=None, *, tokens=None, spans=None, texts=("",), keep=None,
                   dtype: str | None = None, max_bytes: int | None = None, fast: bool = True, edits=None,

@@ -1,4 +1,5 @@
-"""The Trace: every intermediate tensor of one forward pass, by key, with its named axes.
+"""The Trace: every intermediate tensor of one forward pass, by key, with its named axes; one type for
+one input and for a batch (`tr.has_batch`: a leading batch axis on every tensor, `tr[i]` one input).
 
 A trace is a small data container (TransformerLens's ActivationCache, without the model):
 exact keys in forward order, one structured accessor `get(name, layer=)`, `stack`,
@@ -196,25 +197,45 @@ class NullRecorder(Recorder):
 # ------------------------------------------------------------------------------------------
 
 
+BATCH_AXIS = "batch"  # the leading axis of every key of a trace with a batch axis (schema.AXES names it)
+
+
 class Trace:
-    """The recorded forward pass of one input (no batch axis).
+    """The recorded forward pass of one input, or of a batch of B inputs padded to the same n tokens.
 
     `tr["layer.3.attn.probs"]`, `tr.get("attn.probs", layer=3)`, `tr.stack("attn.probs")`
     -> (layer, head, query, key), `tr.keys()`, `tr.axes(key)`, `tr.shapes()`, `tr.tokens`,
     `tr.to_host()`. A trace holds arrays and facts about the input, never the model.
+
+    `tr.has_batch` says whether every tensor has a leading batch axis (TransformerLens's
+    ActivationCache(has_batch_dim)): `model.trace_batch(texts)` returns one, `model.trace(text)` not.
+    With a batch axis, `axes`, `get`, `stack` and `shapes` name and keep it, the facts about the input
+    (`tokens`, `ids`, `segments`, `mask`, `spans`, `texts`, `n_real`) hold one entry per input,
+    `len(tr)` is B, iterating gives the inputs, and `tr[i]` (or `tr.example(i)`) is input i as a trace
+    without a batch axis and without its padding. Without one, `len(tr)` and iterating count the keys.
     """
 
-    def __init__(self, values: dict, *, config, tokens: Sequence[str], ids: Sequence[int],
-                 segments: Sequence[int], mask: Sequence[int], spans=None, texts=("",),
-                 model_name: str = "", backend_name: str = "numpy", keep=None, edits=(), nominal=()):
+    def __init__(self, values: dict, *, config, tokens: Sequence, ids: Sequence, segments: Sequence,
+                 mask: Sequence, spans=None, texts=("",), model_name: str = "", backend_name: str = "numpy",
+                 keep=None, edits=(), nominal=(), has_batch: bool = False):
         self._values = dict(values)
         self.config = config
-        self.tokens = tuple(tokens)
-        self.ids = tuple(int(i) for i in ids)
-        self.segments = tuple(int(s) for s in segments)
-        self.mask = tuple(int(m) for m in mask)
-        self.spans = tuple(spans) if spans is not None else (None,) * len(self.tokens)
-        self.texts = tuple(texts)
+        self.has_batch = bool(has_batch)
+        if self.has_batch:  # one entry per input: tuples of tuples, texts one tuple (text[, pair]) per input
+            self.tokens = tuple(tuple(t) for t in tokens)
+            self.ids = tuple(tuple(int(i) for i in row) for row in ids)
+            self.segments = tuple(tuple(int(s) for s in row) for row in segments)
+            self.mask = tuple(tuple(int(m) for m in row) for row in mask)
+            self.spans = tuple(tuple(row) for row in spans) if spans is not None else \
+                tuple((None,) * len(t) for t in self.tokens)
+            self.texts = tuple(tuple(t) for t in texts)
+        else:
+            self.tokens = tuple(tokens)
+            self.ids = tuple(int(i) for i in ids)
+            self.segments = tuple(int(s) for s in segments)
+            self.mask = tuple(int(m) for m in mask)
+            self.spans = tuple(spans) if spans is not None else (None,) * len(self.tokens)
+            self.texts = tuple(texts)
         self.model_name = model_name
         self.backend = backend_name
         self.keep = keep
@@ -254,7 +275,7 @@ class Trace:
             raise ValueError(f"config has {config.num_layers} layers x {config.num_heads} heads; "
                              f"attentions hold {len(maps)} x {n_h}")
         segments = [0] * n if sentence_b_start is None else [int(i >= sentence_b_start) for i in range(n)]
-        pads = families.spellings("[PAD]", None if nominal else config)  # the family's [PAD]; any family's without a config
+        pads = families.spellings("[PAD]", None if nominal else config)  # any family's [PAD] without a config
         mask = [int(t not in pads) for t in tokens]
         values = {schema.full_key("attn.probs", layer): m for layer, m in enumerate(maps)}
         texts = (" ".join(tokens),)
@@ -268,13 +289,13 @@ class Trace:
     # --- facts about the input
     @property
     def n(self) -> int:
-        """Tokens in the input, padding included."""
-        return len(self.tokens)
+        """Tokens in the input, padding included (the same for every input of a batch)."""
+        return len(self.tokens[0]) if self.has_batch else len(self.tokens)
 
     @property
-    def n_real(self) -> int:
-        """Tokens that are not [PAD]."""
-        return sum(self.mask)
+    def n_real(self):
+        """Tokens that are not [PAD] (with a batch axis: a tuple, one count per input)."""
+        return tuple(sum(m) for m in self.mask) if self.has_batch else sum(self.mask)
 
     @property
     def num_layers(self) -> int:
@@ -291,7 +312,9 @@ class Trace:
 
     @property
     def has_pair(self) -> bool:
-        return any(s == 1 for s, m in zip(self.segments, self.mask) if m)
+        """Whether sentence B is there (with a batch axis: in any input)."""
+        rows = zip(self.segments, self.mask) if self.has_batch else ((self.segments, self.mask),)
+        return any(s == 1 for segs, mask in rows for s, m in zip(segs, mask) if m)
 
     # --- keys
     def keys(self) -> list[str]:
@@ -302,10 +325,14 @@ class Trace:
         return key in self._values
 
     def __iter__(self):
+        """The keys; with a batch axis, the inputs as traces (`tr.example(i)`, in order)."""
+        if self.has_batch:
+            return (self.example(i) for i in range(len(self)))
         return iter(self._values)
 
     def __len__(self) -> int:
-        return len(self._values)
+        """The number of recorded keys; with a batch axis, B, the number of inputs."""
+        return len(self.tokens) if self.has_batch else len(self._values)
 
     def _missing(self, key: str) -> KeyError:
         all_keys = schema.trace_keys(self.config.num_layers, mlm=True, head=self.config.head)
@@ -324,7 +351,10 @@ class Trace:
         return KeyError(f"unknown trace key {key!r}{hint} (tr.keys() lists every recorded key)")
 
     def __getitem__(self, key: str):
+        """tr['layer.0.attn.probs'] -> the recorded array; with a batch axis, tr[i] -> input i (`example`)."""
         if not isinstance(key, str):
+            if self.has_batch:
+                return self.example(key)  # an int (numpy's too); anything else is refused there
             raise TypeError(f"trace keys are strings like 'layer.0.attn.probs', got {type(key).__name__}")
         try:
             return self._values[key]
@@ -376,17 +406,18 @@ class Trace:
         """
         value = self[self.full_key(name, layer)]
         if head is not None:
-            if self.axes(self.full_key(name, layer))[0] != "head":
+            if self.axes(self.full_key(name, layer))[self.has_batch] != "head":
                 raise TypeError(f"{name!r} has no head axis; its axes are {self.axes(self.full_key(name, layer))}")
-            value = value[self.check_head(head), ...]
+            value = value[(slice(None),) * self.has_batch + (self.check_head(head), Ellipsis)]
         return value
 
     def axes(self, key: str) -> tuple[str, ...]:
-        """Named axes of a key ('layer.3.attn.probs' -> ('head', 'query', 'key'))."""
+        """Named axes of a key ('layer.3.attn.probs' -> ('head', 'query', 'key'); ('batch', 'head', ...)
+        with a batch axis)."""
         layer, step = schema.split_key(key)
         if step not in schema.STEP_BY_KEY:
             raise self._missing(key)
-        return schema.step_of(key, self.config).axes
+        return (BATCH_AXIS,) * self.has_batch + schema.step_of(key, self.config).axes
 
     def stack(self, name: str):
         """A per-layer step for every layer: axes ('layer',) + the step's axes."""
@@ -398,10 +429,10 @@ class Trace:
                            + (f"; did you mean {', '.join(map(repr, near))}?" if near else ""))
         arrays = [self[schema.full_key(name, layer)] for layer in range(self.config.num_layers)]
         xp = backend.namespace_of(arrays[0])
-        return xp.stack(arrays, axis=0)
+        return xp.stack(arrays, axis=int(self.has_batch))  # (layer, ...) or (batch, layer, ...)
 
     def stack_axes(self, name: str) -> tuple[str, ...]:
-        return ("layer",) + schema.STEP_BY_KEY[name].axes
+        return (BATCH_AXIS,) * self.has_batch + ("layer",) + schema.STEP_BY_KEY[name].axes
 
     # --- shapes and memory
     def shapes(self) -> Table:
@@ -410,13 +441,13 @@ class Trace:
         rows = []
         edited = dict(self.edits)
         for key, v in self._values.items():
-            step = schema.step_of(key, self.config)
-            row = (key, tuple(v.shape), " x ".join(step.axes), plain_formula(schema.formula_of(key, self.config), html=False, unicode=True))
+            formula = plain_formula(schema.formula_of(key, self.config), html=False, unicode=True)
+            row = (key, tuple(v.shape), " x ".join(self.axes(key)), formula)
             rows.append(row + (edited.get(key, ""),) if edited else row)
         columns = ("key", "shape", "axes", "formula") + (("edited",) if edited else ())
         note = f", {len(edited)} edited" if edited else ""
-        return Table(columns, rows,
-                     title=f"trace of {self.n} tokens, {len(rows)} tensors{note}, {self.nbytes / 2**20:,.1f} MiB")
+        what = f"batch of {len(self)} inputs x {self.n} tokens" if self.has_batch else f"trace of {self.n} tokens"
+        return Table(columns, rows, title=f"{what}, {len(rows)} tensors{note}, {self.nbytes / 2**20:,.1f} MiB")
 
     @property
     def nbytes(self) -> int:
@@ -430,13 +461,48 @@ class Trace:
     def replace_values(self, values: dict, **changes) -> "Trace":
         kw = dict(config=self.config, tokens=self.tokens, ids=self.ids, segments=self.segments, mask=self.mask,
                   spans=self.spans, texts=self.texts, model_name=self.model_name, backend_name=self.backend,
-                  keep=self.keep, edits=self.edits, nominal=self.nominal)
+                  keep=self.keep, edits=self.edits, nominal=self.nominal, has_batch=self.has_batch)
         kw.update(changes)
         return Trace(values, **kw)
+
+    # --- one input of a batch
+    def _index(self, i: int) -> int:
+        if not self.has_batch:
+            raise TypeError("this trace has no batch axis (it is one input): index it by key, tr['layer.0.attn.probs']")
+        B = len(self)
+        i = as_int(i, "an example number")
+        if not -B <= i < B:
+            raise OutOfRangeError(f"example {i} is out of range: this batch holds {B} inputs, 0..{B - 1}")
+        return i % B
+
+    def example(self, i: int, *, keep_padding: bool = False) -> "Trace":
+        """Input i of a trace with a batch axis, as a trace without one and without its padding (a copy:
+        it keeps no batch array alive). keep_padding=True keeps all n tokens (what model.trace returns for
+        its batch of one). Equal to `model.trace(texts[i], edits=...)` to float32 rounding."""
+        i = self._index(i)
+        m = self.n if keep_padding else self.n_real[i]  # padding is always at the end
+        values = {}
+        for key, x in self._values.items():
+            if keep_padding and len(self) == 1:  # a batch of one: its only example, no copy
+                values[key] = x[0, ...]
+                continue
+            axes = schema.step_of(key, self.config).axes
+            cut = tuple(slice(0, m) if a in ("token", "query", "key") else slice(None) for a in axes)
+            values[key] = backend.namespace_of(x).asarray(x[(i, *cut)], copy=True)
+        return Trace(values, config=self.config, tokens=self.tokens[i][:m], ids=self.ids[i][:m],
+                     segments=self.segments[i][:m], mask=self.mask[i][:m], spans=self.spans[i][:m],
+                     texts=self.texts[i], model_name=self.model_name, backend_name=self.backend, keep=self.keep,
+                     edits=self.edits, nominal=self.nominal)
+
+    def _one_input(self, what: str) -> None:
+        if self.has_batch:
+            raise TypeError(f"{what} reads one input; this trace has a batch axis of {len(self)} inputs: take one "
+                            "with tr[i] (or tr.example(i)), or iterate over tr")
 
     @property
     def real_positions(self) -> list[int]:
         """Positions (in the padded input) of the real tokens, in order: the one place [PAD] is dropped."""
+        self._one_input("real_positions")
         return [i for i, m in enumerate(self.mask) if m]
 
     def real(self, x, axes: Iterable[str]):
@@ -453,5 +519,9 @@ class Trace:
 
     def __repr__(self) -> str:
         edited = f", {len(self.edits)} edited" if self.edits else ""
+        if self.has_batch:
+            return (f"<Trace {self.model_name or 'bert'}: batch of {len(self)} inputs x {self.n} tokens "
+                    f"({min(self.n_real)}-{max(self.n_real)} real), {len(self._values)} tensors{edited}, "
+                    f"{self.nbytes / 2**20:,.1f} MiB on {self.backend}>")
         return (f"<Trace {self.model_name or 'bert'}: {self.n} tokens ({self.n_real} real), "
                 f"{len(self)} tensors{edited}, {self.nbytes / 2**20:,.1f} MiB on {self.backend}>")

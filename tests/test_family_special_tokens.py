@@ -110,7 +110,8 @@ def test_the_views_data_builders_leave_out_the_familys_padding(model):
 
 
 def test_head_summary_leaves_out_the_familys_special_tokens(model):
-    text, pair = ("Who sat?", "The cat sat on the mat.") if model.config.head == "question_answering" else \
+    text, pair = ("Who sat?", "The cat sat on the mat.") if model.config.head in (
+        "question_answering", "token_classification", "replaced_token") else \
         (masked(model) if model.has_mlm and model.config.head is None else SENTENCES[0], None)
     tr = model.trace(text, pair, pad_to=24)
     if model.config.head is None and not model.has_mlm:
@@ -127,7 +128,7 @@ def test_head_summary_leaves_out_the_familys_special_tokens(model):
     if model.config.head in ("token_classification", "replaced_token"):
         shown = [part.split(":")[0] if ":" in part else part.rsplit(" ", 1)[0] for part in
                  line.removesuffix("   (p replaced)").split("  ")]
-        assert shown == [t for t in tr.tokens if t not in (special.cls, special.sep, special.pad)]
+        assert shown == [t for t in tr.tokens if t not in (special.cls, special.sep, special.pad)]  # both texts
     if model.config.head == "question_answering":
         answer = line.split("'")[1].split(" ")
         context = [tr.tokens[i] for i, s in enumerate(tr.spans) if s is not None and s[0] == 1]
