@@ -99,10 +99,17 @@ class _BlasLimits:
         self._active: dict[object, int] = {}  # one entry per forward holding a limit
         self._libs = None  # threadpoolctl's BLAS libraries, found on first use
         self._saved: list[int] | None = None  # their thread counts before the first limit (kept after)
+        self._applied: list[int] | None = None  # what this set last (None: nothing, or given back)
 
     def _set(self, counts) -> None:
+        # only when the count changes: changing it while another thread is inside a product is what
+        # OpenBLAS does not promise to survive bit for bit, so overlapping forwards change it as rarely as they can
+        counts = list(counts)
+        if counts == self._applied:
+            return
         for lib, n in zip(self._libs, counts):
             lib.set_num_threads(n)
+        self._applied = counts
 
     def _limit_to(self, limit: int) -> None:
         # never more than a library had before: a limit only lowers (OpenBLAS, once its pool has grown,
@@ -135,6 +142,7 @@ class _BlasLimits:
                     self._limit_to(min(self._active.values()))
                 else:
                     self._set(self._saved)
+                    self._applied = None  # the user's own setting from here on
 
 
 _BLAS = _BlasLimits()
