@@ -44,7 +44,7 @@ def keep_freed_memory() -> bool:
     afresh: +30% on a 128-token trace here. Raising the mmap threshold (32 MiB) and the trim
     threshold (1 GiB) keeps freed blocks for reuse; the process keeps up to its peak usage.
     The freed memory stays with the process (up to 1 GiB of it is not handed back to the OS,
-    e.g. 411 MiB after a 512-token trace and `del`), also for the user's own arrays; `load()` applies
+    a probe that freed its own arrays saw 411 MiB kept), also for the user's own arrays; `load()` applies
     it for the numpy backend, once. Set BERTVIZ_LITE_MALLOC_TUNING=0 to leave malloc alone. Returns
     whether it was applied.
     """

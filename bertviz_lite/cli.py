@@ -193,8 +193,12 @@ def check_output(path: str | None, option: str, kind: str) -> None:
     import os
     if path is None:
         return
+    check_target = _views_function("export", "check_target", option)
+    if kind == ".png":
+        _views_function("static", "save_png", option)  # without the views extra: say so first
     if not path.strip():
         raise BertVizError(f"{option} needs a file name, got an empty one")
+    check_target(path, what=option, kind=kind)  # a folder, a device, a FIFO there: named as such
     if kind == ".png" and os.path.splitext(path)[1].lower() != ".png":
         raise BertVizError(f"{option} writes PNG images; {path!r} does not end in .png (give e.g. "
                            f"{os.path.splitext(path)[0] + '.png'!r}, or convert the PNG afterwards)")
@@ -203,7 +207,6 @@ def check_output(path: str | None, option: str, kind: str) -> None:
         raise BertVizError(f"{option} {path!r}: the folder {folder!r} does not exist; create it first")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise BertVizError(f"{option} {path!r}: the folder {folder!r} cannot be written")
-    _views_function("export", "check_target", option)(path, what=option, kind=kind)
 
 
 def cmd_trace(args, out) -> None:

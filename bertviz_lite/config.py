@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import families
-MAX_SIZE = 2**31 - 1  # no width, depth or vocabulary of a BERT comes near this; larger is a broken config
+
+MAX_SIZE = 2**63 - 1  # no array index goes beyond; larger is a broken config (10**400 overflowed a float later)
 MAX_LABELS = 100_000  # a task head's labels (named entity sets: tens; the largest label sets: ~22,000)
 
 

@@ -92,17 +92,41 @@ def other_runnable_tasks() -> int | None:
 
 class _BlasLimits:
     """BLAS's one process-wide thread count, shared by the forwards that run at once: while any runs
-    with a limit, BLAS uses the smallest limit among them; after the last, what it used before the first."""
+    with a limit, BLAS uses the smallest limit among them; after the last, what it used before the first.
+
+    OpenBLAS (0.3.31 here) ignores a count set from any thread but the main one once the main thread has
+    set one, and a limit set there could then not be given back from another thread. So after the main
+    thread has set a count, forwards in other threads leave BLAS alone (their kernels still follow their
+    own limit); and a count that could not be given back is owed, and given back by the next forward
+    that starts in the main thread."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._active: dict[object, int] = {}  # one entry per forward holding a limit
         self._libs = None  # threadpoolctl's BLAS libraries, found on first use
         self._saved: list[int] | None = None  # their thread counts before the first limit (kept after)
+        self._applied: list[int] | None = None  # what this set last (None: nothing, or given back)
+        self._main_has_set = False  # whether a count was set from the main thread (see above)
+        self._owed: list[int] | None = None  # counts a thread could not give back
+
+    def _find_libs(self) -> None:
+        if self._libs is None:
+            try:
+                from threadpoolctl import ThreadpoolController  # the BLAS libraries numpy (or scipy) loaded
+                self._libs = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+            except ImportError:
+                self._libs = []
 
     def _set(self, counts) -> None:
+        # only when the count changes: changing it while another thread is inside a product is what
+        # OpenBLAS does not promise to survive bit for bit, so overlapping forwards change it as rarely as they can
+        counts = list(counts)
+        if counts == self._applied:
+            return
         for lib, n in zip(self._libs, counts):
             lib.set_num_threads(n)
+        self._applied = counts
+        self._main_has_set |= threading.current_thread() is threading.main_thread()
 
     def _limit_to(self, limit: int) -> None:
         # never more than a library had before: a limit only lowers (OpenBLAS, once its pool has grown,
@@ -111,30 +135,36 @@ class _BlasLimits:
 
     @contextmanager
     def hold(self, limit: int):
-        key = object()
+        main = threading.current_thread() is threading.main_thread()
+        key = None
         with self._lock:
-            if self._libs is None:
-                try:
-                    from threadpoolctl import ThreadpoolController  # the BLAS libraries numpy (or scipy) loaded
-                    self._libs = list(ThreadpoolController().select(user_api="blas").lib_controllers)
-                except ImportError:
-                    self._libs = []
-            if not self._active and (self._saved is None or threading.current_thread() is threading.main_thread()):
-                # what to give back after the last forward. OpenBLAS (0.3.31 here) answers a thread that set
-                # a count with that thread's own view, so only the main thread's reading, or the first one,
-                # is taken as the process's setting
-                self._saved = [lib.num_threads for lib in self._libs]
-            self._active[key] = limit
-            self._limit_to(min(self._active.values()))
+            self._find_libs()
+            if main or not self._main_has_set:
+                if not self._active:
+                    if main and self._owed is not None:  # a thread's give-back that OpenBLAS ignored
+                        self._applied = None
+                        self._set(self._owed)
+                        self._owed = None
+                    if self._owed is None and (self._saved is None or main):
+                        # what to give back after the last forward: only the main thread's reading (or the
+                        # first one) is the process's setting, as OpenBLAS may answer another thread with its own
+                        self._saved = [lib.num_threads for lib in self._libs]
+                key = object()
+                self._active[key] = limit
+                self._limit_to(min(self._active.values()))
         try:
             yield
         finally:
-            with self._lock:
-                del self._active[key]
-                if self._active:
-                    self._limit_to(min(self._active.values()))
-                else:
-                    self._set(self._saved)
+            if key is not None:
+                with self._lock:
+                    del self._active[key]
+                    if self._active:
+                        self._limit_to(min(self._active.values()))
+                    else:
+                        self._set(self._saved)
+                        if [lib.num_threads for lib in self._libs] != self._saved:  # ignored: owed
+                            self._owed = list(self._saved)
+                        self._applied = None  # the user's own setting from here on
 
 
 _BLAS = _BlasLimits()
