@@ -34,11 +34,11 @@ from ..errors import BertVizError
 from ..foreign import prettify_token
 from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
 from ..schema_text import plain_formula  # noqa: F401  (public here too)
+from . import records
 from .panels import HEAD_COLOURS, layouts, neuron_numbers  # noqa: F401  (public here too)
 
-VIEWS = ("attention", "model", "head", "token", "neuron", "step", "params", "compare")
-TITLES = {"attention": "attention", "model": "model view", "head": "head view", "token": "one token",
-          "neuron": "neuron view", "step": "step-through", "params": "parameters", "compare": "compare"}
+VIEWS = records.VIEWS  # one record per view (records.py); the registries below are derived from them
+TITLES = {r.name: r.title for r in records.RECORDS}
 PAIR_FILTERS = ("all", "A->A", "A->B", "B->A", "B->B")
 KINDS = ("probs", "scores")
 ACCENT = "#c2410c"  # sentence B's labels and boundaries, a selected thumbnail (app.css's --bvl-accent, light theme)
@@ -656,14 +656,12 @@ def stepper_steps(trace) -> list[str]:
 # the registry and the facts every front-end needs
 # ------------------------------------------------------------------------------------------
 
-BUILDERS = {"attention": attention, "model": model, "head": head, "token": token, "neuron": neuron, "step": step}
+BUILDERS = {r.name: globals()[r.builder] for r in records.RECORDS if r.builder}
 
 
 # what each view is drawn from: (view data, the selection's words it takes, fixed arguments); the
 # head view draws the attention view's weights (one payload serves both tabs)
-REQUESTS = {"attention": ("attention", ("layer", "kind"), {}), "head": ("attention", ("layer",), {"kind": "probs"}),
-            "model": ("model", ("kind",), {}), "token": ("token", ("query",), {}), "neuron": ("neuron", ("layer",), {}),
-            "step": ("step", ("key",), {}), "params": ("params", (), {}), "compare": ("compare", ("layer",), {})}
+REQUESTS = {r.name: (r.source, r.request, dict(r.fixed)) for r in records.RECORDS}
 
 
 def request(view: str, *, layer: int = 0, head: int = 0, query: int = 0, kind: str = "probs",
@@ -745,4 +743,5 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
         views=shown_views(trace, trace_b),
         titles=TITLES, colours=list(HEAD_COLOURS), ledger_source=ledger_source,
         requests={v: dict(data=src, args=list(words), fixed=fixed) for v, (src, words, fixed) in REQUESTS.items()},
+        controls={r.name: list(r.controls) for r in records.RECORDS},
         luts={name: lut(name) for name in list(SCALES.values()) + ["Reds"]})

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .. import schema
 from ..errors import BertVizError
-from . import codec, data
+from . import codec, data, records
 from .files import check_folder, check_target, write_whole  # noqa: F401  (public here too)
 
 SMALL_MAPS = 96
@@ -61,7 +61,8 @@ class Payloads:
         vd = data.view_data(self.trace, view, trace_b=self.trace_b, ledger=self.ledger, **args, **extra)
         # the numbers people hover (neuron view, compare) keep 16 bits; pictures of big tensors 8
         # (the neuron view prints q.k, scores and weights computed from q and k: 8 bits would misstate them)
-        dtype = "u2" if view in ("compare", "neuron") else "u1" if view == "step" else self.maps_dtype
+        wire = records.record(view).wire  # the view's record: how its arrays travel
+        dtype = self.maps_dtype if wire == "maps" else wire
         header, buffers = codec.encode(vd, default=dtype)
         return codec.request_key(view, args), codec.to_text(header, buffers)
 

@@ -33,6 +33,7 @@ import re
 import numpy as np
 
 from ..schema_text import plain_formula
+from . import records
 
 # one colour per head (the head view's lines and its boxes)
 HEAD_COLOURS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#750D86", "#EB663B",
@@ -47,9 +48,7 @@ LINE_ALPHA, LINE_WIDTH = (0.1, 0.9), (0.5, 3.0)
 SELECTION = dict(layer=0, head=0, heads=None, query=0, kind="probs", key=None, pair_filter="all", outline=False)
 WORDS = ("layer", "head", "query", "query_label", "pair", "key")
 # the selection words each view's figure reports (plotly's layout.meta; the front-end's drawn record)
-META = {"attention": ("layer", "head", "kind", "pair_filter"), "head": ("layer", "heads", "pair_filter"),
-        "model": ("kind", "pair_filter"), "token": ("query",), "neuron": ("layer", "head", "query"), "step": ("key", "head"),
-        "params": (), "compare": ("layer", "head")}
+META = {r.name: r.meta for r in records.RECORDS}  # the selection words a figure records
 
 
 def ref(path: str, *at, fmt: int | None = None) -> dict:
@@ -67,7 +66,7 @@ def derive(part: str) -> dict:
 # layouts: one per view (a view drawn from another's data names it in DRAWN_FROM)
 # ------------------------------------------------------------------------------------------
 
-DRAWN_FROM = {"head": "attention"}  # the head view draws the attention view's data (bertviz's head view)
+DRAWN_FROM = {r.name: r.data_from for r in records.RECORDS if r.data_from}  # the head view: attention's data
 
 
 def heatmap(name, z, clim, scale, **kw) -> dict:
@@ -258,8 +257,7 @@ def compare_layout(vd: dict) -> dict:
                 live=["click a column of the grid for that layer"], edited="")
 
 
-LAYOUTS = {"attention": attention_layout, "head": head_layout, "token": token_layout, "model": model_layout,
-           "neuron": neuron_layout, "step": step_layout, "params": params_layout, "compare": compare_layout}
+LAYOUTS = {r.name: globals()[r.layout] for r in records.RECORDS}
 
 
 def layouts(vd: dict) -> dict[str, dict]:
