@@ -471,7 +471,8 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
     return _base(trace, "step", key=key, step=st.key, formula=formula, symbol=st.symbol,
                  plain=plain_formula(formula, html=False), note=schema.note_text(key, trace.config),
                  shape=shape_text(trace, key), stats=step_stats(trace, key, a if per_head else a[0]),
-                 weights=[list(w) for w in step_weights(trace, key, ledger)], per_head=per_head,
+                 weights=[list(w) for w in step_weights(trace, key, ledger)],
+                 weights_table=weights_table(step_weights(trace, key, ledger)), per_head=per_head,
                  rows_axis=rows_axis, cols_axis=cols_axis, row_labels=row_labels, col_labels=col_labels,
                  col_starts=ce[:-1].tolist(), columns=int(z.shape[2]),
                  row_edges=None if len(re_) - 1 == z.shape[1] else re_.tolist(), scale=scale,
@@ -628,6 +629,13 @@ def step_stats(trace, key: str, a: np.ndarray | None = None) -> list[tuple[str, 
         s = a.sum(axis=-1)
         rows.append(("row sums (= 1)", f"{s.min():.6f} .. {s.max():.6f}"))
     return rows
+
+
+def weights_table(weights) -> list[list[str]]:
+    """The step-through's table of the weights a step reads, formatted, with its total (a layout refers to it)."""
+    total = sum(r[2] for r in weights)
+    rows = [[str(r[0]), str(r[1]), f"{r[2]:,}"] for r in weights]
+    return rows + [["total", "", f"{total:,}"]] if weights else [["(reads no weights)", "", ""]]
 
 
 def step_weights(trace, key: str, ledger=None) -> list[tuple[str, str, int]]:

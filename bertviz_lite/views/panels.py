@@ -180,20 +180,16 @@ def step_layout(vd: dict) -> dict:
                     row_groups=vd["rows_axis"] in ("token", "query"),
                     title="head {head}" if vd["per_head"] else "",
                     hover=f"{vd['rows_axis'] or 'row'} {{y}}\n{vd['cols_axis']} {{x}}\nvalue {{v}}")
-    w = vd["weights"]
-    total = sum(r[2] for r in w)
-    weights = [[r[0], r[1], f"{r[2]:,}"] for r in w] + ([["total", "", f"{total:,}"]] if w else
-                                                        [["(reads no weights)", "", ""]])
-    notes = [vd["note"]] if vd["note"] else []
+    notes = [ref("note")] if vd["note"] else []
     if vd["scale"].get("clipped"):
         notes.append("colours clipped at the 99.5th percentile of |value| (a few outliers would wash the rest out)")
-    return dict(title=f"{vd['key']}" + (" (head {head})" if vd["per_head"] else "") + ": ", formula=vd["formula"],
-                subtitle=vd["shape"], grid=[2, 2], links=vd["takes"], edited=vd["edited"],
+    # every table and text the view data carries is referred to, not copied: steps of one kind share a layout
+    return dict(title=[ref("key"), " (head {head}): " if vd["per_head"] else ": "], formula=ref("formula"),
+                subtitle=ref("shape"), grid=[2, 2], links=ref("takes"), edited=ref("edited"),
                 panels=[panel,
-                        dict(type="table", name="stats", columns=["statistic", "value"],
-                             rows=[list(r) for r in vd["stats"]], at=[1, 0]),
+                        dict(type="table", name="stats", columns=["statistic", "value"], rows=ref("stats"), at=[1, 0]),
                         dict(type="table", name="weights", columns=["weight read", "shape", "parameters"],
-                             rows=weights, at=[1, 1])],
+                             rows=ref("weights_table"), at=[1, 1])],
                 notes=notes, live=[])
 
 
@@ -439,10 +435,10 @@ def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) ->
     lay = vd.get("layouts", {}).get(view) or LAYOUTS[view](vd)
     sel = selection(vd, view, **{**(sel or {}), **kw})
     r = _Resolver(vd, sel)
-    out = dict(view=view, title=r.text(lay["title"]), formula=lay.get("formula"),
+    out = dict(view=view, title=r.text(lay["title"]), formula=r.value(lay.get("formula")),
                subtitle=r.text(lay.get("subtitle") or ""), notes=[r.text(n) for n in lay["notes"]],
-               live=[r.text(n) for n in lay.get("live", [])], grid=lay["grid"], edited=lay.get("edited", ""),
-               row_titles=lay.get("row_titles"), col_titles=lay.get("col_titles"), links=lay.get("links"),
+               live=[r.text(n) for n in lay.get("live", [])], grid=lay["grid"], edited=r.value(lay.get("edited", "")),
+               row_titles=lay.get("row_titles"), col_titles=lay.get("col_titles"), links=r.value(lay.get("links")),
                summary=r.value(lay["summary"]) if "summary" in lay else "", selection=sel,
                meta=dict(view=view, **{w: sel[w] for w in META[view]}, **lay.get("meta", {})),
                panels=[r.panel(p) for p in lay["panels"]])

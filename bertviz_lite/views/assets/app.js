@@ -311,8 +311,8 @@ function resolve(lay, vd, sel) {
     }
     return out;
   };
-  return { title: text(lay.title), formula: lay.formula, subtitle: text(lay.subtitle || ""), notes: lay.notes.map(text), live: (lay.live || []).map(text),
-    grid: lay.grid, edited: lay.edited || "", row_titles: lay.row_titles, col_titles: lay.col_titles, links: lay.links,
+  return { title: text(lay.title), formula: value(lay.formula), subtitle: text(lay.subtitle || ""), notes: lay.notes.map(text), live: (lay.live || []).map(text),
+    grid: lay.grid, edited: value(lay.edited) || "", row_titles: lay.row_titles, col_titles: lay.col_titles, links: value(lay.links),
     summary: lay.summary ? value(lay.summary) : "", panels: lay.panels.map(panel) };
 }
 
