@@ -197,3 +197,16 @@ def _timed(f) -> float:
     t = time.perf_counter()
     f()
     return time.perf_counter() - t
+
+
+def test_the_old_plotly_calls_still_run(small, monkeypatch):
+    # head_view(tr, layer, heads=[...]) and fig.show() (the lessons' calls) open the explorer instead
+    import IPython.display
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append(obj))
+    tr = small.trace("The cat sat.")
+    w = bv.views.head_view(tr, 1, heads=[2])
+    assert (w.tab, w.layer, w.heads) == ("head", 1, [2])
+    w.show()
+    bv.views.model_view(tr).show()
+    assert [x.tab for x in shown] == ["head", "model"]

@@ -28,6 +28,8 @@ import base64
 import io
 from pathlib import Path
 
+import numpy as np
+
 from ..params import ParamLedger, count_params
 from ..trace import Trace
 from . import codec, data
@@ -229,6 +231,12 @@ def _widget_class():
                 key = content.get("request_key") if isinstance(content, dict) else None
                 self.send(dict(type="error", request_key=key, message=f"{type(e).__name__}: {e}"))
 
+        def show(self) -> None:
+            """Display the explorer (as a plotly figure's fig.show() does; in a notebook, the cell's last
+            expression shows it too)."""
+            from IPython.display import display
+            display(self)
+
         def __repr__(self) -> str:
             return (f"<bertviz-lite explorer: {self.trace.n_real} tokens, {self.trace.num_layers} layers x "
                     f"{self.trace.num_heads} heads; tab={self.tab!r} layer={self.layer} head={self.head}>")
@@ -379,7 +387,10 @@ def head_view(attention, tokens=None, sentence_b_start: int | None = None, *, la
     tokens, or a bertviz_lite Trace (no tokens). Every head is shown at the start, one colour each;
     the layer select, hovering a token (only its lines), clicking a head's box (toggle), double-
     clicking it (that head alone), "all heads" and the sentence-pair filter work as in bertviz.
-    heads=: the heads to start with. The plotly figure: `bv.views.head_view_figure(trace, layer)`."""
+    heads=: the heads to start with. The plotly figure: `bv.views.head_view_figure(trace, layer)`.
+    head_view(tr, 2) (a Trace and a layer, the plotly figure's old call) opens layer 2."""
+    if isinstance(attention, Trace) and isinstance(tokens, (int, np.integer)) and not isinstance(tokens, bool):
+        attention, tokens, layer = attention, None, int(tokens)
     w = explore(attention, tokens=tokens, sentence_b_start=sentence_b_start, tab="head", layer=layer,
                 pair_filter=pair_filter, prettify_tokens=prettify_tokens)
     if heads is not None:
