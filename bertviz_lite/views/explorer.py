@@ -332,8 +332,9 @@ def require_views_extra(static: bool) -> None:
 
 
 def explore(trace, model=None, *, tokens=None, sentence_b_start: int | None = None, compare=None,
-            tab: str = "attention", layer: int | None = None, head: int = 0, kind: str = "probs", pair_filter: str = "all",
-            key: str | None = None, query: int = 0, prettify_tokens: bool = True, static: bool = False):
+            tab: str = "attention", layer: int | None = None, head: int = 0, kind: str = "probs",
+            pair_filter: str = "all", key: str | None = None, query: int = 0, prettify_tokens: bool = True,
+            static: bool = False):
     """The explorer widget for a trace, or with static=True the plotly figure of one tab.
 
     trace: `model.trace(text)` (every layer's attn.probs recorded), or attention computed elsewhere

@@ -211,7 +211,7 @@ def draw(figdata: dict) -> go.Figure:
                         row_titles=figdata.get("row_titles"), column_titles=figdata.get("col_titles"))
     axes = [fig.get_subplot(p["at"][0] + 1, p["at"][1] + 1) if p["type"] != "table" else None
              for p in figdata["panels"]]
-    acc = {"traces": [], "layout": {}, "shapes": []}  # the maps and their axes, added in one step (the model view has 72+)
+    acc = {"traces": [], "layout": {}, "shapes": []}  # the maps and their axes, added in one step (72+ in a model view)
     for p, sub in zip(figdata["panels"], axes):
         r, c, _, _ = p["at"]
         dom = ((0, 1), (0, 1)) if sub is None else (tuple(sub.xaxis.domain), tuple(sub.yaxis.domain))

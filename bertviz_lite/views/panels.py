@@ -129,7 +129,8 @@ def token_layout(vd: dict) -> dict:
 def model_layout(vd: dict) -> dict:
     L, n_h = vd["layers"], vd["heads"]
     panels = [heatmap("thumb", ref("arrays.maps", ly, h), ref("scale.clim", ly, h), vd["scale"], thumb=True,
-                      at=[ly, h], pair=True, mark={"layer": ly, "head": h}, hover=f"layer {ly}, head {h}: click to open",
+                      at=[ly, h], pair=True, mark={"layer": ly, "head": h},
+                      hover=f"layer {ly}, head {h}: click to open",
                       click={"tab": "attention", "layer": ly, "head": h}, meta={"layer": ly, "head": h})
               for ly in range(L) for h in range(n_h)]
     blocks = "" if vd["shown"] == vd["tokens"] else f"block means: {vd['tokens']} tokens shown as {vd['shown']} x " \
