@@ -210,3 +210,23 @@ def test_the_old_plotly_calls_still_run(small, monkeypatch):
     w.show()
     bv.views.model_view(tr).show()
     assert [x.tab for x in shown] == ["head", "model"]
+
+
+def test_a_saved_notebook_keeps_the_page_under_its_cap(small):
+    import json
+    import re
+
+    from bertviz_lite.views import explorer
+    w = bv.explore(small.trace("The cat sat on the mat."), layer=1, head=2, tab="head")
+    bundle = w.saved_bundle()
+    assert set(bundle) == {"text/html", "image/png", "text/plain"}
+    page = w.saved_page()
+    assert len(page) <= explorer.SAVED_PAGE_BYTES
+    state = json.loads(re.search(r'id="bvl-data">(.*?)</script>', page, re.S).group(1))["state"]
+    assert (state["tab"], state["layer"], state["head"]) == ("head", 1, 2)
+    assert state["info"]["views"] == ["attention", "model", "head", "token", "neuron", "step", "params"]
+    # a long input keeps the tabs that are quick to build, and says so
+    long = bv.explore(small.trace(" ".join(["word"] * 140)), tab="step")
+    state = json.loads(re.search(r'id="bvl-data">(.*?)</script>', long.saved_page(), re.S).group(1))["state"]
+    assert state["info"]["views"] == ["attention", "model", "head", "params"] and state["tab"] == "attention"
+    assert "every tab up to 128 tokens" in state["info"]["page_note"]

@@ -39,6 +39,11 @@ TABS = data.VIEWS
 # layer's maps first, full resolution up to 128 tokens, then q and k, then the one-token view):
 # a 13-token MiniLM page is about 1.1 MB; a 512-token one keeps block means
 SAVED_PAGE_BYTES = 2_000_000
+# above this many tokens the saved page keeps the attention, model, head view and parameters tabs only:
+# the step-through's 97 tensors and the one-token view would take seconds to build each time the
+# explorer is shown (7 s for MiniLM at 500 tokens) and megabytes to keep
+SAVED_EVERY_TAB_UP_TO = 128
+SAVED_LONG_TABS = ("attention", "model", "head", "params", "compare")
 EXACT_UP_TO = 128  # up to here maps travel as float32 (exact); above as uint16 scaled per map
 ASSETS = Path(__file__).with_name("assets")
 
@@ -261,14 +266,20 @@ def _widget_class():
 
         def saved_page(self) -> str:
             """The exported page of this explorer (`export.build_page`: view data, compressed, with the
-            front-end), opened at its selection, under SAVED_PAGE_BYTES."""
+            front-end), opened at its selection, under SAVED_PAGE_BYTES; every tab up to
+            SAVED_EVERY_TAB_UP_TO tokens, the SAVED_LONG_TABS above."""
             from .export import build_page
             state = dict(tab=self.tab, layer=self.layer, head=self.head, heads=list(self.heads), kind=self.kind,
                          pair_filter=self.pair_filter, key=self.key, query=self.query)
+            long = self.trace.n_real > SAVED_EVERY_TAB_UP_TO
+            if long and state["tab"] not in SAVED_LONG_TABS:
+                state["tab"] = "attention"
+            note = (f"A saved notebook keeps every tab up to {SAVED_EVERY_TAB_UP_TO} tokens; this input has "
+                    f"{self.trace.n_real}: run the notebook for every tab, or bv.export_html(tr, 'page.html').")
             with data.pretty_labels(self.pretty):
                 return build_page(self.trace, ledger=self.ledger, compare=self.trace_b, info=self.info,
                                   title=f"bertviz-lite: {self.info['model']}", max_bytes=SAVED_PAGE_BYTES,
-                                  state=state)
+                                  state=state, views=SAVED_LONG_TABS if long else None, note=note if long else "")
 
         def saved_bundle(self) -> dict:
             """What a saved notebook keeps of the explorer (one output): the exported page in an iframe
