@@ -293,7 +293,10 @@ def _widget_class():
                 out["image/png"] = png
             except ImportError:  # no matplotlib: the page and the text
                 pass
-            out["text/html"] = saved_html(self.saved_page(), png, self.info["title"])
+            try:
+                out["text/html"] = saved_html(self.saved_page(), png, self.info["title"])
+            except Exception as e:  # the widget still shows; the saved notebook keeps the PNG and says why
+                out["text/plain"] += f"\n(the saved page could not be built: {type(e).__name__}: {e})"
             return out
 
         def _ipython_display_(self):
