@@ -27,6 +27,7 @@ written, and a reference with "fmt": k prints k digits (an exact tie rounds to e
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -128,11 +129,12 @@ def token_layout(vd: dict) -> dict:
 
 def model_layout(vd: dict) -> dict:
     L, n_h = vd["layers"], vd["heads"]
-    panels = [heatmap("thumb", ref("arrays.maps", ly, h), ref("scale.clim", ly, h), vd["scale"], thumb=True,
-                      at=[ly, h], pair=True, mark={"layer": ly, "head": h},
-                      hover=f"layer {ly}, head {h}: click to open",
-                      click={"tab": "attention", "layer": ly, "head": h}, meta={"layer": ly, "head": h})
-              for ly in range(L) for h in range(n_h)]
+    # one thumbnail written once, repeated over layers x heads ("$layer" and "$head" filled in by `expand`)
+    panels = [dict(heatmap("thumb", ref("arrays.maps", "$layer", "$head"), ref("scale.clim", "$layer", "$head"),
+                           vd["scale"], thumb=True, at=["$layer", "$head"], pair=True,
+                           mark={"layer": "$layer", "head": "$head"}, hover="layer $layer, head $head: click to open",
+                           click={"tab": "attention", "layer": "$layer", "head": "$head"},
+                           meta={"layer": "$layer", "head": "$head"}), repeat={"layer": L, "head": n_h})]
     blocks = "" if vd["shown"] == vd["tokens"] else f"block means: {vd['tokens']} tokens shown as {vd['shown']} x " \
                                                     f"{vd['shown']}; "
     return dict(title=f"model view{{pair}}: attention {vd['kind']}, layers (rows) x heads (columns)", formula=None,
@@ -428,6 +430,36 @@ class _Resolver:
         return out
 
 
+def _fill(spec, values: dict):
+    """spec with each "$name" placeholder of `values` filled in: a whole-string placeholder becomes the number."""
+    if isinstance(spec, str):
+        if spec.startswith("$") and spec[1:] in values:
+            return values[spec[1:]]
+        for k, v in values.items():
+            spec = spec.replace(f"${k}", str(v))
+        return spec
+    if isinstance(spec, list):
+        return [_fill(x, values) for x in spec]
+    if isinstance(spec, dict):
+        return {k: _fill(v, values) for k, v in spec.items()}
+    return spec
+
+
+def expand(panels_: list) -> list:
+    """A layout's panels with each repeated panel ({"repeat": {"layer": L, "head": H}, ...}) written out
+    once per combination, the last name varying fastest (app.js's `expand` is the same)."""
+    out = []
+    for p in panels_:
+        if "repeat" not in p:
+            out.append(p)
+            continue
+        names = list(p["repeat"])
+        body = {k: v for k, v in p.items() if k != "repeat"}
+        for combo in itertools.product(*(range(p["repeat"][k]) for k in names)):
+            out.append(_fill(body, dict(zip(names, combo))))
+    return out
+
+
 def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) -> dict:
     """The concrete figure of view data for a selection: title, formula, subtitle, notes, a grid
     [rows, columns] and its panels (numpy arrays, limits, labels). view: the view to draw (default the
@@ -442,7 +474,7 @@ def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) ->
                row_titles=lay.get("row_titles"), col_titles=lay.get("col_titles"), links=r.value(lay.get("links")),
                summary=r.value(lay["summary"]) if "summary" in lay else "", selection=sel,
                meta=dict(view=view, **{w: sel[w] for w in META[view]}, **lay.get("meta", {})),
-               panels=[r.panel(p) for p in lay["panels"]])
+               panels=[r.panel(p) for p in expand(lay["panels"])])
     return out
 
 

@@ -234,6 +234,27 @@ function neuronNumbers(vd, head, query) { // data.neuron_numbers
   return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d }, scores: Array.from(scores), weights,
     summary: `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, \u00d7 1/\u221a${d} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}` };
 }
+// panels.expand: a repeated panel ({repeat: {layer: L, head: H}, ...}) written out per combination, "$name" filled in
+function fill(spec, values) {
+  if (typeof spec === "string") {
+    if (spec.startsWith("$") && spec.slice(1) in values) return values[spec.slice(1)];
+    for (const [k, v] of Object.entries(values)) spec = spec.split(`$${k}`).join(String(v));
+    return spec;
+  }
+  if (Array.isArray(spec)) return spec.map((x) => fill(x, values));
+  if (spec && typeof spec === "object") { const out = {}; for (const [k, v] of Object.entries(spec)) out[k] = fill(v, values); return out; }
+  return spec;
+}
+function expand(panels) {
+  const out = [];
+  for (const p of panels) {
+    if (!p.repeat) { out.push(p); continue; }
+    const names = Object.keys(p.repeat), body = { ...p }; delete body.repeat;
+    const walk = (i, values) => { if (i === names.length) { out.push(fill(body, values)); return; } for (let v = 0; v < p.repeat[names[i]]; v++) walk(i + 1, { ...values, [names[i]]: v }); };
+    walk(0, {});
+  }
+  return out;
+}
 function resolve(lay, vd, sel) {
   const words = { layer: sel.layer, head: sel.head, query: sel.query, key: sel.key || "", pair: sel.pair_filter === "all" ? "" : ` [${sel.pair_filter}]`,
     query_label: vd.labels && vd.labels[sel.query] !== undefined ? vd.labels[sel.query] : String(sel.query) };
@@ -313,7 +334,7 @@ function resolve(lay, vd, sel) {
   };
   return { title: text(lay.title), formula: value(lay.formula), subtitle: text(lay.subtitle || ""), notes: lay.notes.map(text), live: (lay.live || []).map(text),
     grid: lay.grid, edited: value(lay.edited) || "", row_titles: lay.row_titles, col_titles: lay.col_titles, links: value(lay.links),
-    summary: lay.summary ? value(lay.summary) : "", panels: lay.panels.map(panel) };
+    summary: lay.summary ? value(lay.summary) : "", panels: expand(lay.panels).map(panel) };
 }
 
 // ---------------------------------------------------------------- primitives: lines, bars, table (Heatmap above)
