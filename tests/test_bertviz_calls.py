@@ -99,6 +99,9 @@ def test_model_view_filters_thumbnails_by_sentence():
     thumb = fig["panels"][0]
     assert thumb["z"].shape == (6, 2) and fig["meta"]["pair_filter"] == "A->B"
     np.testing.assert_allclose(thumb["z"], vd["arrays"]["maps"][0, 0][:6, 6:])
+    # each filter's thumbnails at their own limits (else A->B would be washed out by A->A's weights)
+    assert thumb["clim"] == [0.0, pytest.approx(float(vd["arrays"]["maps"][0, 0][:6, 6:].max()))]
+    assert panels.resolve(vd, "model")["panels"][0]["clim"] == vd["scale"]["clim"][0][0]
 
 
 def test_neuron_view_opens_the_neuron_tab_and_says_what_attention_alone_lacks(small):

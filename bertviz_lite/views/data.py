@@ -380,10 +380,19 @@ def model(trace, kind: str = "probs", *, max_tokens: int = 48) -> dict:
         if out is None:
             out = np.zeros((trace.num_layers,) + z.shape, dtype=np.float32)
         out[layer] = z
-    scale = colour_scale(out, "weights" if kind == "probs" else "signed", per=2)
+    tensor = "weights" if kind == "probs" else "signed"
+    scale = colour_scale(out, tensor, per=2)
+    block_segs = [segs[e] for e in edges[:-1]]
+    # each sentence-pair filter's thumbnails at their own limits (A->B alone would look washed out at the
+    # whole map's): {filter: [layer][head][low, high]}
+    scale["by_pair"] = {"all": scale["clim"]}
+    if trace.has_pair:
+        from .panels import pair_index
+        for pf in PAIR_FILTERS[1:]:
+            rows, cols = pair_index(pf, block_segs)
+            scale["by_pair"][pf] = colour_scale(out[:, :, rows][:, :, :, cols], tensor, per=2)["clim"]
     return _base(trace, "model", kind=kind, layers=trace.num_layers, heads=trace.num_heads, tokens=trace.n_real,
-                 shown=int(out.shape[-1]), scale=scale, segments=[segs[e] for e in edges[:-1]],
-                 arrays=dict(maps=out))
+                 shown=int(out.shape[-1]), scale=scale, segments=block_segs, arrays=dict(maps=out))
 
 
 def head(trace, layer: int, heads=None, kind: str = "probs") -> dict:

@@ -130,7 +130,8 @@ def token_layout(vd: dict) -> dict:
 def model_layout(vd: dict) -> dict:
     L, n_h = vd["layers"], vd["heads"]
     # one thumbnail written once, repeated over layers x heads ("$layer" and "$head" filled in by `expand`)
-    panels = [dict(heatmap("thumb", ref("arrays.maps", "$layer", "$head"), ref("scale.clim", "$layer", "$head"),
+    panels = [dict(heatmap("thumb", ref("arrays.maps", "$layer", "$head"),
+                           ref("scale.by_pair", "pair_filter", "$layer", "$head"),
                            vd["scale"], thumb=True, at=["$layer", "$head"], pair=True,
                            mark={"layer": "$layer", "head": "$head"}, hover="layer $layer, head $head: click to open",
                            click={"tab": "attention", "layer": "$layer", "head": "$head"},
@@ -139,7 +140,8 @@ def model_layout(vd: dict) -> dict:
                                                     f"{vd['shown']}; "
     return dict(title=f"model view{{pair}}: attention {vd['kind']}, layers (rows) x heads (columns)", formula=None,
                 grid=[L, n_h], row_titles=[f"L{ly}" for ly in range(L)], col_titles=[f"H{h}" for h in range(n_h)],
-                panels=panels, notes=[blocks + ("each panel from white (0) to its own largest weight" if vd["kind"] ==
+                panels=panels, notes=[blocks + ("each panel from white (0) to its own largest weight (in the sentences "
+                                                "shown)" if vd["kind"] ==
                                                 "probs" else "each panel symmetric around 0")],
                 live=["click a panel to open it in the attention tab"], edited="")
 
