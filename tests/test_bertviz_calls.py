@@ -233,3 +233,23 @@ def test_a_saved_notebook_keeps_the_page_under_its_cap(small):
     state = json.loads(re.search(r'id="bvl-data">(.*?)</script>', long.saved_page(), re.S).group(1))["state"]
     assert state["info"]["views"] == ["attention", "model", "head", "params"] and state["tab"] == "attention"
     assert "every tab up to 128 tokens" in state["info"]["page_note"]
+
+
+@pytest.mark.slow
+def test_the_real_torch_case_when_a_torch_python_is_at_hand():
+    # scripts/check_torch_views.py with an interpreter that has torch and transformers (never a test dependency):
+    # BVL_TORCH_PYTHON, else /work/torchvenv/bin/python where it exists
+    import os
+    import subprocess
+    import sysconfig
+    from pathlib import Path
+    python = os.environ.get("BVL_TORCH_PYTHON", "/work/torchvenv/bin/python")
+    if not Path(python).exists():
+        pytest.skip(f"no interpreter with torch at {python} (set BVL_TORCH_PYTHON)")
+    root = Path(__file__).resolve().parents[1]
+    # this interpreter's site-packages lend anywidget and scipy to the torch interpreter
+    run = subprocess.run([python, str(root / "scripts" / "check_torch_views.py"), sysconfig.get_paths()["purelib"]],
+                         capture_output=True, text=True, timeout=300, cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ok: head_view" in run.stdout or "skipped" in run.stdout, run.stdout
