@@ -6,6 +6,7 @@
     bv.explore(tr, model=model)                  # the widget (JupyterLab 4, Notebook 7, VS Code)
     bv.explore(tr, compare=tr_edited)            # adds the compare tab
     bv.explore(tr, static=True)                  # a plotly figure of one tab, for pages without widgets
+    bv.views.head_view(outputs.attentions, tokens)   # bertviz's calls: the explorer opened on that view
 
 Tabs (one vocabulary, `data.VIEWS`): attention, head view, one token (where it attends in
 every layer and head), model view, neuron view, step-through, parameters, compare.
@@ -17,9 +18,10 @@ per map above EXACT_UP_TO tokens), never JSON numbers. A layer's attention arriv
 head at once, so switching head or sentence block redraws with no round trip, and the
 neighbouring layers are fetched ahead. Nothing large is kept in the widget's state.
 
-A saved notebook keeps the widget's output: where no widget manager runs (a GitHub preview,
-nbconvert, a notebook reopened without its kernel state) the output's PNG of the attention
-map and its text (the model, the tokens, the selection) are shown instead.
+A saved notebook keeps every tab: the explorer is shown as its exported page (`saved_bundle`:
+the view data, compressed, with the front-end, under SAVED_PAGE_BYTES, in an iframe; a PNG of
+the starting map where HTML does not run) followed by the widget; reopened without a kernel, the
+page works on its own (`_ipython_display_` says why two outputs).
 """
 
 from __future__ import annotations
