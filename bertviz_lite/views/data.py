@@ -365,7 +365,7 @@ def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None 
                  min_weight=MIN_WEIGHT, arrays=dict(maps=maps.astype(np.float32)))
 
 
-def model(trace, kind: str = "probs", *, max_tokens: int = 48) -> dict:
+def model(trace, kind: str = "probs", *, max_tokens: int = 48, on_layer=None) -> dict:
     """Every layer x head as a thumbnail: arrays["maps"] (layer, head, m, m), block means above max_tokens."""
     check_drawable(trace, "the model view")
     kind = check_kind(trace, kind)
@@ -380,6 +380,8 @@ def model(trace, kind: str = "probs", *, max_tokens: int = 48) -> dict:
         if out is None:
             out = np.zeros((trace.num_layers,) + z.shape, dtype=np.float32)
         out[layer] = z
+        if on_layer is not None:  # a progress bar's update (figures.model_view)
+            on_layer()
     tensor = "weights" if kind == "probs" else "signed"
     scale = colour_scale(out, tensor, per=2)
     block_segs = [segs[e] for e in edges[:-1]]
