@@ -34,9 +34,9 @@ from .batch import BatchTrace
 from .config import BertConfig
 from .comparison import Comparison, compare
 from .edits import Edit, Edits, ablate, replace, scale
-from .foreign import prettify_tokens
 from .errors import (BackendError, BertVizError, CheckpointError, EditError, InputTooLongError, ModelTooLargeError,
                      NotARegularFileError, OutOfRangeError, PatternError, TraceTooLargeError, WeightsNotFoundError)
+from .foreign import prettify_tokens
 from .loading import load
 from .model import Bert, MaskPrediction
 from .params import component_counts, count_params, family_ledgers, reconcile

@@ -99,6 +99,9 @@ def test_model_view_filters_thumbnails_by_sentence():
     thumb = fig["panels"][0]
     assert thumb["z"].shape == (6, 2) and fig["meta"]["pair_filter"] == "A->B"
     np.testing.assert_allclose(thumb["z"], vd["arrays"]["maps"][0, 0][:6, 6:])
+    # each filter's thumbnails at their own limits (else A->B would be washed out by A->A's weights)
+    assert thumb["clim"] == [0.0, pytest.approx(float(vd["arrays"]["maps"][0, 0][:6, 6:].max()))]
+    assert panels.resolve(vd, "model")["panels"][0]["clim"] == vd["scale"]["clim"][0][0]
 
 
 def test_neuron_view_opens_the_neuron_tab_and_says_what_attention_alone_lacks(small):
@@ -197,3 +200,56 @@ def _timed(f) -> float:
     t = time.perf_counter()
     f()
     return time.perf_counter() - t
+
+
+def test_the_old_plotly_calls_still_run(small, monkeypatch):
+    # head_view(tr, layer, heads=[...]) and fig.show() (the lessons' calls) open the explorer instead
+    import IPython.display
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append(obj))
+    tr = small.trace("The cat sat.")
+    w = bv.views.head_view(tr, 1, heads=[2])
+    assert (w.tab, w.layer, w.heads) == ("head", 1, [2])
+    w.show()
+    bv.views.model_view(tr).show()
+    assert [x.tab for x in shown] == ["head", "model"]
+
+
+def test_a_saved_notebook_keeps_the_page_under_its_cap(small):
+    import json
+    import re
+
+    from bertviz_lite.views import explorer
+    w = bv.explore(small.trace("The cat sat on the mat."), layer=1, head=2, tab="head")
+    bundle = w.saved_bundle()
+    assert set(bundle) == {"text/html", "image/png", "text/plain"}
+    page = w.saved_page()
+    assert len(page) <= explorer.SAVED_PAGE_BYTES
+    state = json.loads(re.search(r'id="bvl-data">(.*?)</script>', page, re.S).group(1))["state"]
+    assert (state["tab"], state["layer"], state["head"]) == ("head", 1, 2)
+    assert state["info"]["views"] == ["attention", "model", "head", "token", "neuron", "step", "params"]
+    # a long input keeps the tabs that are quick to build, and says so
+    long = bv.explore(small.trace(" ".join(["word"] * 140)), tab="step")
+    state = json.loads(re.search(r'id="bvl-data">(.*?)</script>', long.saved_page(), re.S).group(1))["state"]
+    assert state["info"]["views"] == ["attention", "model", "head", "params"] and state["tab"] == "attention"
+    assert "every tab up to 128 tokens" in state["info"]["page_note"]
+
+
+@pytest.mark.slow
+def test_the_real_torch_case_when_a_torch_python_is_at_hand():
+    # scripts/check_torch_views.py with an interpreter that has torch and transformers (never a test dependency):
+    # BVL_TORCH_PYTHON, else /work/torchvenv/bin/python where it exists
+    import os
+    import subprocess
+    import sysconfig
+    from pathlib import Path
+    python = os.environ.get("BVL_TORCH_PYTHON", "/work/torchvenv/bin/python")
+    if not Path(python).exists():
+        pytest.skip(f"no interpreter with torch at {python} (set BVL_TORCH_PYTHON)")
+    root = Path(__file__).resolve().parents[1]
+    # this interpreter's site-packages lend anywidget and scipy to the torch interpreter
+    run = subprocess.run([python, str(root / "scripts" / "check_torch_views.py"), sysconfig.get_paths()["purelib"]],
+                         capture_output=True, text=True, timeout=300, cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ok: head_view" in run.stdout or "skipped" in run.stdout, run.stdout

@@ -137,3 +137,23 @@ def test_export_progress_is_quiet_when_asked(tr, tmp_path, capsys, monkeypatch):
     bv.export_html(tr, tmp_path / "c.html")
     assert seen and seen[0][0] > 0 and seen[0][1] is False
     np.testing.assert_equal((tmp_path / "c.html").stat().st_size > 0, True)
+
+
+def test_the_static_model_view_has_a_quiet_progress_bar(tr, monkeypatch, capsys):
+    from bertviz_lite.views import export, figures
+    seen = []
+    real = export.progress_bar
+
+    def spy(total, progress, desc):
+        bar = real(total, progress, desc)
+        seen.append((total, bar.disable, desc))
+        return bar
+    monkeypatch.setattr(export, "progress_bar", spy)
+    monkeypatch.delenv("CI", raising=False)
+    figures.model_view(tr, progress=False)
+    monkeypatch.setenv("CI", "1")
+    figures.model_view(tr)
+    assert [s[1] for s in seen] == [True, True] and seen[0][0] == tr.num_layers + 1
+    assert capsys.readouterr().err == ""
+    with pytest.raises(TypeError, match="progress must be True, False or None"):
+        figures.model_view(tr, progress="no")

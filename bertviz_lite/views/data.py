@@ -34,11 +34,11 @@ from ..errors import BertVizError
 from ..foreign import prettify_token
 from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
 from ..schema_text import plain_formula  # noqa: F401  (public here too)
+from . import records
 from .panels import HEAD_COLOURS, layouts, neuron_numbers  # noqa: F401  (public here too)
 
-VIEWS = ("attention", "model", "head", "token", "neuron", "step", "params", "compare")
-TITLES = {"attention": "attention", "model": "model view", "head": "head view", "token": "one token",
-          "neuron": "neuron view", "step": "step-through", "params": "parameters", "compare": "compare"}
+VIEWS = records.VIEWS  # one record per view (records.py); the registries below are derived from them
+TITLES = {r.name: r.title for r in records.RECORDS}
 PAIR_FILTERS = ("all", "A->A", "A->B", "B->A", "B->B")
 KINDS = ("probs", "scores")
 ACCENT = "#c2410c"  # sentence B's labels and boundaries, a selected thumbnail (app.css's --bvl-accent, light theme)
@@ -365,7 +365,7 @@ def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None 
                  min_weight=MIN_WEIGHT, arrays=dict(maps=maps.astype(np.float32)))
 
 
-def model(trace, kind: str = "probs", *, max_tokens: int = 48) -> dict:
+def model(trace, kind: str = "probs", *, max_tokens: int = 48, on_layer=None) -> dict:
     """Every layer x head as a thumbnail: arrays["maps"] (layer, head, m, m), block means above max_tokens."""
     check_drawable(trace, "the model view")
     kind = check_kind(trace, kind)
@@ -380,10 +380,21 @@ def model(trace, kind: str = "probs", *, max_tokens: int = 48) -> dict:
         if out is None:
             out = np.zeros((trace.num_layers,) + z.shape, dtype=np.float32)
         out[layer] = z
-    scale = colour_scale(out, "weights" if kind == "probs" else "signed", per=2)
+        if on_layer is not None:  # a progress bar's update (figures.model_view)
+            on_layer()
+    tensor = "weights" if kind == "probs" else "signed"
+    scale = colour_scale(out, tensor, per=2)
+    block_segs = [segs[e] for e in edges[:-1]]
+    # each sentence-pair filter's thumbnails at their own limits (A->B alone would look washed out at the
+    # whole map's): {filter: [layer][head][low, high]}
+    scale["by_pair"] = {"all": scale["clim"]}
+    if trace.has_pair:
+        from .panels import pair_index
+        for pf in PAIR_FILTERS[1:]:
+            rows, cols = pair_index(pf, block_segs)
+            scale["by_pair"][pf] = colour_scale(out[:, :, rows][:, :, :, cols], tensor, per=2)["clim"]
     return _base(trace, "model", kind=kind, layers=trace.num_layers, heads=trace.num_heads, tokens=trace.n_real,
-                 shown=int(out.shape[-1]), scale=scale, segments=[segs[e] for e in edges[:-1]],
-                 arrays=dict(maps=out))
+                 shown=int(out.shape[-1]), scale=scale, segments=block_segs, arrays=dict(maps=out))
 
 
 def head(trace, layer: int, heads=None, kind: str = "probs") -> dict:
@@ -471,7 +482,8 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
     return _base(trace, "step", key=key, step=st.key, formula=formula, symbol=st.symbol,
                  plain=plain_formula(formula, html=False), note=schema.note_text(key, trace.config),
                  shape=shape_text(trace, key), stats=step_stats(trace, key, a if per_head else a[0]),
-                 weights=[list(w) for w in step_weights(trace, key, ledger)], per_head=per_head,
+                 weights=[list(w) for w in step_weights(trace, key, ledger)],
+                 weights_table=weights_table(step_weights(trace, key, ledger)), per_head=per_head,
                  rows_axis=rows_axis, cols_axis=cols_axis, row_labels=row_labels, col_labels=col_labels,
                  col_starts=ce[:-1].tolist(), columns=int(z.shape[2]),
                  row_edges=None if len(re_) - 1 == z.shape[1] else re_.tolist(), scale=scale,
@@ -630,6 +642,13 @@ def step_stats(trace, key: str, a: np.ndarray | None = None) -> list[tuple[str, 
     return rows
 
 
+def weights_table(weights) -> list[list[str]]:
+    """The step-through's table of the weights a step reads, formatted, with its total (a layout refers to it)."""
+    total = sum(r[2] for r in weights)
+    rows = [[str(r[0]), str(r[1]), f"{r[2]:,}"] for r in weights]
+    return rows + [["total", "", f"{total:,}"]] if weights else [["(reads no weights)", "", ""]]
+
+
 def step_weights(trace, key: str, ledger=None) -> list[tuple[str, str, int]]:
     """(weight, shape, parameters) the step reads: from the ledger, or the shapes from the config.
     A tied weight (the mlm output reads W_T) is listed with 0 parameters: its owner counts it."""
@@ -656,14 +675,12 @@ def stepper_steps(trace) -> list[str]:
 # the registry and the facts every front-end needs
 # ------------------------------------------------------------------------------------------
 
-BUILDERS = {"attention": attention, "model": model, "head": head, "token": token, "neuron": neuron, "step": step}
+BUILDERS = {r.name: globals()[r.builder] for r in records.RECORDS if r.builder}
 
 
 # what each view is drawn from: (view data, the selection's words it takes, fixed arguments); the
 # head view draws the attention view's weights (one payload serves both tabs)
-REQUESTS = {"attention": ("attention", ("layer", "kind"), {}), "head": ("attention", ("layer",), {"kind": "probs"}),
-            "model": ("model", ("kind",), {}), "token": ("token", ("query",), {}), "neuron": ("neuron", ("layer",), {}),
-            "step": ("step", ("key",), {}), "params": ("params", (), {}), "compare": ("compare", ("layer",), {})}
+REQUESTS = {r.name: (r.source, r.request, dict(r.fixed)) for r in records.RECORDS}
 
 
 def request(view: str, *, layer: int = 0, head: int = 0, query: int = 0, kind: str = "probs",
@@ -745,4 +762,5 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
         views=shown_views(trace, trace_b),
         titles=TITLES, colours=list(HEAD_COLOURS), ledger_source=ledger_source,
         requests={v: dict(data=src, args=list(words), fixed=fixed) for v, (src, words, fixed) in REQUESTS.items()},
+        controls={r.name: list(r.controls) for r in records.RECORDS},
         luts={name: lut(name) for name in list(SCALES.values()) + ["Reds"]})

@@ -6,6 +6,7 @@
     bv.explore(tr, model=model)                  # the widget (JupyterLab 4, Notebook 7, VS Code)
     bv.explore(tr, compare=tr_edited)            # adds the compare tab
     bv.explore(tr, static=True)                  # a plotly figure of one tab, for pages without widgets
+    bv.views.head_view(outputs.attentions, tokens)   # bertviz's calls: the explorer opened on that view
 
 Tabs (one vocabulary, `data.VIEWS`): attention, head view, one token (where it attends in
 every layer and head), model view, neuron view, step-through, parameters, compare.
@@ -17,9 +18,10 @@ per map above EXACT_UP_TO tokens), never JSON numbers. A layer's attention arriv
 head at once, so switching head or sentence block redraws with no round trip, and the
 neighbouring layers are fetched ahead. Nothing large is kept in the widget's state.
 
-A saved notebook keeps the widget's output: where no widget manager runs (a GitHub preview,
-nbconvert, a notebook reopened without its kernel state) the output's PNG of the attention
-map and its text (the model, the tokens, the selection) are shown instead.
+A saved notebook keeps every tab: the explorer is shown as its exported page (`saved_bundle`:
+the view data, compressed, with the front-end, under SAVED_PAGE_BYTES, in an iframe; a PNG of
+the starting map where HTML does not run) followed by the widget; reopened without a kernel, the
+page works on its own (`_ipython_display_` says why two outputs).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from __future__ import annotations
 import base64
 import io
 from pathlib import Path
+
+import numpy as np
 
 from ..params import ParamLedger, count_params
 from ..trace import Trace
@@ -37,6 +41,11 @@ TABS = data.VIEWS
 # layer's maps first, full resolution up to 128 tokens, then q and k, then the one-token view):
 # a 13-token MiniLM page is about 1.1 MB; a 512-token one keeps block means
 SAVED_PAGE_BYTES = 2_000_000
+# above this many tokens the saved page keeps the attention, model, head view and parameters tabs only:
+# the step-through's 97 tensors and the one-token view would take seconds to build each time the
+# explorer is shown (7 s for MiniLM at 500 tokens) and megabytes to keep
+SAVED_EVERY_TAB_UP_TO = 128
+SAVED_LONG_TABS = ("attention", "model", "head", "params", "compare")
 EXACT_UP_TO = 128  # up to here maps travel as float32 (exact); above as uint16 scaled per map
 ASSETS = Path(__file__).with_name("assets")
 
@@ -229,6 +238,12 @@ def _widget_class():
                 key = content.get("request_key") if isinstance(content, dict) else None
                 self.send(dict(type="error", request_key=key, message=f"{type(e).__name__}: {e}"))
 
+        def show(self) -> None:
+            """Display the explorer (as a plotly figure's fig.show() does; in a notebook, the cell's last
+            expression shows it too)."""
+            from IPython.display import display
+            display(self)
+
         def __repr__(self) -> str:
             return (f"<bertviz-lite explorer: {self.trace.n_real} tokens, {self.trace.num_layers} layers x "
                     f"{self.trace.num_heads} heads; tab={self.tab!r} layer={self.layer} head={self.head}>")
@@ -253,14 +268,20 @@ def _widget_class():
 
         def saved_page(self) -> str:
             """The exported page of this explorer (`export.build_page`: view data, compressed, with the
-            front-end), opened at its selection, under SAVED_PAGE_BYTES."""
+            front-end), opened at its selection, under SAVED_PAGE_BYTES; every tab up to
+            SAVED_EVERY_TAB_UP_TO tokens, the SAVED_LONG_TABS above."""
             from .export import build_page
             state = dict(tab=self.tab, layer=self.layer, head=self.head, heads=list(self.heads), kind=self.kind,
                          pair_filter=self.pair_filter, key=self.key, query=self.query)
+            long = self.trace.n_real > SAVED_EVERY_TAB_UP_TO
+            if long and state["tab"] not in SAVED_LONG_TABS:
+                state["tab"] = "attention"
+            note = (f"A saved notebook keeps every tab up to {SAVED_EVERY_TAB_UP_TO} tokens; this input has "
+                    f"{self.trace.n_real}: run the notebook for every tab, or bv.export_html(tr, 'page.html').")
             with data.pretty_labels(self.pretty):
                 return build_page(self.trace, ledger=self.ledger, compare=self.trace_b, info=self.info,
                                   title=f"bertviz-lite: {self.info['model']}", max_bytes=SAVED_PAGE_BYTES,
-                                  state=state)
+                                  state=state, views=SAVED_LONG_TABS if long else None, note=note if long else "")
 
         def saved_bundle(self) -> dict:
             """What a saved notebook keeps of the explorer (one output): the exported page in an iframe
@@ -274,7 +295,10 @@ def _widget_class():
                 out["image/png"] = png
             except ImportError:  # no matplotlib: the page and the text
                 pass
-            out["text/html"] = saved_html(self.saved_page(), png, self.info["title"])
+            try:
+                out["text/html"] = saved_html(self.saved_page(), png, self.info["title"])
+            except Exception as e:  # the widget still shows; the saved notebook keeps the PNG and says why
+                out["text/plain"] += f"\n(the saved page could not be built: {type(e).__name__}: {e})"
             return out
 
         def _ipython_display_(self):
@@ -324,8 +348,9 @@ def require_views_extra(static: bool) -> None:
 
 
 def explore(trace, model=None, *, tokens=None, sentence_b_start: int | None = None, compare=None,
-            tab: str = "attention", layer: int | None = None, head: int = 0, kind: str = "probs", pair_filter: str = "all",
-            key: str | None = None, query: int = 0, prettify_tokens: bool = True, static: bool = False):
+            tab: str = "attention", layer: int | None = None, head: int = 0, kind: str = "probs",
+            pair_filter: str = "all", key: str | None = None, query: int = 0, prettify_tokens: bool = True,
+            static: bool = False):
     """The explorer widget for a trace, or with static=True the plotly figure of one tab.
 
     trace: `model.trace(text)` (every layer's attn.probs recorded), or attention computed elsewhere
@@ -379,7 +404,10 @@ def head_view(attention, tokens=None, sentence_b_start: int | None = None, *, la
     tokens, or a bertviz_lite Trace (no tokens). Every head is shown at the start, one colour each;
     the layer select, hovering a token (only its lines), clicking a head's box (toggle), double-
     clicking it (that head alone), "all heads" and the sentence-pair filter work as in bertviz.
-    heads=: the heads to start with. The plotly figure: `bv.views.head_view_figure(trace, layer)`."""
+    heads=: the heads to start with. The plotly figure: `bv.views.head_view_figure(trace, layer)`.
+    head_view(tr, 2) (a Trace and a layer, the plotly figure's old call) opens layer 2."""
+    if isinstance(attention, Trace) and isinstance(tokens, (int, np.integer)) and not isinstance(tokens, bool):
+        attention, tokens, layer = attention, None, int(tokens)
     w = explore(attention, tokens=tokens, sentence_b_start=sentence_b_start, tab="head", layer=layer,
                 pair_filter=pair_filter, prettify_tokens=prettify_tokens)
     if heads is not None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .. import schema
 from ..errors import BertVizError
-from . import codec, data
+from . import codec, data, records
 from .files import check_folder, check_target, write_whole  # noqa: F401  (public here too)
 
 SMALL_MAPS = 96
@@ -61,7 +61,8 @@ class Payloads:
         vd = data.view_data(self.trace, view, trace_b=self.trace_b, ledger=self.ledger, **args, **extra)
         # the numbers people hover (neuron view, compare) keep 16 bits; pictures of big tensors 8
         # (the neuron view prints q.k, scores and weights computed from q and k: 8 bits would misstate them)
-        dtype = "u2" if view in ("compare", "neuron") else "u1" if view == "step" else self.maps_dtype
+        wire = records.record(view).wire  # the view's record: how its arrays travel
+        dtype = self.maps_dtype if wire == "maps" else wire
         header, buffers = codec.encode(vd, default=dtype)
         return codec.request_key(view, args), codec.to_text(header, buffers)
 
@@ -98,15 +99,17 @@ def progress_bar(total: int, progress, desc: str):
 
 
 def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT_MAX_BYTES,
-                   fixed_bytes: int = 0, progress=False) -> tuple[dict, dict, list[str]]:
-    """(payloads by request key, the layouts they name by id, what the page kept: one line each)."""
+                   fixed_bytes: int = 0, progress=False, views=None) -> tuple[dict, dict, list[str]]:
+    """(payloads by request key, the layouts they name by id, what the page kept: one line each).
+    views: the tabs the page shows (default every tab the trace can fill)."""
     L, n = trace.num_layers, trace.n_real
+    views = set(views or data.shown_views(trace, trace_b))
     steps = L * (2 + (trace_b is not None) + 2) + 2 + len(data.stepper_steps(trace)) + n  # about every add
     with progress_bar(steps, progress, "export_html: building the page") as bar:
-        return _build_payloads(Payloads(trace, trace_b, ledger, bar), max_bytes - fixed_bytes)
+        return _build_payloads(Payloads(trace, trace_b, ledger, bar), max_bytes - fixed_bytes, views)
 
 
-def _build_payloads(p: Payloads, budget: int) -> tuple[dict, dict, list[str]]:
+def _build_payloads(p: Payloads, budget: int, views: set) -> tuple[dict, dict, list[str]]:
     trace, trace_b = p.trace, p.trace_b
     L, n = trace.num_layers, trace.n_real
     small = n > FULL_UP_TO  # up to 128 tokens every map is sent in full
@@ -117,25 +120,36 @@ def _build_payloads(p: Payloads, budget: int) -> tuple[dict, dict, list[str]]:
     kinds = data.recorded_kinds(trace)
     for kind in kinds:
         p.add("model", dict(kind=kind))
-    for key in data.stepper_steps(trace):
-        p.add("step", dict(key=key), max_cells=STEP_CELLS, max_rows=STEP_ROWS)
-    if not trace.nominal:  # from_attentions: the model's sizes are unknown, so there is no count to show
+    if "step" in views:
+        for key in data.stepper_steps(trace):
+            p.add("step", dict(key=key), max_cells=STEP_CELLS, max_rows=STEP_ROWS)
+    if "params" in views:  # from_attentions: the model's sizes are unknown, so there is no count to show
         p.add("params", {})
-    has_qk = all(schema.full_key(f"attn.{x}", ly) in trace for ly in range(L) for x in "qk")
+    has_qk = "neuron" in views and all(schema.full_key(f"attn.{x}", ly) in trace for ly in range(L) for x in "qk")
     order = layer_order(L)
     full, neuron = [], []
     wanted = [(v, ly) for ly in order[:2] for v in ("attention", "neuron")] + \
         [("neuron", ly) for ly in order[2:]] + [("attention", ly) for ly in order[2:]]
+    over = set()  # kinds that no longer fit: every layer's payload of a kind is the same size, so not built again
     for view, ly in wanted:
-        if view == "attention" and small and p.add("attention", dict(layer=ly, kind="probs"), budget):
-            full.append(ly)
-        if view == "neuron" and has_qk and p.add("neuron", dict(layer=ly), budget):
-            neuron.append(ly)
+        if view in over:
+            continue
+        if view == "attention" and small:
+            if p.add("attention", dict(layer=ly, kind="probs"), budget):
+                full.append(ly)
+            else:
+                over.add(view)
+        if view == "neuron" and has_qk:
+            if p.add("neuron", dict(layer=ly), budget):
+                neuron.append(ly)
+            else:
+                over.add(view)
     if "scores" in kinds and not small:
         for ly in range(L):
-            p.add("attention", dict(layer=ly, kind="scores"), budget)
+            if not p.add("attention", dict(layer=ly, kind="scores"), budget):
+                break
     tokens = []
-    for q in range(n):
+    for q in (range(n) if "token" in views else ()):
         if not p.add("token", dict(query=q), budget):
             break
         tokens.append(q)
@@ -146,10 +160,11 @@ def _build_payloads(p: Payloads, budget: int) -> tuple[dict, dict, list[str]]:
                 f"{SMALL_MAPS} blocks a side)"]
     if has_qk:
         kept.append(f"neuron view: {_layers(sorted(neuron), L)}")
-    else:  # a trace without queries and keys (keep=..., Trace.from_attentions): nothing to keep, no budget spent
+    elif "neuron" in views:  # no queries and keys (keep=..., Trace.from_attentions): nothing to keep, no budget spent
         kept.append("neuron view: none (the trace holds no attn.q and attn.k)")
-    kept.append("one-token view: " + ("every token" if len(tokens) == n else
-                                      f"tokens 0..{tokens[-1]}" if tokens else "no token (over the size budget)"))
+    if "token" in views:
+        kept.append("one-token view: " + ("every token" if len(tokens) == n else
+                                          f"tokens 0..{tokens[-1]}" if tokens else "no token (over the size budget)"))
     return p.items, p.layouts, kept
 
 
@@ -235,9 +250,10 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
 
 
 def build_page(trace, *, ledger=None, compare=None, title=None, max_bytes: int = DEFAULT_MAX_BYTES, state=None,
-               info=None, progress=False) -> str:
+               info=None, progress=False, views=None, note: str = "") -> str:
     """The page's text (checked arguments: `export_html` checks them). state: the starting selection
-    (the explorer's, for the page a saved notebook keeps); info: the facts to start from."""
+    (the explorer's, for the page a saved notebook keeps); info: the facts to start from; views: the
+    tabs it shows (default every tab the trace can fill); note: a line after what the page kept."""
     trace = trace.to_host()
     compare = None if compare is None else compare.to_host()
     title = title or f"bertviz-lite: {trace.model_name or 'bert'}"
@@ -245,9 +261,11 @@ def build_page(trace, *, ledger=None, compare=None, title=None, max_bytes: int =
         trace, trace_b=compare, ledger_source="the loaded model's arrays" if ledger is not None else
         "the config's shapes")
     fixed = sum(len((ASSETS / name).read_bytes()) for name in ("app.js", "app.css")) + len(codec.to_json(info)) + 4000
+    if views is not None:
+        info["views"] = [v for v in info["views"] if v in views]
     payloads, layouts, kept = build_payloads(trace, ledger=ledger, trace_b=compare, max_bytes=max_bytes,
-                                             fixed_bytes=fixed, progress=progress)
-    info["page_note"] = "This page keeps: " + "; ".join(kept) + "."
+                                             fixed_bytes=fixed, progress=progress, views=info["views"])
+    info["page_note"] = "This page keeps: " + "; ".join(kept) + "." + (f" {note}" if note else "")
     start = dict(tab="attention", layer=0, head=0, heads=[], kind="probs", pair_filter="all",
                  key=data.stepper_steps(trace)[0], query=0)
     start.update(state or {})

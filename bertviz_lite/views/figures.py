@@ -211,7 +211,7 @@ def draw(figdata: dict) -> go.Figure:
                         row_titles=figdata.get("row_titles"), column_titles=figdata.get("col_titles"))
     axes = [fig.get_subplot(p["at"][0] + 1, p["at"][1] + 1) if p["type"] != "table" else None
              for p in figdata["panels"]]
-    acc = {"traces": [], "layout": {}, "shapes": []}  # the maps and their axes, added in one step (the model view has 72+)
+    acc = {"traces": [], "layout": {}, "shapes": []}  # the maps and their axes, added in one step (72+ in a model view)
     for p, sub in zip(figdata["panels"], axes):
         r, c, _, _ = p["at"]
         dom = ((0, 1), (0, 1)) if sub is None else (tuple(sub.xaxis.domain), tuple(sub.yaxis.domain))
@@ -254,12 +254,21 @@ def attention_heatmap(trace, layer: int, head: int, *, kind: str = "probs", pair
 
 
 def model_view(trace, tokens=None, *, kind: str = "probs", max_tokens: int = 48,
-               sentence_b_start: int | None = None, layer: int | None = None, head: int | None = None) -> go.Figure:
+               sentence_b_start: int | None = None, layer: int | None = None, head: int | None = None,
+               progress=None) -> go.Figure:
     """A layers x heads grid of thumbnails (block means above max_tokens tokens); layer= and head=
-    outline one panel. Each thumbnail's trace `meta` is {"layer": l, "head": h}."""
+    outline one panel. Each thumbnail's trace `meta` is {"layer": l, "head": h}. progress: a bar
+    (drawn after a second: 512 tokens of BERT-base take a few) over the layers and the drawing;
+    None: on except where CI is set; False: never."""
+    from .export import progress_bar
     trace = data.as_trace(trace, tokens, sentence_b_start=sentence_b_start, what="model_view_figure()")
     sel = dict(layer=layer, head=head, outline=True) if layer is not None and head is not None else {}
-    return view_figure(data.model(trace, kind, max_tokens=max_tokens), **sel)
+    with progress_bar(trace.num_layers + 1, progress, "model_view: thumbnails") as bar:
+        bar.unit = "step"
+        vd = data.model(trace, kind, max_tokens=max_tokens, on_layer=lambda: bar.update(1))
+        fig = view_figure(vd, **sel)
+        bar.update(1)
+    return fig
 
 
 def head_view(trace, layer_or_tokens=0, /, *, layer: int | None = None, heads=None, pair_filter: str = "all",

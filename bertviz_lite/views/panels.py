@@ -27,12 +27,14 @@ written, and a reference with "fmt": k prints k digits (an exact tie rounds to e
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
 import numpy as np
 
 from ..schema_text import plain_formula
+from . import records
 
 # one colour per head (the head view's lines and its boxes)
 HEAD_COLOURS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#750D86", "#EB663B",
@@ -47,9 +49,7 @@ LINE_ALPHA, LINE_WIDTH = (0.1, 0.9), (0.5, 3.0)
 SELECTION = dict(layer=0, head=0, heads=None, query=0, kind="probs", key=None, pair_filter="all", outline=False)
 WORDS = ("layer", "head", "query", "query_label", "pair", "key")
 # the selection words each view's figure reports (plotly's layout.meta; the front-end's drawn record)
-META = {"attention": ("layer", "head", "kind", "pair_filter"), "head": ("layer", "heads", "pair_filter"),
-        "model": ("kind", "pair_filter"), "token": ("query",), "neuron": ("layer", "head", "query"), "step": ("key", "head"),
-        "params": (), "compare": ("layer", "head")}
+META = {r.name: r.meta for r in records.RECORDS}  # the selection words a figure records
 
 
 def ref(path: str, *at, fmt: int | None = None) -> dict:
@@ -67,7 +67,7 @@ def derive(part: str) -> dict:
 # layouts: one per view (a view drawn from another's data names it in DRAWN_FROM)
 # ------------------------------------------------------------------------------------------
 
-DRAWN_FROM = {"head": "attention"}  # the head view draws the attention view's data (bertviz's head view)
+DRAWN_FROM = {r.name: r.data_from for r in records.RECORDS if r.data_from}  # the head view: attention's data
 
 
 def heatmap(name, z, clim, scale, **kw) -> dict:
@@ -129,15 +129,19 @@ def token_layout(vd: dict) -> dict:
 
 def model_layout(vd: dict) -> dict:
     L, n_h = vd["layers"], vd["heads"]
-    panels = [heatmap("thumb", ref("arrays.maps", ly, h), ref("scale.clim", ly, h), vd["scale"], thumb=True,
-                      at=[ly, h], pair=True, mark={"layer": ly, "head": h}, hover=f"layer {ly}, head {h}: click to open",
-                      click={"tab": "attention", "layer": ly, "head": h}, meta={"layer": ly, "head": h})
-              for ly in range(L) for h in range(n_h)]
+    # one thumbnail written once, repeated over layers x heads ("$layer" and "$head" filled in by `expand`)
+    panels = [dict(heatmap("thumb", ref("arrays.maps", "$layer", "$head"),
+                           ref("scale.by_pair", "pair_filter", "$layer", "$head"),
+                           vd["scale"], thumb=True, at=["$layer", "$head"], pair=True,
+                           mark={"layer": "$layer", "head": "$head"}, hover="layer $layer, head $head: click to open",
+                           click={"tab": "attention", "layer": "$layer", "head": "$head"},
+                           meta={"layer": "$layer", "head": "$head"}), repeat={"layer": L, "head": n_h})]
     blocks = "" if vd["shown"] == vd["tokens"] else f"block means: {vd['tokens']} tokens shown as {vd['shown']} x " \
                                                     f"{vd['shown']}; "
     return dict(title=f"model view{{pair}}: attention {vd['kind']}, layers (rows) x heads (columns)", formula=None,
                 grid=[L, n_h], row_titles=[f"L{ly}" for ly in range(L)], col_titles=[f"H{h}" for h in range(n_h)],
-                panels=panels, notes=[blocks + ("each panel from white (0) to its own largest weight" if vd["kind"] ==
+                panels=panels, notes=[blocks + ("each panel from white (0) to its own largest weight (in the sentences "
+                                                "shown)" if vd["kind"] ==
                                                 "probs" else "each panel symmetric around 0")],
                 live=["click a panel to open it in the attention tab"], edited="")
 
@@ -181,20 +185,16 @@ def step_layout(vd: dict) -> dict:
                     row_groups=vd["rows_axis"] in ("token", "query"),
                     title="head {head}" if vd["per_head"] else "",
                     hover=f"{vd['rows_axis'] or 'row'} {{y}}\n{vd['cols_axis']} {{x}}\nvalue {{v}}")
-    w = vd["weights"]
-    total = sum(r[2] for r in w)
-    weights = [[r[0], r[1], f"{r[2]:,}"] for r in w] + ([["total", "", f"{total:,}"]] if w else
-                                                        [["(reads no weights)", "", ""]])
-    notes = [vd["note"]] if vd["note"] else []
+    notes = [ref("note")] if vd["note"] else []
     if vd["scale"].get("clipped"):
         notes.append("colours clipped at the 99.5th percentile of |value| (a few outliers would wash the rest out)")
-    return dict(title=f"{vd['key']}" + (" (head {head})" if vd["per_head"] else "") + ": ", formula=vd["formula"],
-                subtitle=vd["shape"], grid=[2, 2], links=vd["takes"], edited=vd["edited"],
+    # every table and text the view data carries is referred to, not copied: steps of one kind share a layout
+    return dict(title=[ref("key"), " (head {head}): " if vd["per_head"] else ": "], formula=ref("formula"),
+                subtitle=ref("shape"), grid=[2, 2], links=ref("takes"), edited=ref("edited"),
                 panels=[panel,
-                        dict(type="table", name="stats", columns=["statistic", "value"],
-                             rows=[list(r) for r in vd["stats"]], at=[1, 0]),
+                        dict(type="table", name="stats", columns=["statistic", "value"], rows=ref("stats"), at=[1, 0]),
                         dict(type="table", name="weights", columns=["weight read", "shape", "parameters"],
-                             rows=weights, at=[1, 1])],
+                             rows=ref("weights_table"), at=[1, 1])],
                 notes=notes, live=[])
 
 
@@ -258,8 +258,7 @@ def compare_layout(vd: dict) -> dict:
                 live=["click a column of the grid for that layer"], edited="")
 
 
-LAYOUTS = {"attention": attention_layout, "head": head_layout, "token": token_layout, "model": model_layout,
-           "neuron": neuron_layout, "step": step_layout, "params": params_layout, "compare": compare_layout}
+LAYOUTS = {r.name: globals()[r.layout] for r in records.RECORDS}
 
 
 def layouts(vd: dict) -> dict[str, dict]:
@@ -433,6 +432,36 @@ class _Resolver:
         return out
 
 
+def _fill(spec, values: dict):
+    """spec with each "$name" placeholder of `values` filled in: a whole-string placeholder becomes the number."""
+    if isinstance(spec, str):
+        if spec.startswith("$") and spec[1:] in values:
+            return values[spec[1:]]
+        for k, v in values.items():
+            spec = spec.replace(f"${k}", str(v))
+        return spec
+    if isinstance(spec, list):
+        return [_fill(x, values) for x in spec]
+    if isinstance(spec, dict):
+        return {k: _fill(v, values) for k, v in spec.items()}
+    return spec
+
+
+def expand(panels_: list) -> list:
+    """A layout's panels with each repeated panel ({"repeat": {"layer": L, "head": H}, ...}) written out
+    once per combination, the last name varying fastest (app.js's `expand` is the same)."""
+    out = []
+    for p in panels_:
+        if "repeat" not in p:
+            out.append(p)
+            continue
+        names = list(p["repeat"])
+        body = {k: v for k, v in p.items() if k != "repeat"}
+        for combo in itertools.product(*(range(p["repeat"][k]) for k in names)):
+            out.append(_fill(body, dict(zip(names, combo))))
+    return out
+
+
 def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) -> dict:
     """The concrete figure of view data for a selection: title, formula, subtitle, notes, a grid
     [rows, columns] and its panels (numpy arrays, limits, labels). view: the view to draw (default the
@@ -441,13 +470,13 @@ def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) ->
     lay = vd.get("layouts", {}).get(view) or LAYOUTS[view](vd)
     sel = selection(vd, view, **{**(sel or {}), **kw})
     r = _Resolver(vd, sel)
-    out = dict(view=view, title=r.text(lay["title"]), formula=lay.get("formula"),
+    out = dict(view=view, title=r.text(lay["title"]), formula=r.value(lay.get("formula")),
                subtitle=r.text(lay.get("subtitle") or ""), notes=[r.text(n) for n in lay["notes"]],
-               live=[r.text(n) for n in lay.get("live", [])], grid=lay["grid"], edited=lay.get("edited", ""),
-               row_titles=lay.get("row_titles"), col_titles=lay.get("col_titles"), links=lay.get("links"),
+               live=[r.text(n) for n in lay.get("live", [])], grid=lay["grid"], edited=r.value(lay.get("edited", "")),
+               row_titles=lay.get("row_titles"), col_titles=lay.get("col_titles"), links=r.value(lay.get("links")),
                summary=r.value(lay["summary"]) if "summary" in lay else "", selection=sel,
                meta=dict(view=view, **{w: sel[w] for w in META[view]}, **lay.get("meta", {})),
-               panels=[r.panel(p) for p in lay["panels"]])
+               panels=[r.panel(p) for p in expand(lay["panels"])])
     return out
 
 

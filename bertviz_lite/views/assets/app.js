@@ -234,6 +234,27 @@ function neuronNumbers(vd, head, query) { // data.neuron_numbers
   return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d }, scores: Array.from(scores), weights,
     summary: `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, \u00d7 1/\u221a${d} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}` };
 }
+// panels.expand: a repeated panel ({repeat: {layer: L, head: H}, ...}) written out per combination, "$name" filled in
+function fill(spec, values) {
+  if (typeof spec === "string") {
+    if (spec.startsWith("$") && spec.slice(1) in values) return values[spec.slice(1)];
+    for (const [k, v] of Object.entries(values)) spec = spec.split(`$${k}`).join(String(v));
+    return spec;
+  }
+  if (Array.isArray(spec)) return spec.map((x) => fill(x, values));
+  if (spec && typeof spec === "object") { const out = {}; for (const [k, v] of Object.entries(spec)) out[k] = fill(v, values); return out; }
+  return spec;
+}
+function expand(panels) {
+  const out = [];
+  for (const p of panels) {
+    if (!p.repeat) { out.push(p); continue; }
+    const names = Object.keys(p.repeat), body = { ...p }; delete body.repeat;
+    const walk = (i, values) => { if (i === names.length) { out.push(fill(body, values)); return; } for (let v = 0; v < p.repeat[names[i]]; v++) walk(i + 1, { ...values, [names[i]]: v }); };
+    walk(0, {});
+  }
+  return out;
+}
 function resolve(lay, vd, sel) {
   const words = { layer: sel.layer, head: sel.head, query: sel.query, key: sel.key || "", pair: sel.pair_filter === "all" ? "" : ` [${sel.pair_filter}]`,
     query_label: vd.labels && vd.labels[sel.query] !== undefined ? vd.labels[sel.query] : String(sel.query) };
@@ -311,9 +332,9 @@ function resolve(lay, vd, sel) {
     }
     return out;
   };
-  return { title: text(lay.title), formula: lay.formula, subtitle: text(lay.subtitle || ""), notes: lay.notes.map(text), live: (lay.live || []).map(text),
-    grid: lay.grid, edited: lay.edited || "", row_titles: lay.row_titles, col_titles: lay.col_titles, links: lay.links,
-    summary: lay.summary ? value(lay.summary) : "", panels: lay.panels.map(panel) };
+  return { title: text(lay.title), formula: value(lay.formula), subtitle: text(lay.subtitle || ""), notes: lay.notes.map(text), live: (lay.live || []).map(text),
+    grid: lay.grid, edited: value(lay.edited) || "", row_titles: lay.row_titles, col_titles: lay.col_titles, links: value(lay.links),
+    summary: lay.summary ? value(lay.summary) : "", panels: expand(lay.panels).map(panel) };
 }
 
 // ---------------------------------------------------------------- primitives: lines, bars, table (Heatmap above)
@@ -535,66 +556,59 @@ function render({ model, el: host }) {
     pair.addEventListener("change", () => setSel({ pair_filter: pair.value }));
     return pair;
   }
-  if (sections.attention) {
-    const layer = layerSelect("bvl-layer"), hb = headButtons((h) => setSel({ head: h })), kind = kindSelect("bvl-kind");
-    const pair = pairSelect("bvl-pair");
-    const c = controls(lab("layer ", layer), headLabel(), hb);
-    if (info.kinds.length > 1) c.appendChild(lab("show ", kind));
-    if (info.has_pair) c.appendChild(lab("sentences ", pair));
-    C.attention = { controls: [c], sync: (s) => { layer.value = String(s.layer); kind.value = s.kind; pair.value = s.pair_filter; onHeads(hb, (h) => h === s.head); } };
-  }
-  if (sections.head) {
-    const layer = layerSelect("bvl-head-layer");
-    // click a head's box: add or remove it; double-click: that head alone (bertviz's); "all heads": every head
-    const setHeads = (hs) => setSel({ heads: hs.length === info.heads ? [] : hs });
-    const hb = headButtons((h) => { const on = new Set(headsOf()); on.has(h) ? on.delete(h) : on.add(h); setHeads([...on].sort((a, b) => a - b)); }, info.colours);
-    for (const b of hb.children) { b.addEventListener("dblclick", () => setHeads([+b.dataset.head])); b.title = "click: add or remove this head; double-click: this head alone"; }
-    const all = el("button", { class: "bvl-all-heads", text: "all heads", onclick: () => setHeads(allHeads) });
-    const pair = pairSelect("bvl-head-pair");
-    const c = controls(lab("layer ", layer), el("span", { class: "bvl-x-label", text: "heads" }), hb, all);
-    if (info.has_pair) c.appendChild(lab("sentences ", pair));
-    C.head = { controls: [c], sync: (s) => { layer.value = String(s.layer); pair.value = s.pair_filter; all.disabled = s.heads.length === info.heads; onHeads(hb, (h) => s.heads.includes(h)); } };
-  }
-  if (sections.token) {
-    const tok = tokenSelect("bvl-token"), chips = el("div", { class: "bvl-chips" });
-    if (n <= LABEL_ALL_UP_TO) range(n).forEach((i) => chips.appendChild(el("button", { class: info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", "data-query": String(i), text: info.tokens[i], title: info.labels[i], onclick: () => setSel({ query: i }) })));
-    C.token = { controls: [controls(lab("token ", tok), chips)], sync: (s) => { tok.value = String(s.query); for (const b of chips.children) b.classList.toggle("bvl-on", +b.dataset.query === s.query); } };
-  }
-  if (sections.model) {
-    const kind = kindSelect("bvl-model-kind"), pair = pairSelect("bvl-model-pair"), c = controls();
-    if (info.kinds.length > 1) c.appendChild(lab("show ", kind));
-    if (info.has_pair) c.appendChild(lab("sentences ", pair));
-    C.model = { controls: [c], sync: (s) => { kind.value = s.kind; pair.value = s.pair_filter; } };
-  }
-  if (sections.neuron) {
-    const layer = layerSelect("bvl-neuron-layer"), hb = headButtons((h) => setSel({ head: h })), tok = tokenSelect("bvl-neuron-token");
-    C.neuron = { controls: [controls(lab("layer ", layer), headLabel(), hb, lab("query token ", tok))], sync: (s) => { layer.value = String(s.layer); tok.value = String(s.query); onHeads(hb, (h) => h === s.head); } };
-  }
-  if (sections.step) {
-    const edited = new Set(info.edits.map((e) => e[0]));
-    const key = el("select", { class: "bvl-key", "aria-label": "trace key" });
-    options(key, info.keys, (k) => `${info.keys.indexOf(k) + 1}. ${k}${edited.has(k) ? "  \u270e edited" : ""}`);
-    key.addEventListener("change", () => setSel({ key: key.value }));
-    const move = (d) => { const i = info.keys.indexOf(model.get("key")) + d; if (i >= 0 && i < info.keys.length) setSel({ key: info.keys[i] }); };
-    const prev = el("button", { class: "bvl-prev", text: "\u25c0 previous", onclick: () => move(-1) });
-    const next = el("button", { class: "bvl-next", text: "next \u25b6", onclick: () => move(1) });
-    const pos = el("span", { class: "bvl-x-label" });
-    const head = el("select", { class: "bvl-step-head", "aria-label": "head" });
-    options(head, range(info.heads), (h) => `head ${h}`);
-    head.addEventListener("change", () => setSel({ head: +head.value }));
-    C.step = { controls: [controls(prev, key, next, pos, head)], sync: (s, vd) => {
-      const i = info.keys.indexOf(s.key);
-      key.value = s.key; pos.textContent = `step ${i + 1} of ${info.keys.length}`; prev.disabled = i <= 0; next.disabled = i >= info.keys.length - 1;
-      head.value = String(s.head); head.style.display = vd && !vd.per_head ? "none" : "";
-    } };
-  }
-  if (sections.params) C.params = { controls: [], sync: () => {} };
-  if (sections.compare) {
-    const layer = layerSelect("bvl-compare-layer"), hb = headButtons((h) => setSel({ head: h }));
-    const bEdits = info.compare && info.compare.edits.length ? `   \u270e edited: ${info.compare.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}` : "";
-    const aEdits = info.edits.length ? `   \u270e edited: ${info.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}` : "";
-    C.compare = { controls: [el("div", { class: "bvl-x-note", text: `A: ${info.title}${aEdits}\nB: ${info.compare ? info.compare.text : ""}${bEdits}` }),
-      controls(lab("layer ", layer), headLabel(), hb)], sync: (s) => { layer.value = String(s.layer); onHeads(hb, (h) => h === s.head); } };
+  // each tab's controls come from its view's record (records.py: info.controls[tab]), one maker per control;
+  // a control's class is bvl-<name> on the attention tab and bvl-<tab>-<name> elsewhere (what the tests find)
+  const setHeads = (hs) => setSel({ heads: hs.length === info.heads ? [] : hs });
+  const MAKE = {
+    layer: (tab, cls) => { const s = layerSelect(cls("layer")); return { nodes: [lab("layer ", s)], sync: (x) => { s.value = String(x.layer); } }; },
+    head: () => { const hb = headButtons((h) => setSel({ head: h })); return { nodes: [headLabel(), hb], sync: (x) => onHeads(hb, (h) => h === x.head) }; },
+    heads: () => { // click a head's box: add or remove it; double-click: that head alone (bertviz's)
+      const hb = headButtons((h) => { const on = new Set(headsOf()); on.has(h) ? on.delete(h) : on.add(h); setHeads([...on].sort((a, b) => a - b)); }, info.colours);
+      for (const b of hb.children) { b.addEventListener("dblclick", () => setHeads([+b.dataset.head])); b.title = "click: add or remove this head; double-click: this head alone"; }
+      return { nodes: [el("span", { class: "bvl-x-label", text: "heads" }), hb], sync: (x) => onHeads(hb, (h) => x.heads.includes(h)) };
+    },
+    all_heads: () => { const all = el("button", { class: "bvl-all-heads", text: "all heads", onclick: () => setHeads(allHeads) }); return { nodes: [all], sync: (x) => { all.disabled = x.heads.length === info.heads; } }; },
+    kind: (tab, cls) => { const s = kindSelect(cls("kind")); return { nodes: info.kinds.length > 1 ? [lab("show ", s)] : [], sync: (x) => { s.value = x.kind; } }; },
+    pair_filter: (tab, cls) => { const s = pairSelect(cls("pair")); return { nodes: info.has_pair ? [lab("sentences ", s)] : [], sync: (x) => { s.value = x.pair_filter; } }; },
+    query: (tab, cls) => {
+      const tok = tokenSelect(tab === "token" ? "bvl-token" : cls("token")), nodes = [lab(tab === "token" ? "token " : "query token ", tok)];
+      const chips = el("div", { class: "bvl-chips" }); // the token tab: every token as a chip to click
+      if (tab === "token" && n <= LABEL_ALL_UP_TO) { range(n).forEach((i) => chips.appendChild(el("button", { class: info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", "data-query": String(i), text: info.tokens[i], title: info.labels[i], onclick: () => setSel({ query: i }) }))); nodes.push(chips); }
+      return { nodes, sync: (x) => { tok.value = String(x.query); for (const b of chips.children) b.classList.toggle("bvl-on", +b.dataset.query === x.query); } };
+    },
+    key: () => {
+      const edited = new Set(info.edits.map((e) => e[0]));
+      const key = el("select", { class: "bvl-key", "aria-label": "trace key" });
+      options(key, info.keys, (k) => `${info.keys.indexOf(k) + 1}. ${k}${edited.has(k) ? "  \u270e edited" : ""}`);
+      key.addEventListener("change", () => setSel({ key: key.value }));
+      const move = (d) => { const i = info.keys.indexOf(model.get("key")) + d; if (i >= 0 && i < info.keys.length) setSel({ key: info.keys[i] }); };
+      const prev = el("button", { class: "bvl-prev", text: "\u25c0 previous", onclick: () => move(-1) });
+      const next = el("button", { class: "bvl-next", text: "next \u25b6", onclick: () => move(1) });
+      const pos = el("span", { class: "bvl-x-label" });
+      return { nodes: [prev, key, next, pos], sync: (x) => {
+        const i = info.keys.indexOf(x.key);
+        key.value = x.key; pos.textContent = `step ${i + 1} of ${info.keys.length}`; prev.disabled = i <= 0; next.disabled = i >= info.keys.length - 1;
+      } };
+    },
+    step_head: () => { // the step-through's head: hidden for a tensor without heads
+      const head = el("select", { class: "bvl-step-head", "aria-label": "head" });
+      options(head, range(info.heads), (h) => `head ${h}`);
+      head.addEventListener("change", () => setSel({ head: +head.value }));
+      return { nodes: [head], sync: (x, vd) => { head.value = String(x.head); head.style.display = vd && !vd.per_head ? "none" : ""; } };
+    },
+  };
+  const EXTRA = { // what a tab shows above its controls that is not a selection
+    compare: () => {
+      const bEdits = info.compare && info.compare.edits.length ? `   \u270e edited: ${info.compare.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}` : "";
+      const aEdits = info.edits.length ? `   \u270e edited: ${info.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}` : "";
+      return [el("div", { class: "bvl-x-note", text: `A: ${info.title}${aEdits}\nB: ${info.compare ? info.compare.text : ""}${bEdits}` })];
+    },
+  };
+  for (const tab of Object.keys(sections)) {
+    const cls = (name) => (tab === "attention" ? `bvl-${name}` : `bvl-${tab}-${name}`);
+    const parts = (info.controls[tab] || []).map((name) => MAKE[name](tab, cls));
+    const nodes = parts.flatMap((x) => x.nodes);
+    C[tab] = { controls: [...(EXTRA[tab] ? EXTRA[tab]() : []), ...(nodes.length ? [controls(...nodes)] : [])], sync: (x, vd) => parts.forEach((q) => q.sync(x, vd)) };
   }
   // keyboard on the attention map: arrows move head and layer
   const arrows = (ev) => {
