@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 from . import backend, backward, engine, schema
-from .trace import Recorder
+from .trace import NullRecorder, Recorder
 
 MASK_RATE = 0.15  # share of word pieces chosen for prediction
 P_MASK, P_RANDOM = 0.8, 0.1  # of the chosen: -> [MASK], -> a random piece; the rest stay as they are
@@ -159,6 +159,41 @@ def rows_batch(Z, targets, xp, first: int) -> Batch:
     """Rows of the last layer [N, H] as a batch of N one-token inputs (the head trained alone)."""
     N = Z.shape[0]
     return Batch(xp.reshape(Z, (N, 1, Z.shape[-1])), xp.ones((N, 1), dtype=xp.int64), xp.arange(N), targets, first)
+
+
+def frozen_layers(model, ids, mask, first: int):
+    """The frozen part, run once per masked sentence: embeddings and layers 0 .. first-1 on padded ids
+    [B, n] (mask [B, n]) -> [B, n, H], the input of the first trained layer; nothing recorded."""
+    xp, c, rec = model.xp, model.config, NullRecorder(model.xp)
+    mask = xp.asarray(mask)
+    mask_add = None if bool(xp.all(mask > 0)) else engine.padding_mask(mask, xp, model.weights["embed.W_T"].dtype)
+    Z = engine.embeddings(model.weights, xp.asarray(ids), xp.zeros_like(xp.asarray(ids)), c, rec, xp)
+    for layer in range(first):
+        Z = engine.encoder_layer(model.layer_weights[layer], Z, mask_add, c, rec, xp)
+    return Z
+
+
+def batches_by_length(masked: list, Zs: list, size: int, first: int) -> list:
+    """Batches of `size` masked sentences of similar length (sorted by length, then cut): masked[i] is a
+    Masked, Zs[i] its frozen features [n_i, H] (the input of layer `first`). Each is padded with zeros to
+    its longest sentence, masked, so the padding changes no real token's value. Host (numpy) arrays."""
+    import numpy as np  # the batches are built on the host; the trained lines take any xp
+    order = sorted(range(len(masked)), key=lambda i: (len(masked[i].ids), i))
+    batches = []
+    for s in range(0, len(order), size):
+        idx = order[s:s + size]
+        n = max(len(masked[i].ids) for i in idx)
+        Z = np.zeros((len(idx), n, Zs[idx[0]].shape[-1]), dtype=Zs[idx[0]].dtype)
+        mask = np.zeros((len(idx), n), dtype=np.int64)
+        rows, targets = [], []
+        for j, i in enumerate(idx):
+            m = masked[i]
+            Z[j, :len(m.ids)] = Zs[i]
+            mask[j, :len(m.ids)] = 1
+            rows += [j * n + p for p in m.positions]
+            targets += m.targets
+        batches.append(Batch(Z, mask, np.array(rows), np.array(targets), first))
+    return batches
 
 
 # ------------------------------------------------------------------------------------------

@@ -49,8 +49,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import train_mlm_head as T  # noqa: E402  (corpus, sample, split, summaries: shared with the head-only fit)
 
 import bertviz_lite as bv  # noqa: E402
-from bertviz_lite import engine, loading, mlm, schema  # noqa: E402
-from bertviz_lite.trace import NullRecorder  # noqa: E402
+from bertviz_lite import loading, mlm, schema  # noqa: E402
 
 OUT = ROOT / "bertviz_lite" / "data" / loading.MINILM_MLM_FILE
 THREADS = 1  # one BLAS thread: on this shared 2-core machine two threads ran the products up to 10x slower (data/README.md)
@@ -149,16 +148,6 @@ def masked_draws(model, encs, n_held: int, draws: int, rng):
     return out
 
 
-def lower_layers(model, ids, mask, first: int):
-    """The frozen part: embeddings and layers 0 .. first-1 on padded ids [B, n] -> [B, n, H], nothing recorded."""
-    xp, c, rec = model.xp, model.config, NullRecorder(model.xp)
-    mask_add = None if bool(np.all(mask > 0)) else engine.padding_mask(mask, xp, np.float32)
-    Z = engine.embeddings(model.weights, ids, np.zeros_like(ids), c, rec, xp)
-    for layer in range(first):
-        Z = engine.encoder_layer(model.layer_weights[layer], Z, mask_add, c, rec, xp)
-    return Z
-
-
 def features(model, draws, first: int, progress: bool = True) -> list:
     """Z [n_i, H] (float32) of the first trained layer's input for every masked draw, in order."""
     lengths = np.array([len(m.ids) for _, m in draws])
@@ -173,7 +162,7 @@ def features(model, draws, first: int, progress: bool = True) -> list:
         for j, i in enumerate(idx):
             ids[j, :lengths[i]] = draws[i][1].ids
             mask[j, :lengths[i]] = 1
-        Z = lower_layers(model, ids, mask, first)
+        Z = mlm.frozen_layers(model, ids, mask, first)
         for j, i in enumerate(idx):
             out[int(i)] = np.ascontiguousarray(Z[j, :lengths[i]], dtype=np.float32)
         if progress and (s // FORWARD_BATCH) % 40 == 0:
@@ -197,25 +186,8 @@ def cached_features(model, draws, first: int, seed: int, cache: Path, progress: 
 
 
 def build_batches(draws, Z, which, size: int, first: int) -> list:
-    """mlm.Batch of `size` draws of similar length each (sorted by length, then cut), padded with zeros
-    (masked: the padding mask keeps every real token's value as it is)."""
-    which = sorted(which, key=lambda i: (len(draws[i][1].ids), i))
-    batches = []
-    for s in range(0, len(which), size):
-        idx = which[s:s + size]
-        n = max(len(draws[i][1].ids) for i in idx)
-        H = Z[idx[0]].shape[-1]
-        Zb = np.zeros((len(idx), n, H), dtype=np.float32)
-        mask = np.zeros((len(idx), n), dtype=np.int64)
-        rows, targets = [], []
-        for j, i in enumerate(idx):
-            m = draws[i][1]
-            Zb[j, :len(m.ids)] = Z[i]
-            mask[j, :len(m.ids)] = 1
-            rows += [j * n + p for p in m.positions]
-            targets += m.targets
-        batches.append(mlm.Batch(Zb, mask, np.array(rows), np.array(targets), first))
-    return batches
+    """mlm.batches_by_length over the draws numbered in `which`."""
+    return mlm.batches_by_length([draws[i][1] for i in which], [Z[i] for i in which], size, first)
 
 
 # ------------------------------------------------------------------------------------------

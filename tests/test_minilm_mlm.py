@@ -72,10 +72,13 @@ def test_the_shipped_numbers(info):
     assert info["loss_curve"][-1][1] < info["loss_curve"][0][1]
 
 
+SHIPPED = loading.packaged_minilm_mlm_path()
+
+
 def _copy(tmp_path) -> Path:
     path = tmp_path / loading.MINILM_MLM_FILE
-    shutil.copy(loading.packaged_minilm_mlm_path(), path)
-    shutil.copy(loading.packaged_minilm_mlm_path().with_suffix(".json"), path.with_suffix(".json"))
+    shutil.copy(SHIPPED, path)
+    shutil.copy(SHIPPED.with_suffix(".json"), path.with_suffix(".json"))
     return path
 
 
