@@ -45,7 +45,8 @@ class Exercise:
     hints: tuple[str, ...]  # graded: the idea first, then a partial step; never the solution line
     wrong: Callable[..., list] | None = None  # (answer, **context) -> answers the checker must reject
     prediction: bool = False  # a "predict first" exercise: its answer must not be printed above the stub
-    mistakes: Callable[..., dict] | None = None  # (**context) -> {the sentence that names a mistake: an answer making it}
+    # (**context) -> {the sentence that names a mistake: an answer making it}
+    mistakes: Callable[..., dict] | None = None
     open_ended: bool = False  # many answers are right (a word of your own, a head you found): fewer mistakes to name
 
     @property
@@ -182,7 +183,8 @@ def _same(answer, value) -> bool:
     if isinstance(value, str) or isinstance(answer, str):
         return isinstance(answer, str) and isinstance(value, str) and answer.strip().lower() == value.strip().lower()
     if isinstance(value, (bool, np.bool_)) or isinstance(answer, (bool, np.bool_)):
-        return isinstance(answer, (bool, np.bool_)) and isinstance(value, (bool, np.bool_)) and bool(answer) == bool(value)
+        both = isinstance(answer, (bool, np.bool_)) and isinstance(value, (bool, np.bool_))
+        return both and bool(answer) == bool(value)
     try:
         v = np.asarray(value, dtype=np.float64)
         finite = np.abs(v[np.isfinite(v)])
@@ -352,7 +354,8 @@ def sequence(answer, expected, what: str = "your answer") -> tuple[bool, str]:
     if isinstance(answer, np.ndarray) and answer.ndim == 1:
         answer = answer.tolist()
     if not isinstance(answer, (list, tuple)):
-        return False, f"{what} is {_kind(answer)}, {_short(answer)}; expected a sequence of whole numbers, e.g. {list(expected)[:3]}"
+        return False, (f"{what} is {_kind(answer)}, {_short(answer)}; expected a sequence of whole numbers, "
+                       f"e.g. {list(expected)[:3]}")
     items = []
     for i, x in enumerate(answer):
         if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, float, np.floating)) \
@@ -608,7 +611,7 @@ def flow_picture(config, *, highlight=(), head: str | None = None, strip: bool =
 
     head = head if head is not None else getattr(config, "head", None)
     steps = {st.key: st for st in schema.STEPS if not st.optional}
-    steps["mlm.logits"] = schema.STEP_BY_KEY.get("mlm.logits") or next(st for st in schema.STEPS if st.key == "mlm.logits")
+    steps["mlm.logits"] = next(st for st in schema.STEPS if st.key == "mlm.logits")
     if config.embed_size == config.hidden_size:
         steps.pop("embed.proj", None)
     if head is not None:
