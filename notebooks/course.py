@@ -704,12 +704,12 @@ def flow_picture(config, *, highlight=(), head: str | None = None, strip: bool =
     ax.text(x, y, r"$Z_{l-1}$  (the layer's input)", fontsize=8.5, ha="center", va="center")
     for key, st in steps.items():
         x, y, w, h = box(key)
-        on = key in highlight
+        on, faded = key in highlight, strip and highlight and key not in highlight  # a strip greys its context
         ax.add_patch(FancyBboxPatch((x - w, y - h), 2 * w, 2 * h, boxstyle="round,pad=0.02", zorder=2,
                                     facecolor="#ffe9a8" if on else "white",
-                                    edgecolor="#d39b00" if on else (line if not highlight else grey),
+                                    edgecolor="#d39b00" if on else (grey if faded else line),
                                     linewidth=1.4 if on else 0.9))
-        colour = "black" if (on or not highlight) else grey
+        colour = grey if faded else "black"
         prefix = "layer.{l}." if st.scope == "layer" else ""
         ax.text(x, y - 0.15, prefix + key, fontsize=7.5, family="monospace", ha="center", va="center", color=colour,
                 zorder=3)
