@@ -46,7 +46,8 @@ class Exercise:
     hints: tuple[str, ...]  # graded: the idea first, then a partial step; never the solution line
     wrong: Callable[..., list] | None = None  # (answer, **context) -> answers the checker must reject
     prediction: bool = False  # a "predict first" exercise: its answer must not be printed above the stub
-    mistakes: Callable[..., dict] | None = None  # (**context) -> {the sentence that names a mistake: an answer making it}
+    # (**context) -> {the sentence that names a mistake: an answer making it}
+    mistakes: Callable[..., dict] | None = None
     open_ended: bool = False  # many answers are right (a word of your own, a head you found): fewer mistakes to name
 
     @property
@@ -188,9 +189,13 @@ def _same(answer, value) -> bool:
     if isinstance(value, str) or isinstance(answer, str):
         return isinstance(answer, str) and isinstance(value, str) and answer.strip().lower() == value.strip().lower()
     if isinstance(value, (bool, np.bool_)) or isinstance(answer, (bool, np.bool_)):
-        return isinstance(answer, (bool, np.bool_)) and isinstance(value, (bool, np.bool_)) and bool(answer) == bool(value)
+        both = isinstance(answer, (bool, np.bool_)) and isinstance(value, (bool, np.bool_))
+        return both and bool(answer) == bool(value)
     try:
-        return _close(answer, value, 1e-4, 1e-3)[0]
+        v = np.asarray(value, dtype=np.float64)
+        finite = np.abs(v[np.isfinite(v)])
+        scale = min(1.0, float(finite.max())) if finite.size and finite.max() > 0 else 1.0
+        return _close(answer, value, 1e-4 * scale, 1e-3)[0]  # tiny answers (parity of 1e-8) get a tiny tolerance
     except Exception:
         try:
             return bool(answer == value)
@@ -355,7 +360,8 @@ def sequence(answer, expected, what: str = "your answer") -> tuple[bool, str]:
     if isinstance(answer, np.ndarray) and answer.ndim == 1:
         answer = answer.tolist()
     if not isinstance(answer, (list, tuple)):
-        return False, f"{what} is {_kind(answer)}, {_short(answer)}; expected a sequence of whole numbers, e.g. {list(expected)[:3]}"
+        return False, (f"{what} is {_kind(answer)}, {_short(answer)}; expected a sequence of whole numbers, "
+                       f"e.g. {list(expected)[:3]}")
     items = []
     for i, x in enumerate(answer):
         if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, float, np.floating)) \
@@ -611,7 +617,7 @@ def flow_picture(config, *, highlight=(), head: str | None = None, strip: bool =
 
     head = head if head is not None else getattr(config, "head", None)
     steps = {st.key: st for st in schema.STEPS if not st.optional}
-    steps["mlm.logits"] = schema.STEP_BY_KEY.get("mlm.logits") or next(st for st in schema.STEPS if st.key == "mlm.logits")
+    steps["mlm.logits"] = next(st for st in schema.STEPS if st.key == "mlm.logits")
     if config.embed_size == config.hidden_size:
         steps.pop("embed.proj", None)
     if head is not None:
@@ -704,12 +710,12 @@ def flow_picture(config, *, highlight=(), head: str | None = None, strip: bool =
     ax.text(x, y, r"$Z_{l-1}$  (the layer's input)", fontsize=8.5, ha="center", va="center")
     for key, st in steps.items():
         x, y, w, h = box(key)
-        on = key in highlight
+        on, faded = key in highlight, strip and highlight and key not in highlight  # a strip greys its context
         ax.add_patch(FancyBboxPatch((x - w, y - h), 2 * w, 2 * h, boxstyle="round,pad=0.02", zorder=2,
                                     facecolor="#ffe9a8" if on else "white",
-                                    edgecolor="#d39b00" if on else (line if not highlight else grey),
+                                    edgecolor="#d39b00" if on else (grey if faded else line),
                                     linewidth=1.4 if on else 0.9))
-        colour = "black" if (on or not highlight) else grey
+        colour = grey if faded else "black"
         prefix = "layer.{l}." if st.scope == "layer" else ""
         ax.text(x, y - 0.15, prefix + key, fontsize=7.5, family="monospace", ha="center", va="center", color=colour,
                 zorder=3)

@@ -204,7 +204,8 @@ def test_sequences_are_alike_in_any_container():
 def test_declared_mistakes_are_named(monkeypatch, capsys):
     """issue 33 item 1: an answer that makes a declared mistake gets that mistake's sentence, not "N values differ"."""
     @course.exercise("98.6", hint=("the idea", "which axis?"),
-                     mistakes=lambda x: {"you halved it": x / 2, "you took the text": "two", "you used a tuple": (1, 2)})
+                     mistakes=lambda x: {"you halved it": x / 2, "you took the text": "two",
+                                         "you used a tuple": (1, 2)})
     def _(answer, *, x):
         return course.close(answer, x) if not isinstance(answer, (str, tuple)) else (False, "no")
 

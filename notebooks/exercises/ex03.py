@@ -16,7 +16,8 @@ def _sinusoids(n, d, *, swap=False, half=False, start=0, blocks=False):
 
 
 def _pe_mistakes():
-    return {"sin and cos are swapped: even columns (0, 2, ...) hold sin, odd columns cos": _sinusoids(64, 16, swap=True),
+    return {"sin and cos are swapped: even columns (0, 2, ...) hold sin, odd columns cos":
+            _sinusoids(64, 16, swap=True),
             "the exponent is 2i / d with 2i = 0, 2, ..., 14; you used i = 0, 1, ..., 7": _sinusoids(64, 16, half=True),
             "positions start at 0, not 1": _sinusoids(64, 16, start=1),
             "sin and cos interleave (columns 0::2 and 1::2); you put all the sines first, then the cosines":

@@ -1,6 +1,4 @@
 """Lesson 06 · Residuals and LayerNorm: the checkers."""
-import numpy as np
-
 from course import close, exercise, within
 from exercises._common import f64, gain_bias, normalise
 

@@ -51,7 +51,8 @@ def _bias_mistakes(config):
             "b^up is as long as W^up's output: F, not H": lambda L, H, F: L * 6 * H + H,
             "LayerNorm's beta is not counted as a bias here: count the b of the matrix products only":
                 lambda L, H, F: L * (5 * H + F) + H + (2 * L + 1) * H,
-            "that is one layer's biases (and the pooler's): each of the L layers has its own": lambda L, H, F: 5 * H + F + H}
+            "that is one layer's biases (and the pooler's): each of the L layers has its own":
+                lambda L, H, F: 5 * H + F + H}
 
 
 @exercise("09.2", hint=("a bias is a vector added after a matrix product: find every b in the formula lines of one "

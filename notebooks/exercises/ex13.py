@@ -2,13 +2,14 @@
 import numpy as np
 from scipy.special import erf
 
-from course import close, equals, exercise, sequence
+from course import close, exercise, sequence
 from exercises._common import f64
 
 
 def _act_mistakes(tr):
     x = f64(tr.get("ffn.up", layer=0))
-    return {"that is the exact erf GELU: this what-if uses the article's sigmoid form": 0.5 * x * (1 + erf(x / np.sqrt(2))),
+    return {"that is the exact erf GELU: this what-if uses the article's sigmoid form":
+            0.5 * x * (1 + erf(x / np.sqrt(2))),
             "you used ReLU: this what-if uses x * sigmoid(1.702 x)": np.maximum(x, 0.0),
             "you left out the 1.702: that is x * sigmoid(x) (SiLU), not the article's GELU": x / (1 + np.exp(-x)),
             "you computed sigmoid(1.702 x) alone: multiply it by x": 1 / (1 + np.exp(-1.702 * x))}

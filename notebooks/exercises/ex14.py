@@ -50,7 +50,8 @@ def _causal_mistakes(tr):
     return {"your mask is the lower triangle: it hides the past; hide the keys after the query (np.triu, k=1)":
             soft(future.T),
             "you took the softmax over the queries (axis -2): each query's row sums to 1": soft(future, axis=-2),
-            "that is the softmax without any mask: BERT's own map; add -inf above the diagonal first": soft(np.zeros((n, n), bool))}
+            "that is the softmax without any mask: BERT's own map; add -inf above the diagonal first":
+                soft(np.zeros((n, n), bool))}
 
 
 @exercise("14.2", hint=("a causal mask hides the future: query i may see keys 0..i only, so -inf above the diagonal",

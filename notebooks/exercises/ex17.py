@@ -9,7 +9,8 @@ def _totals(c):
     return {"stored": convention_total(c), "one layer": convention_total(c.replace(embedding_size=None)),
             "E = 128": convention_total(c.replace(shared_layers=False)),
             "neither": convention_total(c.replace(embedding_size=None, shared_layers=False)),
-            "BERT's vocabulary": convention_total(c.replace(embedding_size=None, shared_layers=False, vocab_size=30522))}
+            "BERT's vocabulary": convention_total(c.replace(embedding_size=None, shared_layers=False,
+                                                             vocab_size=30522))}
 
 
 def _albert_mistakes(config):

@@ -74,7 +74,8 @@ def _known(key, tr, l, W):
         return {"you divided by sqrt(H), the model width: the scores use sqrt(d_k)": QK / np.sqrt(c.hidden_size),
                 "you did not scale the scores: divide Q K^T by sqrt(d_k)": QK}
     if key == "attn.probs":
-        return {"your softmax ran over the queries (axis -2): each query's row sums to 1": _softmax(g("attn.scores"), -2)}
+        return {"your softmax ran over the queries (axis -2): each query's row sums to 1":
+                _softmax(g("attn.scores"), -2)}
     if key == "attn.concat":
         ctx = g("attn.context")
         return {"you reshaped the heads without moving the token axis first": ctx.reshape(ctx.shape[1], -1)}
@@ -109,7 +110,8 @@ def run_layers(answer, tr, W):
         except Exception as e:
             return False, f"my_layer(Z, W, {l}) raised {type(e).__name__}: {e}", None
         if not isinstance(out, dict):
-            return False, f"my_layer must return a dict of the intermediates keyed like the trace; got {type(out).__name__}", None
+            return False, (f"my_layer must return a dict of the intermediates keyed like the trace; "
+                           f"got {type(out).__name__}"), None
         missing = [k for k in KEYS if k not in out or out[k] is Ellipsis]
         if missing:
             return False, (f"layer {l}: your dict lacks {missing[0]!r} (or it is still ...); it needs every key of "
@@ -146,7 +148,8 @@ def _layer_mistakes(tr, weights):
 
 
 @exercise("19.1", hint=("fill the dict line by line in the order of the formula lines; each line reads only lines "
-                        "above it and the weights W[f'layer.{l}.…']; the shapes are in the table under The formula lines",
+                        "above it and the weights W[f'layer.{l}.…']; the shapes are in the table under The "
+                        "formula lines",
                         "which key is the first that differs? look at its formula line: which axis, which scale, which "
                         "stream does it read, and what shape must come out ([n_h, n, d_k], [n_h, n, n] or [n, ___])?"),
           mistakes=_layer_mistakes)
