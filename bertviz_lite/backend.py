@@ -135,6 +135,21 @@ def read_only(x):
     return namespace_of(x).asarray(x, copy=True)
 
 
+HOST_INTEGERS = (int, np.integer)  # what counts as a whole number on the host (never a bool: check that first)
+HOST_BOOLS = (bool, np.bool_)
+HOST_STRINGS = (str, np.str_)
+
+
+def is_host_array(x) -> bool:
+    """True for a NumPy array (already on the host)."""
+    return isinstance(x, np.ndarray)
+
+
+def host_asarray(x) -> np.ndarray:
+    """Anything with __array__ (or nested lists) as a NumPy array on the host."""
+    return np.asarray(x)
+
+
 def host_random_normal(shape: tuple[int, ...], std: float, rng: np.random.Generator) -> np.ndarray:
     """N(0, std^2) float32 draws: bert's own initialisation of every weight matrix."""
     return rng.standard_normal(shape, dtype=np.float32) * np.float32(std)

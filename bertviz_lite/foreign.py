@@ -15,7 +15,7 @@ piece stays apart from a word of the same spelling.
 
 from __future__ import annotations
 
-import numpy as np
+from . import backend
 
 BPE_SPACE = "\u0120"  # Ġ: byte-level BPE's "a space before this token"
 BPE_NEWLINE = "\u010a"  # Ċ: byte-level BPE's newline
@@ -42,13 +42,13 @@ def prettify_tokens(tokens) -> list[str]:
     return [prettify_token(t) for t in tokens]
 
 
-def host_numpy(value, what: str) -> np.ndarray:
+def host_numpy(value, what: str):
     """Any framework's tensor as a NumPy array on the host, without importing the framework.
 
     torch: `.detach()` (a tensor that tracks gradients refuses `__array__`), `.cpu()`, `.numpy()`
     (bfloat16, which NumPy lacks, through `.float()`); TensorFlow: `.numpy()`; CuPy: `.get()`;
     JAX and NumPy-like arrays: `__array__`. Anything else: TypeError naming `what` and the type."""
-    if isinstance(value, np.ndarray):
+    if backend.is_host_array(value):
         return value
     v = value
     try:
@@ -65,7 +65,7 @@ def host_numpy(value, what: str) -> np.ndarray:
                 if not callable(getattr(v, "float", None)):
                     raise
                 v = v.float().numpy()
-        return np.asarray(v)
+        return backend.host_asarray(v)
     except Exception as e:
         raise TypeError(f"{what}: could not read a {type(value).__module__}.{type(value).__name__} as numbers "
                         f"({type(e).__name__}: {e}); pass a NumPy array (torch: t.detach().cpu().numpy())") from None
@@ -73,7 +73,7 @@ def host_numpy(value, what: str) -> np.ndarray:
 
 def _index(value, name: str) -> int:
     """An integer argument (int or NumPy integer, never a bool, a float or a string), or TypeError."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+    if isinstance(value, backend.HOST_BOOLS) or not isinstance(value, backend.HOST_INTEGERS):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     return int(value)
 
@@ -97,7 +97,7 @@ def read_attentions(attentions, tokens, *, sentence_b_start=None, batch_index=0)
         tokens = list(tokens)
     except TypeError:
         raise TypeError(f"tokens must be a list of token strings, got {type(tokens).__name__}") from None
-    bad = [t for t in tokens if not isinstance(t, (str, np.str_))]
+    bad = [t for t in tokens if not isinstance(t, backend.HOST_STRINGS)]
     if bad:
         raise TypeError(f"tokens must be strings; tokens holds {type(bad[0]).__name__} {bad[0]!r}")
     tokens = [str(t) for t in tokens]

@@ -51,7 +51,7 @@ def rng():
 def exact_erf(monkeypatch):
     """scipy's erf in place of the engine's rational form (|error| <= 1.5e-7): the forward and gelu_backward's
     Phi then agree to float64 precision, so whole-layer gradients can be held to 1e-5 relative."""
-    monkeypatch.setattr(backend, "erf", lambda x, xp: scipy.special.erf(x))
+    monkeypatch.setattr(engine, "erf", lambda x, xp: scipy.special.erf(x))
 
 
 # ------------------------------------------------------------------------------------------
