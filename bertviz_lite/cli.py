@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import os
 import shutil
 import sys
 import textwrap
@@ -190,7 +191,6 @@ def check_output(path: str | None, option: str, kind: str) -> None:
     """An --html / --png file name checked before any work or output: not empty, the right kind of file,
     in a folder that exists and can be written, and not something a page may not replace (a folder, a
     device, a FIFO: views.export.check_target)."""
-    import os
     if path is None:
         return
     check_target = _views_function("export", "check_target", option)

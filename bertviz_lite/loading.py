@@ -544,7 +544,7 @@ def did_you_mean(source: str) -> str | None:
     import difflib
     if "/" in source or os.sep in source or source in known_names():
         return None
-    close = difflib.get_close_matches(source.lower(), known_names(), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(source.lower(), known_names(), n=1, cutoff=0.8)
     return close[0] if close else None
 
 

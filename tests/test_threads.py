@@ -223,9 +223,9 @@ def test_the_proc_scan_stays_cheap_with_many_threads(monkeypatch, tmp_path):
 def test_openblas_thread_timeout_does_not_reach_child_processes():
     # N13: the package sets OPENBLAS_THREAD_TIMEOUT for its own OpenBLAS (read when numpy loads) and then
     # takes it out of the environment again, so a subprocess gets the environment the user had
-    code = ("import os, subprocess, sys; import bertviz_lite; "
-            "print(subprocess.run([sys.executable, '-c', 'import os; print(os.environ.get(\"OPENBLAS_THREAD_TIMEOUT\"))'],"
-            " capture_output=True, text=True).stdout.strip())")
+    child = "import os; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
+    code = ("import subprocess, sys; import bertviz_lite; "
+            f"print(subprocess.run([sys.executable, '-c', {child!r}], capture_output=True, text=True).stdout.strip())")
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
