@@ -113,12 +113,21 @@ def _build(source, *, seed, config, mlm, nsp, backend_name, cache_dir) -> Bert:
         raise CheckpointError(f"{source} is a file; pass the folder that holds config.json and the weights")
     repo = ALIASES.get(source, source)
     suggestion = did_you_mean(source)
-    if suggestion:  # before any Hub advice: a typo of a name bertviz-lite knows
+    if _looks_like_hub_id(repo):
+        try:
+            folder = hub_folder(repo, cache_dir)
+        except WeightsNotFoundError as e:
+            if not suggestion:
+                raise
+            # a typo of a name bertviz-lite knows ('minlm'), said before the Hub's advice; a real Hub id that
+            # merely looks like one ('bert-base-cased') was looked up first, in the cache and on the Hub
+            raise WeightsNotFoundError(f"{source!r} is not a model bertviz-lite knows and not a folder; did you "
+                                       f"mean {suggestion!r}? (names: {', '.join(repr(k) for k in known_names())})"
+                                       f"\n{e}") from None
+        return Bert(*_heads(read_folder(folder), mlm, repo), name=repo, backend_name=backend, source=repo)
+    if suggestion:
         raise WeightsNotFoundError(f"{source!r} is not a model bertviz-lite knows and not a folder; did you mean "
                                    f"{suggestion!r}? (names: {', '.join(repr(k) for k in known_names())})")
-    if _looks_like_hub_id(repo):
-        return Bert(*_heads(read_folder(hub_folder(repo, cache_dir)), mlm, repo), name=repo, backend_name=backend,
-                    source=repo)
     raise WeightsNotFoundError(f"{source!r} is not one of {', '.join(map(repr, MODELS))}, an existing folder or "
                                "a Hub id like 'google-bert/bert-base-uncased'")
 

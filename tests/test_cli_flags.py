@@ -84,9 +84,29 @@ def test_width_is_checked_before_printing(capsys, width):
                                          ("bert-base-uncase", "bert-base-uncased")])
 def test_a_typo_of_a_model_name_gets_did_you_mean_before_hub_advice(capsys, monkeypatch, typo, meant):
     from bertviz_lite import loading
-    monkeypatch.setattr(loading, "hub_folder", lambda *a, **k: pytest.fail("asked the Hub"))
+
+    def not_on_the_hub(repo, *a, **k):
+        raise bv.WeightsNotFoundError(f"{repo} is not in the Hugging Face cache and the Hub cannot be reached; "
+                                      "huggingface-cli download ...")
+    monkeypatch.setattr(loading, "hub_folder", not_on_the_hub)
     code, out, err = run(capsys, ["params", "--model", typo])
-    assert code == 2 and f"did you mean '{meant}'" in err and "huggingface-cli" not in err
+    assert code == 2 and f"did you mean '{meant}'" in err
+    assert err.index("did you mean") < err.index("huggingface-cli")  # the hint first, the Hub's advice after
+
+
+@pytest.mark.parametrize("name", ["bert-base-cased", "bert-large-uncased", "distilbert-base-uncased"])
+def test_a_real_hub_name_that_resembles_a_known_one_is_looked_up(monkeypatch, name):
+    # a name close to 'bert-base-uncased' may be a real Hub id: the cache and the Hub are asked first
+    from bertviz_lite import loading
+    asked = []
+
+    def hub(repo, *a, **k):
+        asked.append(repo)
+        raise bv.WeightsNotFoundError("stand-in: not reachable")
+    monkeypatch.setattr(loading, "hub_folder", hub)
+    with pytest.raises(bv.WeightsNotFoundError):
+        bv.load(name)
+    assert asked == [name]
 
 
 @pytest.mark.parametrize("name", ["\x00", "x" * 5000, "x" * 300, "nobody/" + "x" * 300])
