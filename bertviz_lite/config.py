@@ -234,8 +234,9 @@ def read_labels(d: dict) -> tuple[str, ...]:
     id2label = d.get("id2label")
     if id2label:
         if not isinstance(id2label, dict) or len(id2label) > MAX_LABELS:
+            size = f" of {len(id2label):,}" if isinstance(id2label, (dict, list, str)) else f" {_short(id2label)}"
             raise ValueError(f"id2label must be an object of at most {MAX_LABELS:,} id: name entries, got "
-                             f"{type(id2label).__name__} of {len(id2label):,}")
+                             f"{type(id2label).__name__}{size}")
         try:
             ids = sorted(int(k) for k in id2label)
         except (TypeError, ValueError):

@@ -169,6 +169,9 @@ def _classes(prefix: str, *suffixes: str, **special: str | None) -> dict[str, st
 
 def _roberta_switches(d: dict) -> dict:
     pad = d.get("pad_token_id", 1)  # not a token id: BertConfig's check names it
+    if pad is None:  # dropped as unset, it would silently become 0 (<s>) and shift every position
+        raise ValueError("RoBERTa's config.json gives pad_token_id null; RoBERTa numbers its positions from "
+                         "pad_token_id + 1, so it must be the <pad> token's id (1 in every published RoBERTa)")
     # fairseq numbers positions from padding_idx + 1
     return {"position_offset": pad + 1 if isinstance(pad, int) and not isinstance(pad, bool) and pad >= 0 else 0}
 

@@ -79,3 +79,21 @@ def test_the_defaults_and_the_fixtures_still_pass():
         BertConfig(vocab_size=10, pad_token_id=10)
     for case in ("bert_seqcls", "roberta_mlm", "distilbert_qa", "albert_mlm", "electra_seqcls"):
         bv.load(FAMILY / case, backend="numpy")
+
+
+def test_roberta_with_a_null_pad_token_id_is_refused():
+    # dropped as unset it became 0 (<s>) and the positions shifted by two, silently (a reviewer's find)
+    from bertviz_lite.config import BertConfig
+    d = {"model_type": "roberta", "vocab_size": 50, "hidden_size": 8, "num_hidden_layers": 1,
+         "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 20,
+         "pad_token_id": None}
+    with pytest.raises(ValueError, match="pad_token_id null"):
+        BertConfig.from_hf_dict(d)
+    assert BertConfig.from_hf_dict({**d, "pad_token_id": 1}).position_offset == 2
+
+
+@pytest.mark.parametrize("id2label", [5, 2.5, True])
+def test_id2label_that_is_not_an_object_is_named(id2label):
+    from bertviz_lite.config import read_labels
+    with pytest.raises(ValueError, match="id2label must be an object"):
+        read_labels({"id2label": id2label})
