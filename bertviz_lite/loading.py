@@ -96,8 +96,8 @@ def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | N
     if _looks_like_hub_id(repo):
         return Bert(*_heads(read_folder(hub_folder(repo, cache_dir)), mlm, repo), name=repo, backend_name=backend,
                     source=repo)
-    raise WeightsNotFoundError(f"{source!r} is not one of {', '.join(map(repr, MODELS))}, an existing folder or "
-                               "a Hub id like 'google-bert/bert-base-uncased'")
+    raise WeightsNotFoundError(f"{source!r} is not {', '.join(map(repr, MODELS))}, an existing folder or a Hub id "
+                               "like 'google-bert/bert-base-uncased'")
 
 
 def _heads(loaded, mlm: bool | None, where: str):
