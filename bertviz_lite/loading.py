@@ -128,8 +128,8 @@ def _build(source, *, seed, config, mlm, nsp, backend_name, cache_dir) -> Bert:
     if suggestion:
         raise WeightsNotFoundError(f"{source!r} is not a model bertviz-lite knows and not a folder; did you mean "
                                    f"{suggestion!r}? (names: {', '.join(repr(k) for k in known_names())})")
-    raise WeightsNotFoundError(f"{source!r} is not one of {', '.join(map(repr, MODELS))}, an existing folder or "
-                               "a Hub id like 'google-bert/bert-base-uncased'")
+    raise WeightsNotFoundError(f"{source!r} is not {', '.join(map(repr, MODELS))}, an existing folder or a Hub id "
+                               "like 'google-bert/bert-base-uncased'")
 
 
 def _heads(loaded, mlm: bool | None, where: str):
