@@ -116,6 +116,9 @@ def encode_batch(model, texts, pairs=None, *, pad_to: int | None = None, truncat
 # ------------------------------------------------------------------------------------------
 
 
+PROGRESS_FROM = 64  # trace_batch shows its bar from this many inputs on (a few sentences never show one)
+
+
 def progress_bar(total: int, enabled: bool, desc: str, unit: str = "layer"):
     """A tqdm bar (a widget in a notebook, text in a terminal) shown when the work takes over a second;
     none with progress=False or in CI (the CI variable set), so logs and stored outputs stay the same."""
@@ -126,13 +129,13 @@ def progress_bar(total: int, enabled: bool, desc: str, unit: str = "layer"):
 def trace_batch(model, texts, pairs=None, *, pad_to=None, keep=None, dtype=None, truncate: bool = False,
                 max_bytes=None, fast: bool = True, edits=None, patch_from=None, patch=None,
                 progress: bool = True) -> Trace:
-    """What `Bert.trace_batch` runs: check, tokenize, pad, then `run` (one forward over the whole batch,
-    with a bar over its layers when it takes more than a second)."""
+    """What `Bert.trace_batch` runs: check, tokenize, pad, then `run` (one forward over the whole batch;
+    from PROGRESS_FROM inputs on, a bar over its layers when it takes more than a second)."""
     opts = check_options(model, keep=keep, dtype=dtype, max_bytes=max_bytes, pad_to=pad_to, fast=fast)
     texts, pairs = check_texts(texts, pairs)
     encs = encode_batch(model, texts, pairs, pad_to=opts.pad_to, truncate=truncate)
     return run(model, encs, [(t,) if p is None else (t, p) for t, p in zip(texts, pairs)], opts,
-               edits=edits, patch_from=patch_from, patch=patch, progress=progress)
+               edits=edits, patch_from=patch_from, patch=patch, progress=progress and len(encs) >= PROGRESS_FROM)
 
 
 def trace_encodings(model, encs: Sequence[Encoding], texts, *, keep=None, dtype=None, max_bytes=None,

@@ -74,6 +74,9 @@ def test_a_long_batch_shows_a_bar_over_its_layers(small, monkeypatch):
 
     monkeypatch.setattr(batch, "progress_bar", Bar)
     texts = [f"sentence {i} is{' very' * (i % 5)} short" for i in range(7)]
+    small.trace_batch(texts, keep=["layer.1.ffn.ln"])
+    assert steps == []  # a few sentences: no bar
+    monkeypatch.setattr(batch, "PROGRESS_FROM", 7)
     shown = small.trace_batch(texts, keep=["layer.1.ffn.ln"])
     L = small.config.num_layers
     assert steps == [("open", L, True, "trace_batch (7 inputs)")] + [("step", 1)] * L + [("close",)]
