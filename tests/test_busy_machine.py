@@ -4,13 +4,19 @@ numbers, bit-identical traces.
 
 from __future__ import annotations
 
+import importlib.util
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
 import bertviz_lite as bv
 
 from .conftest import SMALL
+
+# where the thread policy lives: its own module once it has one (tests/test_threads.py tests it there)
+POLICY_MODULE = importlib.util.find_spec("bertviz_lite.threads") is not None
+moved = pytest.mark.skipif(POLICY_MODULE, reason="tests/test_threads.py tests the thread policy in its own module")
 
 
 def _blas_threads() -> int:
@@ -18,6 +24,7 @@ def _blas_threads() -> int:
     return max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
 
 
+@moved
 def test_a_busy_machine_gets_fewer_threads_and_the_same_numbers(monkeypatch):
     # kernels.threads_for_load: with other runnable tasks holding the cores, a forward uses the cores
     # left free (at least one) for BLAS and the fast kernels, then gives the threads back; quiet, it
@@ -43,6 +50,7 @@ def test_a_busy_machine_gets_fewer_threads_and_the_same_numbers(monkeypatch):
         assert threads == 4 and not kernels._BUSY  # an explicit count is obeyed (the lambda above gives 4)
 
 
+@moved
 def test_a_trace_on_a_busy_machine_equals_the_quiet_one(monkeypatch):
     from bertviz_lite import kernels
     model = bv.load("random", config=SMALL)
