@@ -169,7 +169,8 @@ def _classes(prefix: str, *suffixes: str, **special: str | None) -> dict[str, st
 
 def _roberta_switches(d: dict) -> dict:
     pad = d.get("pad_token_id", 1)  # fairseq numbers positions from padding_idx + 1
-    return {"position_offset": pad + 1 if isinstance(pad, int) and pad >= 0 else 0}  # not a token id: BertConfig names it
+    # a pad_token_id that is not a token id gives no offset here: BertConfig's checks name it
+    return {"position_offset": pad + 1 if isinstance(pad, int) and pad >= 0 else 0}
 
 
 def _distilbert_switches(d: dict) -> dict:
