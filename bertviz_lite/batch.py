@@ -14,6 +14,7 @@ rounding). `model.trace(text)` is the batch of one, its batch axis dropped.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import os
 from collections.abc import Sequence
@@ -115,10 +116,10 @@ def encode_batch(model, texts, pairs=None, *, pad_to: int | None = None, truncat
 # ------------------------------------------------------------------------------------------
 
 
-CHUNK = 32  # inputs per forward when trace_batch runs many; each chunk is one step of the progress bar
+PROGRESS_FROM = 64  # trace_batch shows its bar from this many inputs on (a few sentences never show one)
 
 
-def progress_bar(total: int, enabled: bool, desc: str, unit: str = "sentence"):
+def progress_bar(total: int, enabled: bool, desc: str, unit: str = "layer"):
     """A tqdm bar (a widget in a notebook, text in a terminal) shown when the work takes over a second;
     none with progress=False or in CI (the CI variable set), so logs and stored outputs stay the same."""
     from tqdm.auto import tqdm  # here, not at import: the engine loads no widget library until asked
@@ -128,33 +129,13 @@ def progress_bar(total: int, enabled: bool, desc: str, unit: str = "sentence"):
 def trace_batch(model, texts, pairs=None, *, pad_to=None, keep=None, dtype=None, truncate: bool = False,
                 max_bytes=None, fast: bool = True, edits=None, patch_from=None, patch=None,
                 progress: bool = True) -> Trace:
-    """What `Bert.trace_batch` runs: check, tokenize, pad, then `run`; more than CHUNK inputs run CHUNK at a
-    time (the same numbers: every input is padded to the batch's n first), with a progress bar."""
+    """What `Bert.trace_batch` runs: check, tokenize, pad, then `run` (one forward over the whole batch;
+    from PROGRESS_FROM inputs on, a bar over its layers when it takes more than a second)."""
     opts = check_options(model, keep=keep, dtype=dtype, max_bytes=max_bytes, pad_to=pad_to, fast=fast)
     texts, pairs = check_texts(texts, pairs)
     encs = encode_batch(model, texts, pairs, pad_to=opts.pad_to, truncate=truncate)
-    texts = [(t,) if p is None else (t, p) for t, p in zip(texts, pairs)]
-    if len(encs) <= CHUNK:
-        return run(model, encs, texts, opts, edits=edits, patch_from=patch_from, patch=patch)
-    check_budget(model.config, len(encs[0].ids), keep=opts.keep, itemsize=STORE_DTYPES[opts.dtype],
-                 mlm=model.has_mlm, pooler=model.has_pooler, max_bytes=opts.max_bytes, batch=len(encs))
-    parts = []
-    with progress_bar(len(encs), progress, "trace_batch") as bar:
-        for start in range(0, len(encs), CHUNK):
-            parts.append(run(model, encs[start:start + CHUNK], texts[start:start + CHUNK], opts, edits=edits,
-                             patch_from=patch_from, patch=patch))
-            bar.update(len(parts[-1]))
-    return concat(parts)
-
-
-def concat(traces: Sequence[Trace]) -> Trace:
-    """Traces with a batch axis, of one model and the same n, as one: their inputs in order."""
-    first = traces[0]
-    xp = backend.namespace_of(next(iter(first._values.values()))) if len(first.keys()) else None
-    values = {k: xp.concat([t[k] for t in traces], axis=0) for k in first.keys()}
-    joined = {f: [row for t in traces for row in getattr(t, f)] for f in ("tokens", "ids", "segments", "mask",
-                                                                         "spans", "texts")}
-    return first.replace_values(values, **joined)
+    return run(model, encs, [(t,) if p is None else (t, p) for t, p in zip(texts, pairs)], opts,
+               edits=edits, patch_from=patch_from, patch=patch, progress=progress and len(encs) >= PROGRESS_FROM)
 
 
 def trace_encodings(model, encs: Sequence[Encoding], texts, *, keep=None, dtype=None, max_bytes=None,
@@ -165,7 +146,7 @@ def trace_encodings(model, encs: Sequence[Encoding], texts, *, keep=None, dtype=
 
 
 def run(model, encs: Sequence[Encoding], texts, opts: Options, *, edits=None, patch_from=None,
-        patch=None) -> Trace:
+        patch=None, progress: bool = False) -> Trace:
     """The one path every trace takes: ids checked, edits compiled, the budget checked, then one
     forward with a leading batch axis through one recorder."""
     c, xp = model.config, model.xp
@@ -186,7 +167,10 @@ def run(model, encs: Sequence[Encoding], texts, opts: Options, *, edits=None, pa
         rec = Recorder(xp, keep=opts.keep, dtype=store_dtype, edits=key_edits)
     ids = xp.asarray([e.ids for e in encs])  # [B, n]
     segments = xp.asarray([e.segments for e in encs])  # [B, n]
-    with kernels.fast_path(opts.fast), threads.threads_for_load():  # fewer threads while other work holds the cores
+    bar = progress_bar(c.num_layers, True, f"trace_batch ({B} inputs)") if progress else contextlib.nullcontext()
+    with kernels.fast_path(opts.fast), threads.threads_for_load(), bar:  # fewer threads while others hold the cores
+        if progress:  # the engine opens each layer's scope once: a step of the bar
+            rec.on_scope = lambda prefix: bar.update(1)
         engine.forward(model.weights, model.layer_weights, ids, segments, masks, c, rec, xp, mlm=model.has_mlm)
     return Trace(rec.store, config=c, tokens=[e.tokens for e in encs], ids=[e.ids for e in encs],
                  segments=[e.segments for e in encs], mask=[e.mask for e in encs], spans=[e.spans for e in encs],

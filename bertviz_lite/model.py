@@ -198,8 +198,8 @@ class Bert:
 
         Inputs are padded with [PAD] to the longest (or pad_to); `btr[i]` is text i as a Trace
         without its padding, the same as `trace(texts[i], edits=...)`. Every option works as in
-        trace(); edits see one input at a time; the budget covers the whole batch. Many texts run
-        batch.CHUNK at a time behind a tqdm bar (progress=False, or the CI variable set: none).
+        trace(); edits see one input at a time; the budget covers the whole batch. From 64 inputs on, a run
+        over a second shows a tqdm bar over the layers (progress=False, or the CI variable set: none).
         """
         from .batch import trace_batch
         return trace_batch(self, texts, pairs, pad_to=pad_to, keep=keep, dtype=dtype, truncate=truncate,

@@ -154,6 +154,7 @@ class Recorder:
         self.prefix = prefix
         self.edits = edits or {}  # full key -> callable(key, value) -> value (checked)
         self.edited = [] if edited is None else edited  # (key, description), in forward order
+        self.on_scope = None  # called with each scope the forward opens (a layer): a progress bar's step
 
     def __call__(self, name: str, value):
         """Record value under prefix+name and return it (edited, if an edit names the key)."""
@@ -175,6 +176,8 @@ class Recorder:
         return key in self.edits or wants(key, self.keep)
 
     def scope(self, prefix: str) -> "Recorder":
+        if self.on_scope is not None:
+            self.on_scope(prefix)
         return Recorder(self.xp, keep=self.keep, dtype=self.dtype, store=self.store,
                         prefix=self.prefix + prefix, edits=self.edits, edited=self.edited)
 
@@ -189,6 +192,8 @@ class NullRecorder(Recorder):
         return False
 
     def scope(self, prefix):
+        if self.on_scope is not None:
+            self.on_scope(prefix)
         return self
 
 

@@ -1,22 +1,10 @@
-"""The thread policy on a busy machine and tracing from several threads: fewer threads, the same
-numbers, bit-identical traces.
-"""
+"""Tracing from several threads gives bit-identical traces (the thread policy itself: tests/test_threads.py)."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-
-
-
-
-def _blas_threads() -> int:
-    from threadpoolctl import threadpool_info
-    return max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
-
-
-
 
 
 def test_threads_give_bit_identical_traces(small, monkeypatch):

@@ -4,6 +4,7 @@ give the same bits, and each kernel computes its array API formula line.
 
 from __future__ import annotations
 
+
 import numpy as np
 import pytest
 import scipy.special
@@ -52,7 +53,6 @@ def test_kernels_split_over_threads_give_the_same_bits(monkeypatch):
     assert used == [3 * 41]  # the rows, not the elements, are cut for softmax
     for one, three in zip(runs["1"], runs["3"]):
         assert one.dtype == np.float32 and np.array_equal(one, three)
-
 
 
 @pytest.mark.parametrize("shape", [(3, 5, 7), (12, 37, 37), (2, 300, 300), (1, 1, 1)])

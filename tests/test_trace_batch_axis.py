@@ -1,5 +1,5 @@
 """One Trace type with a batch axis (STYLE 23): what model.trace_batch returns is a Trace that knows it has
-one, tr[i] is one input without its padding, trace_batch runs many inputs in chunks behind a progress bar,
+one, tr[i] is one input without its padding, trace_batch shows a progress bar over its layers,
 padding is written once (tokenizer.pad_encoding), and head_importance runs one batched, edited pass per head."""
 
 from __future__ import annotations
@@ -55,19 +55,36 @@ def test_one_input_is_a_trace_without_its_padding(small, btr):
         btr.real_positions
 
 
-def test_many_inputs_run_in_chunks_with_the_same_numbers(small, monkeypatch):
+def test_a_long_batch_shows_a_bar_over_its_layers(small, monkeypatch):
+    """trace_batch of hundreds of sentences: one forward, a bar that advances once per layer."""
+    steps = []
+
+    class Bar:
+        def __init__(self, total, enabled, desc, unit="layer"):
+            steps.append(("open", total, enabled, desc))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            steps.append(("close",))
+
+        def update(self, k):
+            steps.append(("step", k))
+
+    monkeypatch.setattr(batch, "progress_bar", Bar)
     texts = [f"sentence {i} is{' very' * (i % 5)} short" for i in range(7)]
-    whole = small.trace_batch(texts, keep=["layer.1.ffn.ln", "attn.probs"], progress=False)
-    monkeypatch.setattr(batch, "CHUNK", 3)
-    chunked = small.trace_batch(texts, keep=["layer.1.ffn.ln", "attn.probs"], edits=bv.ablate(heads={0: [1]}))
-    unedited = small.trace_batch(texts, keep=["layer.1.ffn.ln", "attn.probs"], progress=False)
-    assert chunked.has_batch and len(chunked) == 7 and chunked.tokens == whole.tokens and chunked.texts == whole.texts
-    for key in whole.keys():
-        np.testing.assert_allclose(host(unedited[key]), host(whole[key]), atol=1e-6, err_msg=key)
-    for i in (0, 4, 6):
-        alone = small.trace(texts[i], keep=["layer.1.ffn.ln"], edits=bv.ablate(heads={0: [1]}))
-        np.testing.assert_allclose(host(chunked[i]["layer.1.ffn.ln"]), host(alone["layer.1.ffn.ln"]), atol=1e-5)
-    assert chunked.edits and not unedited.edits
+    small.trace_batch(texts, keep=["layer.1.ffn.ln"])
+    assert steps == []  # a few sentences: no bar
+    monkeypatch.setattr(batch, "PROGRESS_FROM", 7)
+    shown = small.trace_batch(texts, keep=["layer.1.ffn.ln"])
+    L = small.config.num_layers
+    assert steps == [("open", L, True, "trace_batch (7 inputs)")] + [("step", 1)] * L + [("close",)]
+    steps.clear()
+    quiet = small.trace_batch(texts, keep=["layer.1.ffn.ln"], progress=False)
+    small.trace(texts[0])
+    assert steps == []  # progress=False, and a single trace: no bar at all
+    np.testing.assert_array_equal(host(shown["layer.1.ffn.ln"]), host(quiet["layer.1.ffn.ln"]))
 
 
 def test_the_bar_is_quiet_with_progress_false_and_in_ci(monkeypatch):
