@@ -64,8 +64,9 @@ def gelu_backward(dy, x, xp):
 def matmul_backward(dy, x, W, xp):
     """y = x W   ->   dx = dy W^T [..., k],  dW = x^T dy [k, m] (summed over every leading axis)."""
     k, m = W.shape
-    dW = xp.matrix_transpose(xp.reshape(x, (-1, k))) @ xp.reshape(dy, (-1, m))
-    return dy @ xp.matrix_transpose(W), dW
+    x2, dy2 = xp.reshape(x, (-1, k)), xp.reshape(dy, (-1, m))  # [B n, k], [B n, m]: one 2-d product each
+    dx = xp.reshape(dy2 @ xp.matrix_transpose(W), (*dy.shape[:-1], k))  # (a 3-d @ 2-d product is far slower)
+    return dx, xp.matrix_transpose(x2) @ dy2
 
 
 def bias_backward(dy, xp):
@@ -79,7 +80,7 @@ def linear_backward(dy, x, W, xp, need_dx: bool = True):
     dxW, db = bias_backward(dy, xp)
     if not need_dx:
         k, m = W.shape
-        return None, xp.matrix_transpose(xp.reshape(x, (-1, k))) @ xp.reshape(dxW, (-1, m)), db
+        return None, xp.matrix_transpose(xp.reshape(x, (-1, k))) @ xp.reshape(dxW, (-1, m)), db  # dW only
     dx, dW = matmul_backward(dxW, x, W, xp)
     return dx, dW, db
 

@@ -3,6 +3,7 @@
     bertviz-lite trace "The cat sat on the mat." [--pair TEXT] [--model minilm] [--pad-to N] [--all]
                  [--html out.html] [--png out.png --view attention --layer L --head H]
     bertviz-lite params [--model random]
+    bertviz-lite fill-mask "The capital of France is [MASK]." [--model minilm-mlm] [--top-k 5]
 
 Output fits the terminal's width (or $COLUMNS); formulas are printed with Unicode sub- and
 superscripts. Errors (a model that cannot be loaded, an input that is too long) print one
@@ -46,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--query", type=int, default=0,
                    help="token index for --view token / neuron (0..n-1 among the real tokens; default 0)")
     sub.add_parser("params", parents=[model], help="print the parameter ledger and the popular totals")
+    f = sub.add_parser("fill-mask", help="the most likely word pieces at each [MASK] of a sentence")
+    f.add_argument("text", help="a sentence with [MASK] where a word should be predicted")
+    f.add_argument("--model", default="minilm-mlm", help="minilm-mlm (default: MiniLM trained to fill [MASK]), "
+                   "minilm (the published encoder + a head fitted on it), a folder or a Hub id with a masked-LM head")
+    f.add_argument("--seed", type=int, default=0, help="seed for --model random")
+    f.add_argument("--top-k", type=int, default=5, help="how many candidates per [MASK] (default 5)")
     return p
 
 
@@ -205,6 +212,12 @@ def cmd_params(args, out) -> None:
     print(reconcile(model.config).format(width), file=out)  # the prose columns wrap under the numbers
 
 
+def cmd_fill_mask(args, out) -> None:
+    model = _load(args)
+    for preds in model.fill_mask(args.text, top_k=args.top_k):
+        print(f"[MASK] at {preds[0].position}: " + ", ".join(f"{p.token} {p.probability:.3f}" for p in preds), file=out)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, or 2 on a usage or input error)."""
     args = _parser().parse_args(argv)
@@ -212,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             hasattr(sys.stdout, "reconfigure"):  # LANG=C, a latin-1 pipe: '?' for what it cannot show, no crash
         sys.stdout.reconfigure(errors="replace")
     try:
-        {"trace": cmd_trace, "params": cmd_params}[args.command](args, sys.stdout)
+        {"trace": cmd_trace, "params": cmd_params, "fill-mask": cmd_fill_mask}[args.command](args, sys.stdout)
     except BrokenPipeError:  # `bertviz-lite trace ... | head`: the reader has what it wanted
         sys.stderr.close()
         return 0

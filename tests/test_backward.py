@@ -245,3 +245,14 @@ def test_layer_and_head_match_torch_autograd(ref, exact_erf):
     assert set(grads) == set(params)
     for k in grads:
         close(grads[k], ref[f"grad.{k}"], rtol=1e-8, atol=1e-10, what=k)
+
+
+def test_batches_by_length_pad_and_index_the_chosen_rows(rng):
+    masked = [mlm.Masked(list(range(n)), [1, n - 2], [7, 8], ["mask", "keep"]) for n in (6, 4, 9, 5)]
+    Zs = [rng.normal(size=(len(m.ids), 3)).astype(np.float32) for m in masked]
+    batches = mlm.batches_by_length(masked, Zs, 2, first=4)
+    assert [b.Z.shape for b in batches] == [(2, 5, 3), (2, 9, 3)]  # lengths 4, 5 together; 6, 9 together
+    b = batches[0]
+    np.testing.assert_array_equal(b.mask, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    np.testing.assert_array_equal(mlm.chosen_rows(b.Z, b.rows, xp), np.stack([Zs[1][1], Zs[1][2], Zs[3][1], Zs[3][3]]))
+    assert list(b.targets) == [7, 8, 7, 8] and b.first == 4 and np.all(b.Z[0, 4] == 0)

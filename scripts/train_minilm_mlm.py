@@ -1,0 +1,381 @@
+"""Train MiniLM's last k encoder layers together with the masked-LM head, in NumPy with gradients written
+by hand, and write the file `load("minilm-mlm")` ships.
+
+    .venv/bin/python scripts/train_minilm_mlm.py            # train, write bertviz_lite/data/minilm_mlm.*
+    .venv/bin/python scripts/train_minilm_mlm.py --check    # train again, exit 1 unless the bytes are the same
+    .venv/bin/python scripts/train_minilm_mlm.py --layers 2 --sentences 4000 --out /tmp/m/minilm_mlm.safetensors
+    .venv/bin/python scripts/train_minilm_mlm.py --smoke    # 6 steps on 64 sentences: the CI run (tests/test_backward.py)
+    .venv/bin/python scripts/train_minilm_mlm.py --report   # the JSON's numbers as markdown, train nothing
+
+What it does (every choice and its reason is in data/README.md, "minilm-mlm"):
+1. the corpus, sample and held-out split of scripts/train_mlm_head.py (WordNet's definitions and examples,
+   at most MAX_TOKENS pieces, a seeded 5% held out, never trained on);
+2. BERT's masking (mlm.choose_masks), DRAWS draws per training sentence, one per held-out sentence, seeded;
+3. the frozen lower L-k layers run once per (sentence, draw) on the masked text: their output is the input
+   Z of the first trained layer (engine.embeddings and engine.encoder_layer, nothing recorded); cached
+   in a temporary folder keyed by everything that determines it;
+4. batches of BATCH masked sentences of similar length (little padding); each step runs the last k layers
+   and the head forward through the recorder (the tape), takes the logits only at the chosen rows, and
+   runs bertviz_lite.backward in reverse (mlm.loss_and_grads); Adam with BERT's warm-up over 5% of the
+   steps and linear decay, the layers at LR_LAYERS and the head at LR_HEAD; the layers start from the
+   published MiniLM, the head from the one load("minilm") ships (scripts/train_mlm_head.py);
+5. held-out numbers by word class beside the frozen head (the shipped head on the published encoder) and
+   the unigram guess, the cloze sentences of data/cloze_sentences.tsv, example predictions, the cost of
+   float16 storage;
+6. the k adapted layers and the head as safetensors (float16) and a JSON beside it.
+
+Determinism: BLAS and the engine's kernels run on THREADS threads (threadpoolctl, BERTVIZ_LITE_THREADS), so
+the same machine, library versions and thread count give the same bytes (--check). Another CPU or BLAS
+may round the float32 products differently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import train_mlm_head as T  # noqa: E402  (corpus, sample, split, summaries: shared with the head-only fit)
+
+import bertviz_lite as bv  # noqa: E402
+from bertviz_lite import loading, mlm, schema  # noqa: E402
+
+OUT = ROOT / "bertviz_lite" / "data" / loading.MINILM_MLM_FILE
+THREADS = 1  # one BLAS thread: on this shared 2-core machine two threads ran the products up to 10x slower (data/README.md)
+CLOZE = ROOT / "data" / "cloze_sentences.tsv"
+SMOKE_LOG = ROOT / "tests" / "fixtures" / "mlm" / "train_smoke_log.json"
+LAYERS = 3  # k: the last k layers are trained (data/README.md says why 3)
+SENTENCES = 36_000  # 1,800 held out; the run fits in about 30 minutes on one core (data/README.md)
+DRAWS = 2  # masking draws per training sentence
+EPOCHS = 2
+BATCH = 128  # masked sentences per Adam step
+LR_LAYERS, LR_HEAD = 5e-4, 1e-3  # the probe's (scripts/probe_mlm_adaptation.py)
+FORWARD_BATCH = 256  # sentences per frozen forward
+LOG_EVERY = 25
+SMOKE = {"sentences": 64, "layers": 2, "draws": 1, "epochs": 1, "batch": 8, "steps": 6}
+EXAMPLES = T.EXAMPLES_TO_SHOW + ("The doctor gave the patient some [MASK].", "A [MASK] is a large animal with a trunk.")
+
+
+# ------------------------------------------------------------------------------------------
+# arguments: every one checked before any work
+# ------------------------------------------------------------------------------------------
+
+
+def _whole(lo: int, hi: int | None = None):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if v < lo or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"expected {lo}..{hi}, got {v}" if hi else f"expected >= {lo}, got {v}")
+        return v
+    return parse
+
+
+def _rate(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a learning rate, got {text!r}") from None
+    if not (math.isfinite(v) and 0 < v < 1):
+        raise argparse.ArgumentTypeError(f"a learning rate must be > 0 and < 1, got {text}")
+    return v
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", type=_whole(1, 6), default=LAYERS, help="k, how many last layers to train (1..6)")
+    ap.add_argument("--sentences", type=_whole(40), default=SENTENCES, help="sentences sampled (5%% held out)")
+    ap.add_argument("--draws", type=_whole(1, 20), default=DRAWS, help="masking draws per training sentence")
+    ap.add_argument("--epochs", type=_whole(1, 50), default=EPOCHS)
+    ap.add_argument("--batch", type=_whole(1, 4096), default=BATCH, help="masked sentences per step")
+    ap.add_argument("--lr-layers", type=_rate, default=LR_LAYERS)
+    ap.add_argument("--lr-head", type=_rate, default=LR_HEAD)
+    ap.add_argument("--steps", type=_whole(1), default=None, help="stop after this many steps (a short measurement)")
+    ap.add_argument("--seed", type=_whole(0), default=T.SEED)
+    ap.add_argument("--threads", type=_whole(1, 64), default=THREADS, help="BLAS and kernel threads (fixed: --check)")
+    ap.add_argument("--out", type=Path, default=OUT, help="the .safetensors file to write (a .json goes beside it)")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bertviz-lite-mlm")
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--check", action="store_true", help="train again and compare with the file at --out")
+    what.add_argument("--smoke", action="store_true", help="a few steps on a tiny subset, checked against "
+                      f"{SMOKE_LOG.relative_to(ROOT)} (--smoke --write-log rewrites it)")
+    what.add_argument("--report", action="store_true", help="print the JSON's numbers as markdown, train nothing")
+    ap.add_argument("--write-log", action="store_true", help="with --smoke: rewrite the committed smoke log")
+    args = ap.parse_args(argv)
+    if args.write_log and not args.smoke:
+        ap.error("--write-log goes with --smoke")
+    if args.out.suffix != ".safetensors":
+        ap.error(f"--out must name a .safetensors file, got {args.out}")
+    if (args.check or args.report) and not args.out.is_file():
+        ap.error(f"{'--check' if args.check else '--report'} needs the file {args.out}, which does not exist")
+    if not args.check and not args.smoke and not args.report and not args.out.parent.is_dir():
+        ap.error(f"the folder of --out does not exist: {args.out.parent}")
+    if args.smoke:
+        for k, v in SMOKE.items():
+            setattr(args, k, v)
+    return args
+
+
+# ------------------------------------------------------------------------------------------
+# data: masked draws, the frozen lower layers once per draw, batches by length
+# ------------------------------------------------------------------------------------------
+
+
+def masked_draws(model, encs, n_held: int, draws: int, rng):
+    """[(sentence index, Masked)]: one draw per held-out sentence (the first n_held), `draws` per training one."""
+    tok = model.tokenizer
+    special = {tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")}
+    out = []
+    for d in range(draws):
+        for i, e in enumerate(encs):
+            if i < n_held and d > 0:
+                continue
+            out.append((i, mlm.choose_masks(e.ids, rng, vocab_size=model.config.vocab_size,
+                                            mask_id=tok.token_to_id("[MASK]"), special_ids=special)))
+    return out
+
+
+def features(model, draws, first: int, progress: bool = True) -> list:
+    """Z [n_i, H] (float32) of the first trained layer's input for every masked draw, in order."""
+    lengths = np.array([len(m.ids) for _, m in draws])
+    order = np.argsort(lengths, kind="stable")
+    out = [None] * len(draws)
+    t0 = time.perf_counter()
+    for s in range(0, len(order), FORWARD_BATCH):
+        idx = order[s:s + FORWARD_BATCH]
+        n = int(lengths[idx].max())
+        ids = np.zeros((len(idx), n), dtype=np.int64)
+        mask = np.zeros((len(idx), n), dtype=np.int64)
+        for j, i in enumerate(idx):
+            ids[j, :lengths[i]] = draws[i][1].ids
+            mask[j, :lengths[i]] = 1
+        Z = mlm.frozen_layers(model, ids, mask, first)
+        for j, i in enumerate(idx):
+            out[int(i)] = np.ascontiguousarray(Z[j, :lengths[i]], dtype=np.float32)
+        if progress and (s // FORWARD_BATCH) % 40 == 0:
+            print(f"  frozen layers 0..{first - 1}: {s + len(idx):,} / {len(order):,} draws, "
+                  f"{time.perf_counter() - t0:.0f} s", flush=True)
+    return out
+
+
+def cached_features(model, draws, first: int, seed: int, cache: Path, progress: bool = True) -> list:
+    """features(), stored once in `cache` under a key of everything that determines them."""
+    key = json.dumps([seed, first, model.source, [m.ids for _, m in draws]])
+    folder = cache / f"layer-input-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    if (folder / "Z.npy").exists():
+        Z, offsets = np.load(folder / "Z.npy"), np.load(folder / "offsets.npy")
+        return [Z[offsets[i]:offsets[i + 1]] for i in range(len(draws))]
+    out = features(model, draws, first, progress)
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / "offsets.npy", np.cumsum([0] + [len(z) for z in out]))
+    np.save(folder / "Z.npy", np.concatenate(out))
+    return out
+
+
+def build_batches(draws, Z, which, size: int, first: int) -> list:
+    """mlm.batches_by_length over the draws numbered in `which`."""
+    return mlm.batches_by_length([draws[i][1] for i in which], [Z[i] for i in which], size, first)
+
+
+# ------------------------------------------------------------------------------------------
+# evaluation
+# ------------------------------------------------------------------------------------------
+
+
+def heldout_groups(model, draws, held) -> tuple[dict, np.ndarray]:
+    """Boolean row masks by word class and by what the encoder saw, in the order build_batches gives the rows."""
+    tok, kind_code = model.tokenizer, {"mask": 0, "random": 1, "keep": 2}
+    ordered = sorted(held, key=lambda i: (len(draws[i][1].ids), i))
+    targets = np.array([t for i in ordered for t in draws[i][1].targets])
+    kinds = np.array([kind_code[k] for i in ordered for k in draws[i][1].kinds])
+    words = np.array([mlm.word_class(tok.id_to_token(int(t))) for t in targets])
+    groups = {"content": words == "content", "function": words == "function", "other": words == "other",
+              "[MASK]": kinds == 0, "content [MASK]": (words == "content") & (kinds == 0),
+              "function [MASK]": (words == "function") & (kinds == 0), "random": kinds == 1, "kept": kinds == 2}
+    return groups, targets
+
+
+def read_cloze(path: Path = CLOZE) -> list[tuple[str, str]]:
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln and not ln.startswith("#")]
+    return [tuple(ln.split("\t")) for ln in lines]
+
+
+def predict(model, sentences, top_k: int = 5) -> dict:
+    return {s: [p.token for p in model.fill_mask(s, top_k=top_k)[0]] for s in sentences}
+
+
+def cloze_score(model) -> dict:
+    items = read_cloze()
+    top = predict(model, [s for s, _ in items])
+    hits = [answer in top[s] for s, answer in items]
+    return {"sentences": len(items), "top5_hits": int(sum(hits)), "top5": sum(hits) / len(items),
+            "per_sentence": [[s, a, top[s]] for s, a in items]}
+
+
+# ------------------------------------------------------------------------------------------
+# the run
+# ------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.report:
+        print(report(json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))))
+        return 0
+    before = os.environ.get("BERTVIZ_LITE_THREADS")
+    os.environ["BERTVIZ_LITE_THREADS"] = str(args.threads)  # the engine's kernels; threadpoolctl fixes BLAS's
+    try:
+        with threadpool_limits(limits=args.threads, user_api="blas"):
+            return run(args)
+    finally:
+        if before is None:
+            del os.environ["BERTVIZ_LITE_THREADS"]
+        else:
+            os.environ["BERTVIZ_LITE_THREADS"] = before
+
+
+def run(args) -> int:
+    t_start = time.perf_counter()
+    published = bv.load("minilm", backend="numpy")  # the published encoder + the head fitted on it (the start)
+    c, tok = published.config, published.tokenizer
+    L, k = c.num_layers, args.layers
+    first = L - k
+    rng = np.random.default_rng(args.seed)
+    encs = T.encode(published, T.corpus(), args.sentences, rng)
+    n_held = int(round(T.HELDOUT * len(encs)))
+    draws = masked_draws(published, encs, n_held, args.draws, np.random.default_rng([args.seed, 1]))
+    held = [j for j, (i, _) in enumerate(draws) if i < n_held]
+    train = [j for j, (i, _) in enumerate(draws) if i >= n_held]
+    say = (lambda *a: None) if args.smoke else (lambda *a: print(*a, flush=True))
+    say(f"corpus: {len(encs):,} sentences ({n_held:,} held out), {len(draws):,} masked draws; k = {k} "
+        f"(layers {first}..{L - 1} trained)")
+    t_feat = time.perf_counter()
+    Z = cached_features(published, draws, first, args.seed, args.cache, progress=not args.smoke)
+    feat_s = time.perf_counter() - t_feat
+    train_batches = build_batches(draws, Z, train, args.batch, first)
+    held_batches = build_batches(draws, Z, held, 256, first)
+    say(f"frozen layers: {feat_s:.0f} s; {len(train_batches):,} training batches a epoch, "
+        f"{sum(len(b.targets) for b in train_batches):,} masked rows")
+
+    weights = {key: np.asarray(v) for key, v in published.weights.items()}
+    trained_keys = [key for key in weights if key.startswith("mlm.") or
+                    (schema.split_key(key)[0] is not None and schema.split_key(key)[0] >= first)]
+    start = {key: weights[key] for key in trained_keys}
+    frozen = {"embed.W_T": weights["embed.W_T"]}
+
+    def heldout_loss(params):
+        ranks, losses = mlm.ranks_and_losses(params, frozen, held_batches, c, np)
+        return float(np.mean(losses))
+
+    curve = []
+    t_fit = time.perf_counter()
+
+    def on_log(entry, params=None):
+        curve.append(entry)
+        say(f"  step {entry[0]:>5,}  train loss {entry[1]:.4f}" +
+            (f"  held-out {entry[2]:.4f}" if len(entry) > 2 and entry[2] is not None else "") +
+            f"  ({time.perf_counter() - t_fit:.0f} s)")
+
+    params, log = mlm.train(start, frozen, train_batches, c, np, rng=np.random.default_rng([args.seed, 3]),
+                            epochs=args.epochs, peak_lr=lambda key: args.lr_head if key.startswith("mlm.") else
+                            args.lr_layers, log_every=1 if args.smoke else LOG_EVERY, on_log=on_log,
+                            steps=args.steps, heldout=None if args.smoke else heldout_loss,
+                            heldout_every=None if args.smoke else 8 * LOG_EVERY)
+    fit_s = time.perf_counter() - t_fit
+    if args.smoke:
+        return smoke_check([[s, round(l, 5)] for s, l, *_ in log], args.write_log)
+
+    # held-out numbers: the adapted model, the frozen head (load("minilm") as it ships), the unigram guess
+    groups, targets = heldout_groups(published, draws, held)
+    tr_targets = np.concatenate([b.targets for b in train_batches])
+    results = {"minilm-mlm": T.summarise(*mlm.ranks_and_losses(params, frozen, held_batches, c, np), groups),
+               "frozen head": T.summarise(*mlm.ranks_and_losses(start, frozen, held_batches, c, np), groups),
+               "unigram": T.summarise(*T.unigram_ranks(tr_targets, targets, c.vocab_size), groups)}
+    stored = {key: np.asarray(v, dtype=np.float16) for key, v in params.items()}
+    as_stored = {key: v.astype(np.float32) for key, v in stored.items()}
+    results["minilm-mlm, float16 storage"] = T.summarise(*mlm.ranks_and_losses(as_stored, frozen, held_batches, c, np),
+                                                         groups)
+    adapted = loading.minilm_mlm_from(published, as_stored)
+    shown, cloze = predict(adapted, EXAMPLES), cloze_score(adapted)
+    shown_frozen, cloze_frozen = predict(published, EXAMPLES), cloze_score(published)
+    total_s = time.perf_counter() - t_start
+
+    with tempfile.TemporaryDirectory() as d:
+        fresh = Path(d) / args.out.name
+        loading.save_minilm_mlm(fresh, stored, first=first)
+        data = fresh.read_bytes()
+    meta = {
+        "encoder": loading.MINILM_REPO, "trained_layers": list(range(first, L)), "k": k, "seed": args.seed,
+        "sentences": len(encs), "heldout_sentences": n_held, "draws": args.draws, "max_tokens": T.MAX_TOKENS,
+        "epochs": args.epochs, "batch": args.batch, "steps": len(train_batches) * args.epochs
+        if args.steps is None else min(args.steps, len(train_batches) * args.epochs),
+        "lr_layers": args.lr_layers, "lr_head": args.lr_head, "warmup": 0.05, "optimizer": "Adam (no weight decay)",
+        "trained_parameters": int(sum(v.size for v in params.values())),
+        "masked_rows": {"train": int(len(tr_targets)), "heldout": int(len(targets))},
+        "seconds": {"frozen_layers": round(feat_s, 1), "fit": round(fit_s, 1), "total": round(total_s, 1)},
+        "threads": args.threads, "numpy": np.__version__,
+        "loss_curve": [[e[0], round(e[1], 4), None if e[2] is None else round(e[2], 4)] for e in log],
+        "heldout": results, "cloze": {"minilm-mlm": cloze, "minilm": cloze_frozen},
+        "examples": {"minilm-mlm": shown, "minilm": shown_frozen},
+        "file": {"name": args.out.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                 "dtype": "float16", "float32_bytes": 4 * int(sum(v.size for v in params.values()))},
+    }
+    if args.check:
+        same = data == args.out.read_bytes()
+        print(f"{args.out}: {'the same bytes' if same else 'DIFFERENT bytes'} after training again ({total_s:.0f} s)")
+        return 0 if same else 1
+    args.out.write_bytes(data)
+    args.out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    print(report(meta))
+    print(f"wrote {args.out} ({len(data):,} bytes) and its .json; {total_s:.0f} s in all")
+    return 0
+
+
+def smoke_check(log, write: bool) -> int:
+    """The smoke run's per-step losses against the committed log (tolerance: another BLAS rounds differently)."""
+    if write:
+        SMOKE_LOG.write_text(json.dumps({"settings": SMOKE, "losses": log}, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {SMOKE_LOG}")
+        return 0
+    want = json.loads(SMOKE_LOG.read_text(encoding="utf-8"))["losses"]
+    ok = [s for s, _ in log] == [s for s, _ in want] and all(abs(a[1] - b[1]) <= 1e-3 * abs(b[1]) for a, b in zip(log, want))
+    print(f"smoke run: losses {[l for _, l in log]}; committed {[l for _, l in want]}: {'match' if ok else 'DIFFER'}")
+    return 0 if ok else 1
+
+
+def report(info: dict) -> str:
+    """The held-out numbers, the cloze score and the examples of a run's JSON as markdown (for the READMEs)."""
+    held = info["heldout"]
+    groups = ("all", "content", "function", "other", "[MASK]", "content [MASK]", "function [MASK]")
+    lines = ["| held-out, top-1 / top-5 | " + " | ".join(f"{g} ({held['unigram'][g]['rows']:,})" for g in groups) + " |",
+             "|---" * (len(groups) + 1) + "|"]
+    for who in ("minilm-mlm", "minilm-mlm, float16 storage", "frozen head", "unigram"):
+        lines.append(f"| {who} | " + " | ".join(f"{100 * held[who][g]['top1']:.1f}% / {100 * held[who][g]['top5']:.1f}%"
+                                               for g in groups) + " |")
+    lines.append("| held-out loss (nats): minilm-mlm / frozen head / unigram | " + " | ".join(
+        " / ".join(f"{held[w][g]['loss']:.2f}" for w in ("minilm-mlm", "frozen head", "unigram")) for g in groups) + " |")
+    cl = info["cloze"]
+    lines += ["", f"Cloze sentences (data/cloze_sentences.tsv): the answer in the top 5 for "
+              f"{cl['minilm-mlm']['top5_hits']} of {cl['minilm-mlm']['sentences']} with minilm-mlm "
+              f"({100 * cl['minilm-mlm']['top5']:.0f}%), {cl['minilm']['top5_hits']} with minilm's frozen head.",
+              "", "| sentence | minilm-mlm's top 5 | minilm's (frozen head) top 5 |", "|---|---|---|"]
+    ex = info["examples"]
+    lines += [f"| {s} | {', '.join(top)} | {', '.join(ex['minilm'][s])} |" for s, top in ex["minilm-mlm"].items()]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

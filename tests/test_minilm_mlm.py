@@ -1,0 +1,163 @@
+"""load("minilm-mlm"): MiniLM with its last layers trained with the masked-LM head (scripts/train_minilm_mlm.py).
+The published layers stay exact, the file is checked (sha256, shapes) with one CheckpointError naming it,
+bv.compare works across the two models, the command line fills [MASK] with it by default, and the training
+script refuses bad arguments and reproduces its committed smoke log."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bertviz_lite as bv
+from bertviz_lite import loading
+from bertviz_lite.errors import CheckpointError, EditError
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "train_minilm_mlm.py"
+TEXT = "The capital of France is [MASK]."
+
+
+@pytest.fixture(scope="module")
+def minilm_mlm():
+    return bv.load("minilm-mlm")
+
+
+@pytest.fixture(scope="module")
+def info():
+    return json.loads(loading.packaged_minilm_mlm_path().with_suffix(".json").read_text(encoding="utf-8"))
+
+
+def test_only_the_trained_layers_and_the_head_differ(minilm_mlm, minilm, info):
+    first = info["trained_layers"][0]
+    assert info["trained_layers"] == list(range(first, 6)) and len(info["trained_layers"]) == info["k"]
+    changed = {k for k in minilm_mlm.weights if k not in minilm.weights or
+               not np.array_equal(np.asarray(minilm_mlm.weights[k]), np.asarray(minilm.weights[k]))}
+    trained = {k for k in changed if k.startswith("layer.")}
+    assert {int(k.split(".")[1]) for k in trained} == set(info["trained_layers"])
+    assert changed - trained <= set(bv.weights.MLM_LEARNED)
+    assert "minilm-mlm" in repr(minilm_mlm) and "not the published encoder" in repr(minilm_mlm)
+    assert minilm_mlm.has_mlm and "+mlm head" in repr(minilm_mlm)
+
+
+def test_published_minilm_is_unchanged(minilm, minilm_mlm, info):
+    a, b = minilm.trace(TEXT), minilm_mlm.trace(TEXT)
+    first = info["trained_layers"][0]
+    np.testing.assert_array_equal(a[f"layer.{first - 1}.ffn.ln"], b[f"layer.{first - 1}.ffn.ln"])
+    assert not np.allclose(a["layer.5.ffn.ln"], b["layer.5.ffn.ln"], atol=1e-3)
+    assert "minilm-mlm" not in repr(minilm)
+
+
+def test_compare_across_the_two_models(minilm, minilm_mlm, info):
+    cmp = bv.compare(minilm.trace(TEXT), minilm_mlm.trace(TEXT), model=minilm)
+    moved = {row[0]: row[1] for row in cmp.layers().rows}
+    first = info["trained_layers"][0]
+    assert moved["embeddings"] == 0 and all(moved[layer] == 0 for layer in range(first))
+    assert all(moved[layer] > 0.01 for layer in range(first, 6))
+    probs = {row[0]: row[1] for row in cmp.rows if row[0].endswith("attn.probs")}
+    assert probs[f"layer.{first}.attn.probs"] > 0 and probs["layer.0.attn.probs"] == 0
+    assert "minilm-mlm" in cmp.title and cmp.mask_changes  # the top 5 at [MASK] before and after
+    with pytest.raises(EditError, match="same tokens"):
+        bv.compare(minilm.trace("The cat sat on a [MASK]."), minilm_mlm.trace("The dog sat on a [MASK]."))
+
+
+def test_the_shipped_numbers(info):
+    held = info["heldout"]
+    assert held["minilm-mlm"]["content"]["top5"] > held["frozen head"]["content"]["top5"]
+    assert held["minilm-mlm"]["all"]["top5"] > held["unigram"]["all"]["top5"]
+    assert info["file"]["bytes"] == loading.packaged_minilm_mlm_path().stat().st_size
+    assert info["loss_curve"][-1][1] < info["loss_curve"][0][1]
+
+
+SHIPPED = loading.packaged_minilm_mlm_path()
+
+
+def _copy(tmp_path) -> Path:
+    path = tmp_path / loading.MINILM_MLM_FILE
+    shutil.copy(SHIPPED, path)
+    shutil.copy(SHIPPED.with_suffix(".json"), path.with_suffix(".json"))
+    return path
+
+
+def test_missing_or_corrupt_file_is_one_checkpoint_error(tmp_path, monkeypatch, minilm):
+    path = _copy(tmp_path)
+    monkeypatch.setattr(loading, "packaged_minilm_mlm_path", lambda: path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte in a tensor
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="corrupted.*sha256") as e:
+        bv.load("minilm-mlm")
+    assert str(path) in str(e.value) and "git checkout" in str(e.value) and "train_minilm_mlm.py" in str(e.value)
+    path.write_bytes(bytes(data[:1000]))  # truncated
+    with pytest.raises(CheckpointError, match="corrupted"):
+        bv.load("minilm-mlm")
+    path.unlink()
+    with pytest.raises(CheckpointError, match="is missing") as e:
+        bv.load("minilm-mlm")
+    assert str(path) in str(e.value)
+    _copy(tmp_path).with_suffix(".json").unlink()
+    with pytest.raises(CheckpointError, match="records the sha256"):
+        bv.load("minilm-mlm")
+    with pytest.raises(ValueError, match="mlm=False"):
+        bv.load("minilm-mlm", mlm=False)
+
+
+def test_a_file_that_does_not_fit_names_each_problem(tmp_path, minilm):
+    from safetensors.numpy import load_file
+    good = load_file(str(loading.packaged_minilm_mlm_path()))
+    first = min(int(k.split(".")[1]) for k in good if k.startswith("layer."))
+    bad = {k: v for k, v in good.items() if k != "mlm.bias"}
+    bad[f"layer.{first}.attn.W_Q"] = bad[f"layer.{first}.attn.W_Q"][:, :10].copy()
+    path = tmp_path / loading.MINILM_MLM_FILE
+    loading.save_minilm_mlm(path, bad, first=first)
+    import hashlib
+    path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": hashlib.sha256(path.read_bytes()).hexdigest()}}))
+    with pytest.raises(CheckpointError) as e:
+        loading.read_minilm_mlm(path, minilm.config)
+    assert "missing tensor mlm.bias" in str(e.value) and f"layer.{first}.attn.W_Q has shape (384, 10)" in str(e.value)
+
+
+def test_fill_mask_on_the_command_line_uses_minilm_mlm(capsys, minilm_mlm):
+    from bertviz_lite import cli
+    assert cli.main(["fill-mask", TEXT, "--top-k", "3"]) == 0
+    out = capsys.readouterr().out
+    want = [p.token for p in minilm_mlm.fill_mask(TEXT, top_k=3)[0]]
+    assert out.startswith("[MASK] at 6: ") and all(t in out for t in want)
+    assert cli.main(["fill-mask", "no mask here"]) == 2
+    assert "no [MASK]" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------
+# the training script
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def script():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_minilm_mlm
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return train_minilm_mlm
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--layers", "0"], "expected 1..6"), (["--layers", "x"], "whole number"), (["--lr-head", "-1"], "learning rate"),
+    (["--lr-layers", "nan"], "learning rate"), (["--sentences", "5"], "expected >= 40"),
+    (["--out", "/nonexistent/dir/m.safetensors"], "does not exist"), (["--out", "m.bin"], ".safetensors"),
+    (["--write-log"], "goes with --smoke"), (["--check", "--out", "/nonexistent/m.safetensors"], "does not exist"),
+])
+def test_training_script_refuses_bad_arguments_before_any_work(script, args, message, capsys, monkeypatch):
+    monkeypatch.setattr(script, "run", lambda args: pytest.fail("work started"))
+    with pytest.raises(SystemExit) as e:
+        script.main(args)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_smoke_run_matches_the_committed_log(script, tmp_path, capsys):
+    """A few fixed-seed steps on a tiny subset (under 20 s): the losses of tests/fixtures/mlm/train_smoke_log.json."""
+    assert script.main(["--smoke", "--cache", str(tmp_path)]) == 0, capsys.readouterr().out
