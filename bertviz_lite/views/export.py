@@ -5,7 +5,7 @@
 
 The page runs `assets/app.js` (the explorer's front-end) with a small stand-in for the widget
 model that answers each request from payloads embedded in the page: the same view data
-(`data.view_data`) and the same codec (`codec.to_text`: buffers gzip-compressed, base64). It
+(`data.view_data`) and the same codec (`codec.pack_page`: every payload in one gzip stream, base64). It
 makes no network request and needs no plotly.js.
 
 Size. A 512-token BERT-base trace holds 144 attention maps of 512 x 512 (37.7 M numbers,
@@ -24,6 +24,7 @@ Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<
 from __future__ import annotations
 
 import html
+import json
 import os  # noqa: F401  (the same module files.write_whole calls: tests patch export.os.replace)
 from pathlib import Path
 
@@ -230,8 +231,16 @@ def render_page(info: dict, state: dict, payloads: dict, title: str, layouts: di
         f"<style>body {{ margin: 12px 20px; background: white; }}\n{style}</style>\n</head>\n<body>\n"
         "<div id=\"bvl-app\"></div>\n"
         f"<script type=\"application/json\" id=\"bvl-data\">"
-        f"{codec.to_json(dict(state=dict(state, info=info), payloads=payloads, layouts=layouts or {}))}</script>\n"
+        f"{codec.to_json(dict(state=dict(state, info=info), page=codec.pack_page(payloads, layouts or {})))}</script>\n"
         f"<script type=\"module\">{script}{boot}</script>\n</body>\n</html>\n")
+
+
+def read_page(text: str) -> dict:
+    """An exported page's data as Python: {"state": ..., "payloads": {request key: `codec.to_text` form},
+    "layouts": {id: layouts}} (the page itself carries the payloads packed: `codec.pack_page`)."""
+    part = json.loads(text.split('id="bvl-data">', 1)[1].split("</script>", 1)[0])
+    payloads, layouts = codec.unpack_page(part["page"])
+    return dict(state=part["state"], payloads=payloads, layouts=layouts)
 
 
 MIN_BYTES = 200_000  # the front-end alone is ~60 kB; a budget below this keeps next to nothing
