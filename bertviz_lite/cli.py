@@ -21,9 +21,11 @@ import sys
 import textwrap
 
 from .errors import BertVizError, InputTooLongError
+from .foreign import prettify_token
 from .table import Table
+from .views.records import ONE_TRACE_VIEWS
 
-VIEWS = ("attention", "model", "head", "token", "neuron", "step", "params")
+VIEWS = ONE_TRACE_VIEWS  # the views one trace can draw (the view records'; compare needs a second trace)
 MIN_WIDTH = 20  # characters per line: narrower and no table fits
 
 
@@ -118,7 +120,7 @@ def tokens_text(tr, width: int) -> str:
     words = []
     for i, (t, s, m) in enumerate(zip(tr.tokens, tr.segments, tr.mask)):
         if m:
-            words.append(f"{i}:{t}" + ("\u1d2e" if s == 1 else ""))
+            words.append(f"{i}:{prettify_token(t)}" + ("\u1d2e" if s == 1 else ""))
     pads = tr.n - tr.n_real
     head = f"tokens (n = {tr.n_real}{f', + {pads} [PAD]' if pads else ''}"
     head += ", \u1d2e = sentence B):" if tr.has_pair else "):"
@@ -255,7 +257,7 @@ def cmd_params(args, out) -> None:
 def cmd_fill_mask(args, out) -> None:
     model = _load(args)
     for preds in model.fill_mask(args.text, top_k=args.top_k):
-        print(f"[MASK] at {preds[0].position}: " + ", ".join(f"{p.token} {p.probability:.3f}" for p in preds), file=out)
+        print(f"[MASK] at {preds[0].position}: " + ", ".join(map(str, preds)), file=out)
 
 
 def main(argv: list[str] | None = None) -> int:

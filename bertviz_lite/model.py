@@ -31,6 +31,15 @@ class MaskPrediction:
     probability: float
     position: int  # index of the [MASK] token in the input
 
+    @property
+    def word(self) -> str:
+        """The token as people read it (`prettify_token`: no Ġ, ▁ or leading ##); `token` is the vocabulary's."""
+        from .foreign import prettify_token
+        return prettify_token(self.token)
+
+    def __str__(self) -> str:
+        return f"{self.word} {self.probability:.3f}"
+
 
 class Bert:
     """A BERT encoder ready to trace. Build one with `bertviz_lite.load(...)`."""

@@ -313,7 +313,8 @@ def test_png_of_every_view_is_not_blank(small, pair, tmp_path, view):
 
 
 def _page_data(text: str) -> dict:
-    return json.loads(text.split('id="bvl-data">')[1].split("</script>")[0])
+    from bertviz_lite.views.export import read_page
+    return read_page(text)
 
 
 def _check_page(path, budget: int) -> str:

@@ -5,12 +5,12 @@
 
 The page runs `assets/app.js` (the explorer's front-end) with a small stand-in for the widget
 model that answers each request from payloads embedded in the page: the same view data
-(`data.view_data`) and the same codec (`codec.to_text`: buffers gzip-compressed, base64). It
+(`data.view_data`) and the same codec (`codec.pack_page`: every payload in one gzip stream, base64). It
 makes no network request and needs no plotly.js.
 
 Size. A 512-token BERT-base trace holds 144 attention maps of 512 x 512 (37.7 M numbers,
-151 MB as float32), so the page keeps what fits `max_bytes` (default 14 MB), in this order,
-and says on the page what it kept:
+151 MB as float32), so the page keeps what fits `max_bytes` (default 14 MB), in this order
+(each view record's `priority`: `records.PAGE_ORDER`), and says on the page what it kept:
 1. always: every layer's maps (in full up to FULL_UP_TO tokens, else block means of SMALL_MAPS a side),
    the model view, every step (block means of at most STEP_ROWS x STEP_CELLS / STEP_ROWS cells
    per head, uint8; statistics at full precision), the parameters, the compare view;
@@ -24,6 +24,7 @@ Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<
 from __future__ import annotations
 
 import html
+import json
 import os  # noqa: F401  (the same module files.write_whole calls: tests patch export.os.replace)
 from pathlib import Path
 
@@ -110,33 +111,64 @@ def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT
 
 
 def _build_payloads(p: Payloads, budget: int, views: set) -> tuple[dict, dict, list[str]]:
-    trace, trace_b = p.trace, p.trace_b
-    L, n = trace.num_layers, trace.n_real
-    small = n > FULL_UP_TO  # up to 128 tokens every map is sent in full
-    for layer in range(L):
-        p.add("attention", dict(layer=layer, kind="probs"), max_tokens=SMALL_MAPS if small else None)
-        if trace_b is not None:
+    """Each view in the order of its record's priority (`records.PAGE_ORDER`): those of priority 0 whatever
+    the budget, then the others while the budget lasts."""
+    kept: list[str] = []
+    p.small = p.trace.n_real > FULL_UP_TO  # up to 128 tokens every map is sent in full
+    p.full = []
+    for name in records.PAGE_ORDER:  # each builder knows whether the page shows its view (`views`)
+        kept += BUILD[name](p, None if records.record(name).priority == 0 else budget, views)
+    return p.items, p.layouts, kept
+
+
+def _attention(p: Payloads, budget, views) -> list[str]:
+    for layer in range(p.trace.num_layers):
+        p.add("attention", dict(layer=layer, kind="probs"), max_tokens=SMALL_MAPS if p.small else None)
+    return []
+
+
+def _compare(p: Payloads, budget, views) -> list[str]:
+    if p.trace_b is not None:
+        for layer in range(p.trace.num_layers):
             p.add("compare", dict(layer=layer))
-    kinds = data.recorded_kinds(trace)
-    for kind in kinds:
+    return []
+
+
+def _model(p: Payloads, budget, views) -> list[str]:
+    for kind in data.recorded_kinds(p.trace):
         p.add("model", dict(kind=kind))
-    if "step" in views:
-        for key in data.stepper_steps(trace):
-            p.add("step", dict(key=key), max_cells=STEP_CELLS, max_rows=STEP_ROWS)
+    return []
+
+
+def _step(p: Payloads, budget, views) -> list[str]:
+    for key in (data.stepper_steps(p.trace) if "step" in views else ()):
+        p.add("step", dict(key=key), max_cells=STEP_CELLS, max_rows=STEP_ROWS)
+    return []
+
+
+def _params(p: Payloads, budget, views) -> list[str]:
     if "params" in views:  # from_attentions: the model's sizes are unknown, so there is no count to show
         p.add("params", {})
+    return []
+
+
+def _neuron(p: Payloads, budget, views) -> list[str]:
+    """The neuron view's q and k, layer by layer, with the full-resolution maps (above FULL_UP_TO tokens):
+    the first and the last layer of both, then the neuron view's other layers, then the other maps."""
+    trace = p.trace
+    L, n = trace.num_layers, trace.n_real
     has_qk = "neuron" in views and all(schema.full_key(f"attn.{x}", ly) in trace for ly in range(L) for x in "qk")
     order = layer_order(L)
-    full, neuron = [], []
+    neuron = []
     wanted = [(v, ly) for ly in order[:2] for v in ("attention", "neuron")] + \
         [("neuron", ly) for ly in order[2:]] + [("attention", ly) for ly in order[2:]]
     over = set()  # kinds that no longer fit: every layer's payload of a kind is the same size, so not built again
     for view, ly in wanted:
         if view in over:
             continue
-        if view == "attention" and small:
+        if view == "attention" and p.small:
             if p.add("attention", dict(layer=ly, kind="probs"), budget):
-                full.append(ly)
+                p.full.append(ly)
             else:
                 over.add(view)
         if view == "neuron" and has_qk:
@@ -144,28 +176,37 @@ def _build_payloads(p: Payloads, budget: int, views: set) -> tuple[dict, dict, l
                 neuron.append(ly)
             else:
                 over.add(view)
-    if "scores" in kinds and not small:
+    if "scores" in data.recorded_kinds(trace) and not p.small:
         for ly in range(L):
             if not p.add("attention", dict(layer=ly, kind="scores"), budget):
                 break
-    tokens = []
-    for q in (range(n) if "token" in views else ()):
-        if not p.add("token", dict(query=q), budget):
-            break
-        tokens.append(q)
-    if not small or len(full) == L:
-        kept = [f"every attention map in full ({n} tokens" + (", 8-bit)" if small else ")")]
+    if not p.small or len(p.full) == L:
+        kept = [f"every attention map in full ({n} tokens" + (", 8-bit)" if p.small else ")")]
     else:
-        kept = [f"attention in full: {_layers(sorted(full), L)}; the other layers as block means ({n} tokens in "
+        kept = [f"attention in full: {_layers(sorted(p.full), L)}; the other layers as block means ({n} tokens in "
                 f"{SMALL_MAPS} blocks a side)"]
     if has_qk:
         kept.append(f"neuron view: {_layers(sorted(neuron), L)}")
     elif "neuron" in views:  # no queries and keys (keep=..., Trace.from_attentions): nothing to keep, no budget spent
         kept.append("neuron view: none (the trace holds no attn.q and attn.k)")
-    if "token" in views:
-        kept.append("one-token view: " + ("every token" if len(tokens) == n else
-                                          f"tokens 0..{tokens[-1]}" if tokens else "no token (over the size budget)"))
-    return p.items, p.layouts, kept
+    return kept
+
+
+def _token(p: Payloads, budget, views) -> list[str]:
+    if "token" not in views:
+        return []
+    tokens = []
+    for q in range(p.trace.n_real):
+        if not p.add("token", dict(query=q), budget):
+            break
+        tokens.append(q)
+    return ["one-token view: " + ("every token" if len(tokens) == p.trace.n_real else
+                                  f"tokens 0..{tokens[-1]}" if tokens else "no token (over the size budget)")]
+
+
+# how each view's payloads are built; the ORDER is the records' (records.PAGE_ORDER)
+BUILD = dict(attention=_attention, compare=_compare, model=_model, step=_step, params=_params, neuron=_neuron,
+             token=_token)
 
 
 def _layers(layers: list[int], total: int) -> str:
@@ -190,8 +231,16 @@ def render_page(info: dict, state: dict, payloads: dict, title: str, layouts: di
         f"<style>body {{ margin: 12px 20px; background: white; }}\n{style}</style>\n</head>\n<body>\n"
         "<div id=\"bvl-app\"></div>\n"
         f"<script type=\"application/json\" id=\"bvl-data\">"
-        f"{codec.to_json(dict(state=dict(state, info=info), payloads=payloads, layouts=layouts or {}))}</script>\n"
+        f"{codec.to_json(dict(state=dict(state, info=info), page=codec.pack_page(payloads, layouts or {})))}</script>\n"
         f"<script type=\"module\">{script}{boot}</script>\n</body>\n</html>\n")
+
+
+def read_page(text: str) -> dict:
+    """An exported page's data as Python: {"state": ..., "payloads": {request key: `codec.to_text` form},
+    "layouts": {id: layouts}} (the page itself carries the payloads packed: `codec.pack_page`)."""
+    part = json.loads(text.split('id="bvl-data">', 1)[1].split("</script>", 1)[0])
+    payloads, layouts = codec.unpack_page(part["page"])
+    return dict(state=part["state"], payloads=payloads, layouts=layouts)
 
 
 MIN_BYTES = 200_000  # the front-end alone is ~60 kB; a budget below this keeps next to nothing

@@ -26,7 +26,10 @@ class ViewRecord:
     view draws the attention view's); request: the selection words its data takes; fixed: arguments
     its data always gets; meta: the selection words a figure records; controls: its tab's selection
     widgets (`CONTROLS`); wire: how its arrays travel in the exported page ('maps': uint16 up to 128
-    tokens, uint8 above; 'u2'; 'u1')."""
+    tokens, uint8 above; 'u2'; 'u1'); priority: when the exported page builds it (`export.build_payloads`,
+    lowest first; 0: always in, whatever the size budget; 1, 2, ...: in this order while the budget lasts;
+    None: never built for the page, its data travels as `data_from`'s); second_trace: it needs a second
+    trace (the compare view: not drawn from one sentence, so not offered by the command line's --view)."""
     name: str
     title: str
     builder: str | None
@@ -35,6 +38,8 @@ class ViewRecord:
     meta: tuple[str, ...]
     controls: tuple[str, ...]
     wire: str = "maps"
+    priority: int | None = 0
+    second_trace: bool = False
     data_from: str | None = None
     fixed: dict = field(default_factory=dict)
 
@@ -56,20 +61,23 @@ RECORDS = (
                controls=("kind", "pair_filter")),
     ViewRecord("head", "head view", "head", "head_layout", request=("layer",), fixed={"kind": "probs"},
                meta=("layer", "heads", "pair_filter"), controls=("layer", "heads", "all_heads", "pair_filter"),
-               data_from="attention"),
+               data_from="attention", priority=None),
     ViewRecord("token", "one token", "token", "token_layout", request=("query",), meta=("query",),
-               controls=("query",)),
+               controls=("query",), priority=2),
     ViewRecord("neuron", "neuron view", "neuron", "neuron_layout", request=("layer",), meta=("layer", "head", "query"),
-               controls=("layer", "head", "query"), wire="u2"),
+               controls=("layer", "head", "query"), wire="u2", priority=1),
     ViewRecord("step", "step-through", None, "step_layout", request=("key",), meta=("key", "head"),
                controls=("key", "step_head"), wire="u1"),
     ViewRecord("params", "parameters", None, "params_layout", request=(), meta=(), controls=()),
     ViewRecord("compare", "compare", None, "compare_layout", request=("layer",), meta=("layer", "head"),
-               controls=("layer", "head"), wire="u2"),
+               controls=("layer", "head"), wire="u2", second_trace=True),
 )
 
 BY_NAME = {r.name: r for r in RECORDS}
 VIEWS = tuple(BY_NAME)
+# the exported page's build order: views always in first (record order), then the budgeted ones by priority
+PAGE_ORDER = tuple(r.name for r in sorted((r for r in RECORDS if r.priority is not None), key=lambda r: r.priority))
+ONE_TRACE_VIEWS = tuple(r.name for r in RECORDS if not r.second_trace)  # what a single trace can draw (cli --view)
 
 
 def record(name: str) -> ViewRecord:

@@ -808,8 +808,15 @@ async function inflate(b64) {
   const stream = new Blob([b64bytes(b64)]).stream().pipeThrough(new DecompressionStream("gzip"));
   return new DataView(await new Response(stream).arrayBuffer());
 }
-function pageModel(state, payloads, layouts = {}) {
-  const handlers = {}, changed = new Set();
+// the page's payloads: one gzip stream (codec.pack_page): a 4-byte length, a JSON part (each payload's header and
+// its buffers' [offset, length]), then the buffers back to back
+async function unpackPage(b64) {
+  const view = await inflate(b64), n = view.getUint32(0, true);
+  const part = JSON.parse(new TextDecoder().decode(new Uint8Array(view.buffer, view.byteOffset + 4, n)));
+  return { ...part, bytes: view.buffer, base: view.byteOffset + 4 + n };
+}
+function pageModel(state, packed) {
+  const handlers = {}, changed = new Set(), page = unpackPage(packed);
   const fire = (ev, ...a) => (handlers[ev] || []).slice().forEach((f) => f(...a));
   return {
     get: (k) => state[k],
@@ -817,21 +824,22 @@ function pageModel(state, payloads, layouts = {}) {
     save_changes: () => { const ks = [...changed]; changed.clear(); ks.forEach((k) => fire(`change:${k}`)); },
     on: (ev, f) => { (handlers[ev] = handlers[ev] || []).push(f); },
     off: (ev, f) => { handlers[ev] = (handlers[ev] || []).filter((g) => g !== f); },
-    send: (msg) => {
+    send: (msg) => page.then(({ payloads, layouts, bytes, base }) => {
       const p = payloads[msg.request_key];
       if (!p) {
-        setTimeout(() => fire("msg:custom", { type: "error", request_key: msg.request_key, message: `${msg.view} ${JSON.stringify(msg.args)} is not in this page ` +
-          "(it keeps what fits its size budget; export again with fewer tokens, or use the notebook explorer)" }, []), 0);
+        fire("msg:custom", { type: "error", request_key: msg.request_key, message: `${msg.view} ${JSON.stringify(msg.args)} is not in this page ` +
+          "(it keeps what fits its size budget; export again with fewer tokens, or use the notebook explorer)" }, []);
         return;
       }
       // the page keeps each distinct layout once: a header names its layouts by id
       const header = typeof p.header.layouts === "string" ? { ...p.header, layouts: layouts[p.header.layouts] } : p.header;
-      Promise.all(p.data.map(inflate)).then((buffers) => fire("msg:custom", { ...header, type: "view", request_key: msg.request_key }, buffers));
-    },
+      const buffers = p.data.map(([o, n]) => new DataView(bytes, base + o, n)); // typed() copies where unaligned
+      fire("msg:custom", { ...header, type: "view", request_key: msg.request_key }, buffers);
+    }),
   };
 }
 function renderPage(node, data) {
-  return render({ model: pageModel({ ...data.state }, data.payloads, data.layouts), el: node });
+  return render({ model: pageModel({ ...data.state }, data.page), el: node });
 }
 
 export default { render };
