@@ -177,14 +177,13 @@ def batches_by_length(masked: list, Zs: list, size: int, first: int) -> list:
     """Batches of `size` masked sentences of similar length (sorted by length, then cut): masked[i] is a
     Masked, Zs[i] its frozen features [n_i, H] (the input of layer `first`). Each is padded with zeros to
     its longest sentence, masked, so the padding changes no real token's value. Host (numpy) arrays."""
-    import numpy as np  # the batches are built on the host; the trained lines take any xp
     order = sorted(range(len(masked)), key=lambda i: (len(masked[i].ids), i))
     batches = []
     for s in range(0, len(order), size):
         idx = order[s:s + size]
         n = max(len(masked[i].ids) for i in idx)
-        Z = np.zeros((len(idx), n, Zs[idx[0]].shape[-1]), dtype=Zs[idx[0]].dtype)
-        mask = np.zeros((len(idx), n), dtype=np.int64)
+        Z = backend.host_zeros((len(idx), n, Zs[idx[0]].shape[-1]), dtype=Zs[idx[0]].dtype)
+        mask = backend.host_zeros((len(idx), n), dtype="int64")
         rows, targets = [], []
         for j, i in enumerate(idx):
             m = masked[i]
@@ -192,7 +191,7 @@ def batches_by_length(masked: list, Zs: list, size: int, first: int) -> list:
             mask[j, :len(m.ids)] = 1
             rows += [j * n + p for p in m.positions]
             targets += m.targets
-        batches.append(Batch(Z, mask, np.array(rows), np.array(targets), first))
+        batches.append(Batch(Z, mask, backend.host_asarray(rows), backend.host_asarray(targets), first))
     return batches
 
 
