@@ -107,6 +107,9 @@ def test_the_views_data_builders_leave_out_the_familys_padding(model):
     from bertviz_lite.foreign import prettify_tokens  # the views show tokens prettified (Ġ, ▁, ## dropped)
     assert len(vd["labels"]) == tr.n_real and [label.split(" ", 1)[1] for label in vd["labels"]] == \
         prettify_tokens(real)
+    # each label is "position token" (the token may be prettified: "##" or "Ġ" dropped): the real positions only
+    assert [int(label.split(" ", 1)[0]) for label in vd["labels"]] == tr.real_positions
+    assert not any(label.endswith(" " + model.family.special.pad) for label in vd["labels"])
     assert view_data(tr, "model")["view"] == "model"
     assert view_data(tr, "head", layer=0)["view"] == "head"
 
