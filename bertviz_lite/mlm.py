@@ -296,13 +296,14 @@ def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, p
     (step, mean training loss since the last entry, held-out loss or None); on_log(entry) is called for each.
     """
     get = batches if callable(batches) else (lambda epoch: batches)
-    per_epoch = len(get(0))
+    first_epoch = get(0)  # once: a function may draw a new shuffle each call
+    per_epoch = len(first_epoch)
     total = epochs * per_epoch if steps is None else min(steps, epochs * per_epoch)
     warm = max(1, int(warmup * total))
     peak = {k: (peak_lr(k) if callable(peak_lr) else peak_lr) for k in params}
     opt, log, step, running, count = Adam(params, xp), [], 0, 0.0, 0
     for epoch in range(epochs):
-        epoch_batches = get(epoch)
+        epoch_batches = first_epoch if epoch == 0 else get(epoch)
         for i in rng.permutation(len(epoch_batches)):
             if step == total:
                 return params, log
