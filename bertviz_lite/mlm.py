@@ -176,15 +176,15 @@ def frozen_layers(model, ids, mask, first: int):
 def batches_by_length(masked: list, Zs: list, size: int, first: int) -> list:
     """Batches of `size` masked sentences of similar length (sorted by length, then cut): masked[i] is a
     Masked, Zs[i] its frozen features [n_i, H] (the input of layer `first`). Each is padded with zeros to
-    its longest sentence, masked, so the padding changes no real token's value. Host (numpy) arrays."""
-    import numpy as np  # the batches are built on the host; the trained lines take any xp
+    its longest sentence, masked, so the padding changes no real token's value; arrays in Zs's namespace."""
+    xp = backend.namespace_of(Zs[0])
     order = sorted(range(len(masked)), key=lambda i: (len(masked[i].ids), i))
     batches = []
     for s in range(0, len(order), size):
         idx = order[s:s + size]
         n = max(len(masked[i].ids) for i in idx)
-        Z = np.zeros((len(idx), n, Zs[idx[0]].shape[-1]), dtype=Zs[idx[0]].dtype)
-        mask = np.zeros((len(idx), n), dtype=np.int64)
+        Z = xp.zeros((len(idx), n, Zs[idx[0]].shape[-1]), dtype=Zs[idx[0]].dtype)
+        mask = xp.zeros((len(idx), n), dtype=xp.int64)
         rows, targets = [], []
         for j, i in enumerate(idx):
             m = masked[i]
@@ -192,7 +192,7 @@ def batches_by_length(masked: list, Zs: list, size: int, first: int) -> list:
             mask[j, :len(m.ids)] = 1
             rows += [j * n + p for p in m.positions]
             targets += m.targets
-        batches.append(Batch(Z, mask, np.array(rows), np.array(targets), first))
+        batches.append(Batch(Z, mask, xp.asarray(rows, dtype=xp.int64), xp.asarray(targets, dtype=xp.int64), first))
     return batches
 
 
