@@ -60,7 +60,8 @@ def exact_erf(monkeypatch):
 
 
 def test_layer_norm_backward(rng):
-    x, g, b, r = rng.normal(1, 2, (2, 4, 6)), 1 + rng.normal(0, 0.3, 6), rng.normal(0, 0.3, 6), rng.normal(size=(2, 4, 6))
+    x, r = rng.normal(1, 2, (2, 4, 6)), rng.normal(size=(2, 4, 6))
+    g, b = 1 + rng.normal(0, 0.3, 6), rng.normal(0, 0.3, 6)
     loss = lambda: float(np.sum(r * engine.layer_norm.formula(x, g, b, 1e-5, xp)))  # noqa: E731  a random read-out
     dx, dg, db = backward.layer_norm_backward(r, x, g, 1e-5, xp)
     close(dx, numeric_grad(loss, x))
