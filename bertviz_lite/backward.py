@@ -193,7 +193,8 @@ def layers_backward(dy, weights: dict, store: dict, Z_first, first: int, c, xp):
     for layer in reversed(range(first, c.num_layers)):
         prefix = schema.layer_prefix(layer)
         Z_in = Z_first if layer == first else store[f"{schema.layer_prefix(layer - 1)}ffn.ln"]
-        dy, g = encoder_layer_backward(dy, engine.LayerWeights(weights, layer), lambda k: store[prefix + k], Z_in, c, xp)
+        tape = lambda k: store[prefix + k]  # noqa: E731  this layer's recorded tensors
+        dy, g = encoder_layer_backward(dy, engine.LayerWeights(weights, layer), tape, Z_in, c, xp)
         grads.update({prefix + k: v for k, v in g.items()})
     return dy, grads
 

@@ -176,14 +176,15 @@ def frozen_layers(model, ids, mask, first: int):
 def batches_by_length(masked: list, Zs: list, size: int, first: int) -> list:
     """Batches of `size` masked sentences of similar length (sorted by length, then cut): masked[i] is a
     Masked, Zs[i] its frozen features [n_i, H] (the input of layer `first`). Each is padded with zeros to
-    its longest sentence, masked, so the padding changes no real token's value. Host (numpy) arrays."""
+    its longest sentence, masked, so the padding changes no real token's value; arrays in Zs's namespace."""
+    xp = backend.namespace_of(Zs[0])
     order = sorted(range(len(masked)), key=lambda i: (len(masked[i].ids), i))
     batches = []
     for s in range(0, len(order), size):
         idx = order[s:s + size]
         n = max(len(masked[i].ids) for i in idx)
-        Z = backend.host_zeros((len(idx), n, Zs[idx[0]].shape[-1]), dtype=Zs[idx[0]].dtype)
-        mask = backend.host_zeros((len(idx), n), dtype="int64")
+        Z = xp.zeros((len(idx), n, Zs[idx[0]].shape[-1]), dtype=Zs[idx[0]].dtype)
+        mask = xp.zeros((len(idx), n), dtype=xp.int64)
         rows, targets = [], []
         for j, i in enumerate(idx):
             m = masked[i]
@@ -191,7 +192,7 @@ def batches_by_length(masked: list, Zs: list, size: int, first: int) -> list:
             mask[j, :len(m.ids)] = 1
             rows += [j * n + p for p in m.positions]
             targets += m.targets
-        batches.append(Batch(Z, mask, backend.host_asarray(rows), backend.host_asarray(targets), first))
+        batches.append(Batch(Z, mask, xp.asarray(rows, dtype=xp.int64), xp.asarray(targets, dtype=xp.int64), first))
     return batches
 
 
@@ -295,13 +296,14 @@ def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, p
     (step, mean training loss since the last entry, held-out loss or None); on_log(entry) is called for each.
     """
     get = batches if callable(batches) else (lambda epoch: batches)
-    per_epoch = len(get(0))
+    first_epoch = get(0)  # once: a function may draw a new shuffle each call
+    per_epoch = len(first_epoch)
     total = epochs * per_epoch if steps is None else min(steps, epochs * per_epoch)
     warm = max(1, int(warmup * total))
     peak = {k: (peak_lr(k) if callable(peak_lr) else peak_lr) for k in params}
     opt, log, step, running, count = Adam(params, xp), [], 0, 0.0, 0
     for epoch in range(epochs):
-        epoch_batches = get(epoch)
+        epoch_batches = first_epoch if epoch == 0 else get(epoch)
         for i in rng.permutation(len(epoch_batches)):
             if step == total:
                 return params, log

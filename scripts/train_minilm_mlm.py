@@ -4,7 +4,7 @@ by hand, and write the file `load("minilm-mlm")` ships.
     .venv/bin/python scripts/train_minilm_mlm.py            # train, write bertviz_lite/data/minilm_mlm.*
     .venv/bin/python scripts/train_minilm_mlm.py --check    # train again, exit 1 unless the bytes are the same
     .venv/bin/python scripts/train_minilm_mlm.py --layers 2 --sentences 4000 --out /tmp/m/minilm_mlm.safetensors
-    .venv/bin/python scripts/train_minilm_mlm.py --smoke    # 6 steps on 64 sentences: the CI run (tests/test_backward.py)
+    .venv/bin/python scripts/train_minilm_mlm.py --smoke    # 6 steps on 64 sentences (tests/test_minilm_mlm.py)
     .venv/bin/python scripts/train_minilm_mlm.py --report   # the JSON's numbers as markdown, train nothing
 
 What it does (every choice and its reason is in data/README.md, "minilm-mlm"):
@@ -52,7 +52,7 @@ import bertviz_lite as bv  # noqa: E402
 from bertviz_lite import loading, mlm, schema  # noqa: E402
 
 OUT = ROOT / "bertviz_lite" / "data" / loading.MINILM_MLM_FILE
-THREADS = 1  # one BLAS thread: on this shared 2-core machine two threads ran the products up to 10x slower (data/README.md)
+THREADS = 1  # one BLAS thread: on this shared 2-core machine two ran the products up to 10x slower (data/README.md)
 CLOZE = ROOT / "data" / "cloze_sentences.tsv"
 SMOKE_LOG = ROOT / "tests" / "fixtures" / "mlm" / "train_smoke_log.json"
 LAYERS = 3  # k: the last k layers are trained (data/README.md says why 3)
@@ -351,7 +351,8 @@ def smoke_check(log, write: bool) -> int:
         print(f"wrote {SMOKE_LOG}")
         return 0
     want = json.loads(SMOKE_LOG.read_text(encoding="utf-8"))["losses"]
-    ok = [s for s, _ in log] == [s for s, _ in want] and all(abs(a[1] - b[1]) <= 1e-3 * abs(b[1]) for a, b in zip(log, want))
+    ok = [s for s, _ in log] == [s for s, _ in want] and \
+        all(abs(a[1] - b[1]) <= 1e-3 * abs(b[1]) for a, b in zip(log, want))
     print(f"smoke run: losses {[l for _, l in log]}; committed {[l for _, l in want]}: {'match' if ok else 'DIFFER'}")
     return 0 if ok else 1
 
@@ -360,13 +361,15 @@ def report(info: dict) -> str:
     """The held-out numbers, the cloze score and the examples of a run's JSON as markdown (for the READMEs)."""
     held = info["heldout"]
     groups = ("all", "content", "function", "other", "[MASK]", "content [MASK]", "function [MASK]")
-    lines = ["| held-out, top-1 / top-5 | " + " | ".join(f"{g} ({held['unigram'][g]['rows']:,})" for g in groups) + " |",
+    head = " | ".join(f"{g} ({held['unigram'][g]['rows']:,})" for g in groups)
+    lines = [f"| held-out, top-1 / top-5 | {head} |",
              "|---" * (len(groups) + 1) + "|"]
     for who in ("minilm-mlm", "minilm-mlm, float16 storage", "frozen head", "unigram"):
         lines.append(f"| {who} | " + " | ".join(f"{100 * held[who][g]['top1']:.1f}% / {100 * held[who][g]['top5']:.1f}%"
                                                for g in groups) + " |")
+    who = ("minilm-mlm", "frozen head", "unigram")
     lines.append("| held-out loss (nats): minilm-mlm / frozen head / unigram | " + " | ".join(
-        " / ".join(f"{held[w][g]['loss']:.2f}" for w in ("minilm-mlm", "frozen head", "unigram")) for g in groups) + " |")
+        " / ".join(f"{held[w][g]['loss']:.2f}" for w in who) for g in groups) + " |")
     cl = info["cloze"]
     lines += ["", f"Cloze sentences (data/cloze_sentences.tsv): the answer in the top 5 for "
               f"{cl['minilm-mlm']['top5_hits']} of {cl['minilm-mlm']['sentences']} with minilm-mlm "

@@ -60,7 +60,8 @@ def exact_erf(monkeypatch):
 
 
 def test_layer_norm_backward(rng):
-    x, g, b, r = rng.normal(1, 2, (2, 4, 6)), 1 + rng.normal(0, 0.3, 6), rng.normal(0, 0.3, 6), rng.normal(size=(2, 4, 6))
+    x, r = rng.normal(1, 2, (2, 4, 6)), rng.normal(size=(2, 4, 6))
+    g, b = 1 + rng.normal(0, 0.3, 6), rng.normal(0, 0.3, 6)
     loss = lambda: float(np.sum(r * engine.layer_norm.formula(x, g, b, 1e-5, xp)))  # noqa: E731  a random read-out
     dx, dg, db = backward.layer_norm_backward(r, x, g, 1e-5, xp)
     close(dx, numeric_grad(loss, x))
@@ -256,3 +257,18 @@ def test_batches_by_length_pad_and_index_the_chosen_rows(rng):
     np.testing.assert_array_equal(b.mask, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
     np.testing.assert_array_equal(mlm.chosen_rows(b.Z, b.rows, xp), np.stack([Zs[1][1], Zs[1][2], Zs[3][1], Zs[3][3]]))
     assert list(b.targets) == [7, 8, 7, 8] and b.first == 4 and np.all(b.Z[0, 4] == 0)
+
+
+def test_train_asks_for_each_epochs_batches_once(rng):
+    W, batch = tiny_weights(rng), tiny_batch(rng, first=2)
+    params = {k: W[k] for k in W if k.startswith("mlm.")}
+    frozen = {k: v for k, v in W.items() if k not in params}
+    calls = []
+
+    def batches(epoch):  # a shuffle drawn per call: asking twice for one epoch would change the run
+        calls.append(epoch)
+        return [batch, batch]
+    _, log = mlm.train(params, frozen, batches, TINY, xp, rng=np.random.default_rng(0), epochs=3, log_every=1,
+                       heldout=lambda p: float(mlm.loss_and_grads(p, frozen, batch, TINY, xp)[0]), heldout_every=2)
+    assert calls == [0, 1, 2] and [e[0] for e in log] == [1, 2, 3, 4, 5, 6]
+    assert [e[2] is not None for e in log] == [True, True, False, True, False, True]  # first, every 2nd, last

@@ -114,7 +114,8 @@ def test_a_file_that_does_not_fit_names_each_problem(tmp_path, minilm):
     path = tmp_path / loading.MINILM_MLM_FILE
     loading.save_minilm_mlm(path, bad, first=first)
     import hashlib
-    path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": hashlib.sha256(path.read_bytes()).hexdigest()}}))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": digest}}))
     with pytest.raises(CheckpointError) as e:
         loading.read_minilm_mlm(path, minilm.config)
     assert "missing tensor mlm.bias" in str(e.value) and f"layer.{first}.attn.W_Q has shape (384, 10)" in str(e.value)
