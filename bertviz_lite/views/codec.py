@@ -87,28 +87,49 @@ def from_text(payload: dict) -> dict:
     return decode(payload["header"], [gzip.decompress(base64.b64decode(s)) for s in payload["data"]])
 
 
-def pack_page(payloads: dict, layouts: dict) -> str:
+def float32_text(value):
+    """Every float in a JSON-ready value rounded to float32 (the precision of the arrays it describes), so it
+    prints in at most 9 digits instead of 17: a short page's headers (limits, per-map ranges) compress by a third.
+    An array's lo and hi move by at most float32 rounding, which the quantisation error allows for."""
+    if isinstance(value, float):
+        return float(str(np.float32(value))) if np.isfinite(value) else value
+    if isinstance(value, list):
+        return [float32_text(v) for v in value]
+    if isinstance(value, dict):
+        return {k: float32_text(v) for k, v in value.items()}
+    return value
+
+
+SHARED_FROM = 256  # bytes: a buffer this long is looked for among those already packed
+
+
+def pack_page(payloads: dict, layouts: dict, info: dict | None = None) -> str:
     """Every payload of an exported page (`to_text` form) and its layouts as ONE text: base64 of
     gzip(4-byte little-endian length of a JSON part, the JSON part, every buffer back to back). The
     JSON part holds each payload's header and, for each of its buffers, [offset, length] among the
     buffers. One stream compresses what the payloads repeat (labels, keys, layouts, column starts):
-    a short MiniLM page is about half the size of one that compresses each buffer on its own."""
-    items, buffers, offset = {}, [], 0
+    a short MiniLM page is about half the size of one that compresses each buffer on its own. info: facts
+    the front-end needs only once a payload is drawn (the colour tables), merged into the page's facts."""
+    items, blob = {}, bytearray()
     for key, p in payloads.items():
         spans = []
         for text in p["data"]:
             raw = gzip.decompress(base64.b64decode(text))
-            spans.append([offset, len(raw)])
-            buffers.append(raw)
-            offset += len(raw)
+            # a buffer the page already holds (the model view's maps are every layer's attention maps back to
+            # back; a step's queries are the neuron view's) is stored once: its span points at the first copy
+            at = blob.find(raw) if len(raw) >= SHARED_FROM else -1
+            if at < 0:
+                at = len(blob)
+                blob += raw
+            spans.append([at, len(raw)])
         items[key] = dict(header=p["header"], data=spans)
-    head = to_json(dict(payloads=items, layouts=layouts)).encode("utf-8")
-    blob = len(head).to_bytes(4, "little") + head + b"".join(buffers)
+    head = to_json(dict(float32_text(dict(payloads=items, layouts=layouts)), info=info or {})).encode("utf-8")
+    blob = len(head).to_bytes(4, "little") + head + bytes(blob)
     return base64.b64encode(gzip.compress(blob, compresslevel=9, mtime=0)).decode("ascii")
 
 
-def unpack_page(text: str) -> tuple[dict, dict]:
-    """The inverse of pack_page: (payloads in `to_text` form, layouts)."""
+def unpack_page(text: str) -> tuple[dict, dict, dict]:
+    """The inverse of pack_page: (payloads in `to_text` form, layouts, info)."""
     blob = gzip.decompress(base64.b64decode(text))
     n = int.from_bytes(blob[:4], "little")
     part = json.loads(blob[4:4 + n].decode("utf-8"))
@@ -116,7 +137,7 @@ def unpack_page(text: str) -> tuple[dict, dict]:
     payloads = {key: dict(header=p["header"], data=[
         base64.b64encode(gzip.compress(blob[base + o:base + o + size], mtime=0)).decode("ascii")
         for o, size in p["data"]]) for key, p in part["payloads"].items()}
-    return payloads, part["layouts"]
+    return payloads, part["layouts"], part["info"]
 
 
 def request_key(view: str, args: dict) -> str:
