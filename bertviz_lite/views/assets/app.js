@@ -818,6 +818,14 @@ async function unpackPage(b64) {
   const part = JSON.parse(new TextDecoder().decode(new Uint8Array(view.buffer, view.byteOffset + 4, n)));
   return { ...part, bytes: view.buffer, base: view.byteOffset + 4 + n };
 }
+// codec.rows_filter undone: each row of each map plus the row above (typed arrays wrap as the filter did)
+function unfilter(bytes, o, n, spec) {
+  const T = { u1: Uint8Array, u2: Uint16Array }[spec.dtype];
+  if (!T || spec.shape.length < 2) return new DataView(bytes, o, n); // typed() copies where unaligned
+  const a = new T(bytes.slice(o, o + n)), [R, C] = spec.shape.slice(-2);
+  for (let s = 0; s < a.length; s += R * C) for (let i = s + C; i < s + R * C; i++) a[i] += a[i - C];
+  return new DataView(a.buffer);
+}
 function pageModel(state, packed) {
   const handlers = {}, changed = new Set();
   // facts packed with the payloads (the colour tables: export.PACKED_FACTS) join the page's facts before any drawing
@@ -838,7 +846,7 @@ function pageModel(state, packed) {
       }
       // the page keeps each distinct layout once: a header names its layouts by id
       const header = typeof p.header.layouts === "string" ? { ...p.header, layouts: layouts[p.header.layouts] } : p.header;
-      const buffers = p.data.map(([o, n]) => new DataView(bytes, base + o, n)); // typed() copies where unaligned
+      const buffers = p.data.map(([o, n], i) => unfilter(bytes, base + o, n, p.header.arrays[i]));
       fire("msg:custom", { ...header, type: "view", request_key: msg.request_key }, buffers);
     }),
   };
