@@ -101,3 +101,19 @@ def test_the_neuron_view_prints_the_models_own_numbers(minilm_page):
     probs = np.asarray(tr.get("attn.probs", 1))
     want = probs.reshape(-1, *probs.shape[-3:])[0][2, 3, :tr.n_real]
     np.testing.assert_allclose(num["weights"], want, atol=1 / 65534 + 1e-7)
+
+
+def test_a_long_page_packs_smaller_than_its_payloads_one_by_one(small):
+    """Above 128 tokens (block means, 8-bit maps) the packed stream is still smaller than the payloads
+    compressed one by one (the page's former format), so a long page never grows."""
+    tr = small.trace(" ".join(["the cat sat on the mat"] * 25), pad_to=160)
+    assert tr.n_real > export.FULL_UP_TO
+    payloads, layouts, _ = export.build_payloads(tr)
+    packed = len(codec.pack_page(payloads, layouts))
+    assert packed < len(codec.to_json(dict(payloads=payloads, layouts=layouts)))
+    back, back_layouts, _ = codec.unpack_page(codec.pack_page(payloads, layouts))
+    assert back_layouts == json.loads(codec.to_json(codec.float32_text(layouts)))
+    for key in (codec.request_key("attention", {"layer": 1, "kind": "probs"}), codec.request_key("token", {"query": 2})):
+        a, b = codec.from_text(payloads[key]), codec.from_text(back[key])
+        for name in a["arrays"]:
+            np.testing.assert_allclose(b["arrays"][name], a["arrays"][name], rtol=1e-6, atol=1e-6)
