@@ -101,7 +101,7 @@ def test_long_inputs_travel_as_scaled_uint16(wide):
 @pytest.mark.parametrize("view, args, arrays", [
     ("model", dict(kind="probs"), {"maps"}),
     ("token", dict(query=3), {"rows"}),
-    ("neuron", dict(layer=1), {"q", "k"}),
+    ("neuron", dict(layer=1), {"q", "k", "scores", "weights"}),  # up to 128 tokens: the recorded scores, weights
     ("step", dict(key="layer.1.attn.q"), {"z"}),
     ("params", {}, set()),
 ])

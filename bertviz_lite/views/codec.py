@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import zlib
 
 import numpy as np
 
@@ -87,36 +88,88 @@ def from_text(payload: dict) -> dict:
     return decode(payload["header"], [gzip.decompress(base64.b64decode(s)) for s in payload["data"]])
 
 
-def pack_page(payloads: dict, layouts: dict) -> str:
+def float32_text(value):
+    """Every float in a JSON-ready value rounded to float32 (the precision of the arrays it describes), so it
+    prints in at most 9 digits instead of 17: a short page's headers (limits, per-map ranges) compress by a third.
+    An array's lo and hi move by at most float32 rounding, which the quantisation error allows for."""
+    if isinstance(value, float):
+        return float(str(np.float32(value))) if np.isfinite(value) else value
+    if isinstance(value, list):
+        return [float32_text(v) for v in value]
+    if isinstance(value, dict):
+        return {k: float32_text(v) for k, v in value.items()}
+    return value
+
+
+def rows_filter(raw: bytes, spec: dict, undo: bool = False) -> bytes:
+    """PNG's "up" filter on a quantised array: each row of each map (the last two axes) less the row above,
+    modulo 2^8 or 2^16 (lossless; undo: the running sum). Neighbouring tokens' rows are alike, so the page's
+    stream compresses a few per cent better; filtered per map, a buffer of many maps is still its maps back to
+    back (pack_page finds shared ones). app.js `unfilter` undoes it."""
+    if spec["dtype"] not in ("u1", "u2") or len(spec["shape"]) < 2:
+        return raw
+    rows, cols = spec["shape"][-2:]
+    a = np.frombuffer(raw, dtype=NUMPY[spec["dtype"]]).reshape(-1, rows, cols)
+    if undo:
+        return np.cumsum(a, axis=1, dtype=a.dtype).tobytes()
+    out = a.copy()
+    out[:, 1:] -= a[:, :-1]
+    return out.tobytes()
+
+
+SHARED_FROM = 256  # bytes: a buffer this long is looked for among those already packed
+BEST_UP_TO = 2_000_000  # bytes: a page's stream up to this size is compressed at level 9, above at 6
+
+
+def map_bytes(spec: dict) -> int:
+    """Bytes of one map (the last two axes) of a quantised array; 0 for anything else."""
+    if spec["dtype"] not in ("u1", "u2") or len(spec["shape"]) < 2:
+        return 0
+    return int(np.prod(spec["shape"][-2:])) * np.dtype(NUMPY[spec["dtype"]]).itemsize
+
+
+def pack_page(payloads: dict, layouts: dict, info: dict | None = None) -> str:
     """Every payload of an exported page (`to_text` form) and its layouts as ONE text: base64 of
     gzip(4-byte little-endian length of a JSON part, the JSON part, every buffer back to back). The
     JSON part holds each payload's header and, for each of its buffers, [offset, length] among the
     buffers. One stream compresses what the payloads repeat (labels, keys, layouts, column starts):
-    a short MiniLM page is about half the size of one that compresses each buffer on its own."""
-    items, buffers, offset = {}, [], 0
+    a short MiniLM page is about half the size of one that compresses each buffer on its own. info: facts
+    the front-end needs only once a payload is drawn (the colour tables), merged into the page's facts."""
+    items, blob = {}, bytearray()
+    first = {}  # one map's bytes (the last two axes) -> where the page first stored it
     for key, p in payloads.items():
         spans = []
-        for text in p["data"]:
-            raw = gzip.decompress(base64.b64decode(text))
-            spans.append([offset, len(raw)])
-            buffers.append(raw)
-            offset += len(raw)
+        for spec, text in zip(p["header"]["arrays"], p["data"]):
+            raw = rows_filter(gzip.decompress(base64.b64decode(text)), spec)
+            # a buffer the page already holds (the model view's maps are every layer's attention maps back to
+            # back; a step's queries are the neuron view's) is stored once: its span points at the first copy
+            size = map_bytes(spec)
+            at = first.get(raw[:size], -1) if size and len(raw) >= SHARED_FROM else -1
+            if at < 0 or blob[at:at + len(raw)] != raw:
+                at = len(blob)
+                blob += raw
+                for i in range(0, len(raw), size) if size else ():
+                    first.setdefault(raw[i:i + size], at + i)
+            spans.append([at, len(raw)])
         items[key] = dict(header=p["header"], data=spans)
-    head = to_json(dict(payloads=items, layouts=layouts)).encode("utf-8")
-    blob = len(head).to_bytes(4, "little") + head + b"".join(buffers)
-    return base64.b64encode(gzip.compress(blob, compresslevel=9, mtime=0)).decode("ascii")
+    head = to_json(dict(float32_text(dict(payloads=items, layouts=layouts)), info=info or {})).encode("utf-8")
+    blob = len(head).to_bytes(4, "little") + head + bytes(blob)
+    # gzip format (wbits 31), no time stamp; level 9 costs seconds on a 10 MB page for 2% less: 6 there
+    z = zlib.compressobj(9 if len(blob) <= BEST_UP_TO else 6, zlib.DEFLATED, 31, 8, zlib.Z_FILTERED)
+    return base64.b64encode(z.compress(blob) + z.flush()).decode("ascii")
 
 
-def unpack_page(text: str) -> tuple[dict, dict]:
-    """The inverse of pack_page: (payloads in `to_text` form, layouts)."""
+def unpack_page(text: str) -> tuple[dict, dict, dict]:
+    """The inverse of pack_page: (payloads in `to_text` form, layouts, info)."""
     blob = gzip.decompress(base64.b64decode(text))
     n = int.from_bytes(blob[:4], "little")
     part = json.loads(blob[4:4 + n].decode("utf-8"))
     base = 4 + n
     payloads = {key: dict(header=p["header"], data=[
-        base64.b64encode(gzip.compress(blob[base + o:base + o + size], mtime=0)).decode("ascii")
-        for o, size in p["data"]]) for key, p in part["payloads"].items()}
-    return payloads, part["layouts"]
+        base64.b64encode(gzip.compress(rows_filter(blob[base + o:base + o + size], spec, undo=True), mtime=0))
+        .decode("ascii") for spec, (o, size) in zip(p["header"]["arrays"], p["data"])])
+        for key, p in part["payloads"].items()}
+    return payloads, part["layouts"], part["info"]
 
 
 def request_key(view: str, args: dict) -> str:

@@ -421,8 +421,12 @@ def token(trace, query: int) -> dict:
                  scale=colour_scale(rows, "weights", per=2), arrays=dict(rows=rows.astype(np.float32)))
 
 
+NEURON_NUMBERS_UP_TO = 128  # tokens: up to this many, the neuron view's data carries its scores and weights
+
+
 def neuron(trace, layer: int) -> dict:
-    """What a score is made of, for every head and query of one layer: arrays q, k (head, token, d_k).
+    """What a score is made of, for every head and query of one layer: arrays q, k (head, token, d_k);
+    up to NEURON_NUMBERS_UP_TO tokens also scores and weights (head, query, key), the model's own.
     score(q, k) = sum_i q_i k_i / sqrt(d_k) (+ M), then the softmax over the keys."""
     check_drawable(trace, "the neuron view")
     layer = trace.check_layer(layer)
@@ -433,6 +437,22 @@ def neuron(trace, layer: int) -> dict:
         check_key(trace, key)
         arrays[name] = check_finite(trace, key, host(trace.real(trace[key], trace.axes(key)))).astype(np.float32)
     d_k = trace.config.head_size
+    if arrays["q"].shape[1] <= NEURON_NUMBERS_UP_TO:
+        # the numbers the view prints (each key's score and softmax weight) as the model computed them, not
+        # recomputed from q and k by the front-end: the page can then send q and k at 8 bits (drawn as colours)
+        # and these arrays are the attention view's maps of the layer (one copy in the page)
+        q, k = arrays["q"].astype(np.float64), arrays["k"].astype(np.float64)
+        for name, kind in (("scores", "scores"), ("weights", "probs")):
+            key = schema.full_key(f"attn.{kind}", layer)
+            if key in trace:
+                a = host(trace.real(trace[key], trace.axes(key)))
+                a = np.where(np.isfinite(a), a, np.nan)
+            elif name == "scores":
+                a = np.einsum("hqd,hkd->hqk", q, k) / math.sqrt(d_k)
+            else:
+                e = np.exp(arrays["scores"] - np.nanmax(arrays["scores"], axis=-1, keepdims=True))
+                a = e / e.sum(axis=-1, keepdims=True)
+            arrays[name] = np.asarray(a).astype(np.float32)
     steps = {s: schema.STEP_BY_KEY[f"attn.{s}"] for s in ("q", "k", "scores", "probs")}
     return _base(trace, "neuron", layer=layer, d_k=d_k, scale_factor=1 / math.sqrt(d_k), labels=token_labels(trace),
                  formulas={s: st.formula for s, st in steps.items()},

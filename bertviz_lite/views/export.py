@@ -15,7 +15,9 @@ Size. A 512-token BERT-base trace holds 144 attention maps of 512 x 512 (37.7 M 
    the model view, every step (block means of at most STEP_ROWS x STEP_CELLS / STEP_ROWS cells
    per head, uint8; statistics at full precision), the parameters, the compare view;
 2. full-resolution maps and the neuron view's q and k of the first and the last layer;
-3. q and k of the other layers (uint16: the neuron view prints numbers computed from them);
+3. q and k of the other layers (uint16 above FULL_UP_TO tokens, where the neuron view prints numbers computed
+   from them; up to FULL_UP_TO it prints the model's own scores and weights, which are the attention maps, and
+   draws q and k as colours: uint8, the step-through's copy);
 4. full-resolution maps of the other layers;
 5. the one-token view, token by token.
 Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<= range / 508).
@@ -37,6 +39,12 @@ SMALL_MAPS = 96
 FULL_UP_TO = 128
 STEP_ROWS, STEP_CELLS = 48, 2048
 DEFAULT_MAX_BYTES = 14_000_000
+# steps whose tensor another view carries in full (up to FULL_UP_TO tokens): they travel with that view's wire,
+# and the page (codec.pack_page) keeps the one copy
+SHARED_STEPS = {"attn.scores": "maps", "attn.probs": "maps"}
+# up to FULL_UP_TO tokens the neuron view's data carries the scores and weights it prints (the attention maps: one
+# copy in the page); its q and k are drawn only as colours, so they travel at 8 bits (the step-through's q and k)
+NEURON_UP_TO_FULL = {"q": "u1", "k": "u1", "scores": "maps", "weights": "maps"}
 ASSETS = Path(__file__).with_name("assets")
 
 
@@ -56,15 +64,21 @@ class Payloads:
         self.layouts: dict[str, dict] = {}
         self._layout_ids: dict[str, str] = {}
         self.size = 0
-        self.maps_dtype = "u2" if trace.n_real <= 128 else "u1"
+        self.small = trace.n_real > FULL_UP_TO  # above, maps travel as block means (and steps do)
+        self.maps_dtype = "u1" if self.small else "u2"
 
     def make(self, view: str, args: dict, **extra) -> tuple[str, dict]:
         vd = data.view_data(self.trace, view, trace_b=self.trace_b, ledger=self.ledger, **args, **extra)
         # the numbers people hover (neuron view, compare) keep 16 bits; pictures of big tensors 8
         # (the neuron view prints q.k, scores and weights computed from q and k: 8 bits would misstate them)
         wire = records.record(view).wire  # the view's record: how its arrays travel
+        if view == "step" and not self.small and vd["step"] in SHARED_STEPS:
+            wire = SHARED_STEPS[vd["step"]]  # travels as the view that carries it too, so the page stores it once
         dtype = self.maps_dtype if wire == "maps" else wire
-        header, buffers = codec.encode(vd, default=dtype)
+        dtypes = None
+        if view == "neuron" and "weights" in vd["arrays"] and not self.small:
+            dtypes = {a: self.maps_dtype if w == "maps" else w for a, w in NEURON_UP_TO_FULL.items()}
+        header, buffers = codec.encode(vd, dtypes, default=dtype)
         return codec.request_key(view, args), codec.to_text(header, buffers)
 
     def add(self, view: str, args: dict, budget: int | None = None, **extra) -> bool:
@@ -114,7 +128,6 @@ def _build_payloads(p: Payloads, budget: int, views: set) -> tuple[dict, dict, l
     """Each view in the order of its record's priority (`records.PAGE_ORDER`): those of priority 0 whatever
     the budget, then the others while the budget lasts."""
     kept: list[str] = []
-    p.small = p.trace.n_real > FULL_UP_TO  # up to 128 tokens every map is sent in full
     p.full = []
     for name in records.PAGE_ORDER:  # each builder knows whether the page shows its view (`views`)
         kept += BUILD[name](p, None if records.record(name).priority == 0 else budget, views)
@@ -215,11 +228,17 @@ def _layers(layers: list[int], total: int) -> str:
     return "layers " + ", ".join(map(str, layers)) if layers else "no layer (over the size budget)"
 
 
+PACKED_FACTS = ("luts", "symbols", "formulas")  # facts the page carries in its compressed stream (codec.pack_page's info)
+
+
 def render_page(info: dict, state: dict, payloads: dict, title: str, layouts: dict | None = None) -> str:
     script = (ASSETS / "app.js").read_text(encoding="utf-8")
     style = (ASSETS / "app.css").read_text(encoding="utf-8")
     if "</script" in script.lower() or "</style" in style.lower():
         raise BertVizError("assets/app.js or app.css contains a closing tag; it cannot be inlined")
+    # the colour tables are needed only once a map is drawn, the symbol table never by the front-end: they travel
+    # in the compressed stream
+    shown, later = {k: v for k, v in info.items() if k not in PACKED_FACTS}, {k: info[k] for k in PACKED_FACTS if k in info}
     boot = ("\nconst BVL = JSON.parse(document.getElementById('bvl-data').textContent);\n"
             "renderPage(document.getElementById('bvl-app'), BVL);\n")
     return (
@@ -231,7 +250,8 @@ def render_page(info: dict, state: dict, payloads: dict, title: str, layouts: di
         f"<style>body {{ margin: 12px 20px; background: white; }}\n{style}</style>\n</head>\n<body>\n"
         "<div id=\"bvl-app\"></div>\n"
         f"<script type=\"application/json\" id=\"bvl-data\">"
-        f"{codec.to_json(dict(state=dict(state, info=info), page=codec.pack_page(payloads, layouts or {})))}</script>\n"
+        f"{codec.to_json(dict(state=dict(state, info=shown), page=codec.pack_page(payloads, layouts or {}, later)))}"
+        "</script>\n"
         f"<script type=\"module\">{script}{boot}</script>\n</body>\n</html>\n")
 
 
@@ -239,8 +259,8 @@ def read_page(text: str) -> dict:
     """An exported page's data as Python: {"state": ..., "payloads": {request key: `codec.to_text` form},
     "layouts": {id: layouts}} (the page itself carries the payloads packed: `codec.pack_page`)."""
     part = json.loads(text.split('id="bvl-data">', 1)[1].split("</script>", 1)[0])
-    payloads, layouts = codec.unpack_page(part["page"])
-    return dict(state=part["state"], payloads=payloads, layouts=layouts)
+    payloads, layouts, later = codec.unpack_page(part["page"])
+    return dict(state=dict(part["state"], info=dict(part["state"]["info"], **later)), payloads=payloads, layouts=layouts)
 
 
 MIN_BYTES = 200_000  # the front-end alone is ~60 kB; a budget below this keeps next to nothing

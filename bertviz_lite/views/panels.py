@@ -358,7 +358,7 @@ class _Resolver:
             best = int(np.argmax(num["weights"]))
             labels, q = self.vd["labels"], self.sel["query"]
             num["q"] = num["q"][None]
-            dot = _fmt(num["prod"][best].sum())
+            dot = _fmt(num["scores"][best] / self.vd["scale_factor"])  # q.k: the score times sqrt(d_k)
             num["summary"] = (f"strongest: {labels[q]} \u2192 {labels[best]}: q\u00b7k = {dot}, "
                               f"\u00d7 1/\u221a{self.vd['d_k']} = {_fmt(num['scores'][best])}, softmax over the "
                               f"{len(labels)} scores = {_fmt(num['weights'][best])}")
@@ -550,9 +550,13 @@ def grid_sizes(fig: dict) -> tuple[list[float], list[float]]:
 
 def neuron_numbers(vd: dict, head: int, query: int) -> dict:
     """The numbers the neuron view shows for one head and query: q (d_k), k (keys, d_k), q*k,
-    scores (keys) and weights (keys). The front-end computes the same from the same arrays."""
+    scores (keys) and weights (keys): the view data's own scores and weights where it carries them
+    (up to `data.NEURON_NUMBERS_UP_TO` tokens), else computed from q and k. The front-end does the same."""
     q, k = vd["arrays"]["q"][head, query].astype(np.float64), vd["arrays"]["k"][head].astype(np.float64)
     prod = q[None, :] * k
+    if "weights" in vd["arrays"]:
+        return dict(q=q, k=k, prod=prod, scores=vd["arrays"]["scores"][head, query].astype(np.float64),
+                    weights=vd["arrays"]["weights"][head, query].astype(np.float64))
     scores = prod.sum(axis=1) * vd["scale_factor"]
     w = np.exp(scores - scores.max())
     return dict(q=q, k=k, prod=prod, scores=scores, weights=w / w.sum())

@@ -226,12 +226,15 @@ function splitsOf(idx, segs) { const out = []; for (let i = 1; i < idx.length; i
 function neuronNumbers(vd, head, query) { // data.neuron_numbers
   const d = vd.d_k, Q = vd.arrays.q, K = vd.arrays.k, N = Q.shape[1];
   const q = Q.slice(head * N + query, d), k = K.slice(head, N * d);
-  const prod = new Float32Array(N * d), scores = new Float64Array(N);
-  for (let j = 0; j < N; j++) { let s = 0; for (let c = 0; c < d; c++) { const p = q[c] * k[j * d + c]; prod[j * d + c] = p; s += p; } scores[j] = s * vd.scale_factor; }
-  const mx = Math.max(...scores), ex = Array.from(scores, (s) => Math.exp(s - mx)), tot = ex.reduce((a, b) => a + b, 0), weights = ex.map((e) => e / tot);
-  const best = weights.indexOf(Math.max(...weights)), labels = vd.labels;
-  let dot = 0; for (let c = 0; c < d; c++) dot += prod[best * d + c];
-  return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d }, scores: Array.from(scores), weights,
+  const prod = new Float32Array(N * d);
+  for (let j = 0; j < N; j++) for (let c = 0; c < d; c++) prod[j * d + c] = q[c] * k[j * d + c];
+  let scores, weights; // the model's own where the view data carries them (up to 128 tokens), else from q and k
+  if (vd.arrays.weights) { scores = Array.from(vd.arrays.scores.slice(head * N + query, N)); weights = Array.from(vd.arrays.weights.slice(head * N + query, N)); } else {
+    scores = Array.from({ length: N }, (_, j) => { let s = 0; for (let c = 0; c < d; c++) s += prod[j * d + c]; return s * vd.scale_factor; });
+    const mx = Math.max(...scores), ex = scores.map((s) => Math.exp(s - mx)), tot = ex.reduce((a, b) => a + b, 0); weights = ex.map((e) => e / tot);
+  }
+  const best = weights.indexOf(Math.max(...weights)), labels = vd.labels, dot = scores[best] / vd.scale_factor;
+  return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d }, scores, weights,
     summary: `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, \u00d7 1/\u221a${d} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}` };
 }
 // panels.expand: a repeated panel ({repeat: {layer: L, head: H}, ...}) written out per combination, "$name" filled in
@@ -815,8 +818,18 @@ async function unpackPage(b64) {
   const part = JSON.parse(new TextDecoder().decode(new Uint8Array(view.buffer, view.byteOffset + 4, n)));
   return { ...part, bytes: view.buffer, base: view.byteOffset + 4 + n };
 }
+// codec.rows_filter undone: each row of each map plus the row above (typed arrays wrap as the filter did)
+function unfilter(bytes, o, n, spec) {
+  const T = { u1: Uint8Array, u2: Uint16Array }[spec.dtype];
+  if (!T || spec.shape.length < 2) return new DataView(bytes, o, n); // typed() copies where unaligned
+  const a = new T(bytes.slice(o, o + n)), [R, C] = spec.shape.slice(-2);
+  for (let s = 0; s < a.length; s += R * C) for (let i = s + C; i < s + R * C; i++) a[i] += a[i - C];
+  return new DataView(a.buffer);
+}
 function pageModel(state, packed) {
-  const handlers = {}, changed = new Set(), page = unpackPage(packed);
+  const handlers = {}, changed = new Set();
+  // facts packed with the payloads (the colour tables: export.PACKED_FACTS) join the page's facts before any drawing
+  const page = unpackPage(packed).then((part) => { Object.assign(state.info, part.info || {}); return part; });
   const fire = (ev, ...a) => (handlers[ev] || []).slice().forEach((f) => f(...a));
   return {
     get: (k) => state[k],
@@ -833,7 +846,7 @@ function pageModel(state, packed) {
       }
       // the page keeps each distinct layout once: a header names its layouts by id
       const header = typeof p.header.layouts === "string" ? { ...p.header, layouts: layouts[p.header.layouts] } : p.header;
-      const buffers = p.data.map(([o, n]) => new DataView(bytes, base + o, n)); // typed() copies where unaligned
+      const buffers = p.data.map(([o, n], i) => unfilter(bytes, base + o, n, p.header.arrays[i]));
       fire("msg:custom", { ...header, type: "view", request_key: msg.request_key }, buffers);
     }),
   };
