@@ -113,7 +113,8 @@ def test_a_long_page_packs_smaller_than_its_payloads_one_by_one(small):
     assert packed < len(codec.to_json(dict(payloads=payloads, layouts=layouts)))
     back, back_layouts, _ = codec.unpack_page(codec.pack_page(payloads, layouts))
     assert back_layouts == json.loads(codec.to_json(codec.float32_text(layouts)))
-    for key in (codec.request_key("attention", {"layer": 1, "kind": "probs"}), codec.request_key("token", {"query": 2})):
+    for key in (codec.request_key("attention", {"layer": 1, "kind": "probs"}),
+                codec.request_key("token", {"query": 2})):
         a, b = codec.from_text(payloads[key]), codec.from_text(back[key])
         for name in a["arrays"]:
             np.testing.assert_allclose(b["arrays"][name], a["arrays"][name], rtol=1e-6, atol=1e-6)

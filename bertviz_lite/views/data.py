@@ -36,6 +36,7 @@ from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, r
 from ..schema_text import plain_formula  # noqa: F401  (public here too)
 from . import records
 from .panels import HEAD_COLOURS, layouts, neuron_numbers  # noqa: F401  (public here too)
+from .panels import _fmt as number_text
 
 VIEWS = records.VIEWS  # one record per view (records.py); the registries below are derived from them
 TITLES = {r.name: r.title for r in records.RECORDS}
@@ -358,7 +359,10 @@ def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None 
     scale = colour_scale(maps, "weights" if kind == "probs" else "signed", per=1)
     labels = token_labels(trace)
     segments = [trace.segments[i] for i in real_positions(trace)]
+    # each head's top limit as the page prints it (Python's rounding, not the front-end's)
+    limit_texts = [number_text(c[1], 3 if kind == "probs" else 2) for c in scale["clim"]]
     return _base(trace, "attention", layer=layer, kind=kind, key=key, formula=step.formula, symbol=step.symbol,
+                 limit_texts=limit_texts,
                  axes=list(trace.axes(key)[1:]), scale=scale, edges=None if edges is None else edges.tolist(),
                  labels=labels if edges is None else block_labels(labels, edges), edited=key in edited_keys(trace),
                  segments=segments if edges is None else [segments[e] for e in edges[:-1]],

@@ -228,7 +228,8 @@ def _layers(layers: list[int], total: int) -> str:
     return "layers " + ", ".join(map(str, layers)) if layers else "no layer (over the size budget)"
 
 
-PACKED_FACTS = ("luts", "symbols", "formulas")  # facts the page carries in its compressed stream (codec.pack_page's info)
+# facts the page carries in its compressed stream (codec.pack_page's info)
+PACKED_FACTS = ("luts", "symbols", "formulas")
 
 
 def render_page(info: dict, state: dict, payloads: dict, title: str, layouts: dict | None = None) -> str:
@@ -238,7 +239,8 @@ def render_page(info: dict, state: dict, payloads: dict, title: str, layouts: di
         raise BertVizError("assets/app.js or app.css contains a closing tag; it cannot be inlined")
     # the colour tables are needed only once a map is drawn, the symbol table never by the front-end: they travel
     # in the compressed stream
-    shown, later = {k: v for k, v in info.items() if k not in PACKED_FACTS}, {k: info[k] for k in PACKED_FACTS if k in info}
+    shown = {k: v for k, v in info.items() if k not in PACKED_FACTS}
+    later = {k: info[k] for k in PACKED_FACTS if k in info}
     boot = ("\nconst BVL = JSON.parse(document.getElementById('bvl-data').textContent);\n"
             "renderPage(document.getElementById('bvl-app'), BVL);\n")
     return (
@@ -260,7 +262,8 @@ def read_page(text: str) -> dict:
     "layouts": {id: layouts}} (the page itself carries the payloads packed: `codec.pack_page`)."""
     part = json.loads(text.split('id="bvl-data">', 1)[1].split("</script>", 1)[0])
     payloads, layouts, later = codec.unpack_page(part["page"])
-    return dict(state=dict(part["state"], info=dict(part["state"]["info"], **later)), payloads=payloads, layouts=layouts)
+    state = dict(part["state"], info=dict(part["state"]["info"], **later))
+    return dict(state=state, payloads=payloads, layouts=layouts)
 
 
 MIN_BYTES = 200_000  # the front-end alone is ~60 kB; a budget below this keeps next to nothing

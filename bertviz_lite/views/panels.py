@@ -21,8 +21,8 @@ with one value per row (column), e.g. {"tab": "attention", "layer": [0, 0, 1, 1]
 
 Selection words in text: a layout's own strings may hold {layer}, {head}, {query}, {query_label},
 {pair} (" [A->B]" when filtered), {key}; nothing else in braces is touched. A text is a string or
-a list of strings and references (joined); referenced values (token labels, sentences) go in as
-written, and a reference with "fmt": k prints k digits (an exact tie rounds to even, in both resolvers).
+a list of strings and references (joined); referenced values (token labels, sentences, numbers the view data
+carries formatted by Python: `limit_texts`, stats) go in as written.
 """
 
 from __future__ import annotations
@@ -52,11 +52,8 @@ WORDS = ("layer", "head", "query", "query_label", "pair", "key")
 META = {r.name: r.meta for r in records.RECORDS}  # the selection words a figure records
 
 
-def ref(path: str, *at, fmt: int | None = None) -> dict:
-    r = {"ref": path, "at": list(at)}
-    if fmt is not None:
-        r["fmt"] = fmt
-    return r
+def ref(path: str, *at) -> dict:
+    return {"ref": path, "at": list(at)}
 
 
 def derive(part: str) -> dict:
@@ -79,9 +76,9 @@ def attention_layout(vd: dict) -> dict:
     kind, unit = vd["kind"], ("weight" if vd["kind"] == "probs" else "score")
     blocks = vd["edges"] is not None
     note = (["queries are rows, keys are columns; each row sums to 1; white is 0, the darkest blue this map's largest "
-             "weight (", ref("scale.clim", "head", 1, fmt=3), ")"] if kind == "probs" else
+             "weight (", ref("limit_texts", "head"), ")"] if kind == "probs" else
             ["scores before the softmax (real tokens only); red > 0 > blue, symmetric at \u00b1",
-             ref("scale.clim", "head", 1, fmt=2)])
+             ref("limit_texts", "head")])
     if vd["scale"].get("clipped") and kind != "probs":
         note.append(" (clipped at the 99.5th percentile of |score|)")
     notes = [note]
@@ -337,7 +334,7 @@ class _Resolver:
                     v = v[r]
             for a in spec["at"]:
                 v = v[self.index(a)]
-            return _fmt(v, spec["fmt"]) if "fmt" in spec else v
+            return v
         if isinstance(spec, dict) and "derive" in spec:
             return self.neuron()[spec["part"]]
         return spec

@@ -274,7 +274,7 @@ function resolve(lay, vd, sel) {
       }
       let v = vd[head]; for (const r of rest) v = v[r];
       for (const a of at) v = v[a];
-      return "fmt" in spec ? fmtPy(v, spec.fmt) : v;
+      return v; // numbers a text prints arrive formatted (data.py: limit_texts, stats)
     }
     if (spec && typeof spec === "object" && !Array.isArray(spec) && "derive" in spec) return (neuron = neuron || neuronNumbers(vd, sel.head, sel.query))[spec.part];
     return spec;
