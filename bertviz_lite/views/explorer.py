@@ -32,15 +32,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import BertVizError
 from ..params import ParamLedger, count_params
 from ..trace import Trace
 from . import codec, data
 
 TABS = data.VIEWS
-# a saved notebook keeps the exported page of each explorer up to this size (export's order: every
-# layer's maps first, full resolution up to 128 tokens, then q and k, then the one-token view):
-# a 13-token MiniLM page is about 1.1 MB; a 512-token one keeps block means
-SAVED_PAGE_BYTES = 2_000_000
+# a saved notebook keeps the exported page of each explorer up to this size: every tab while it fits
+# (MiniLM: 0.8 MB at 22 tokens, 4.7 MB at 122), else the tabs of SAVED_LONG_TABS (1.4 MB at 202 tokens),
+# else only the picture, saying why (saved_page); measured 2026-11-25
+SAVED_PAGE_BYTES = 5_000_000
 # above this many tokens the saved page keeps the attention, model, head view and parameters tabs only:
 # the step-through's 97 tensors and the one-token view would take seconds to build each time the
 # explorer is shown (7 s for MiniLM at 500 tokens) and megabytes to keep
@@ -273,15 +274,26 @@ def _widget_class():
             from .export import build_page
             state = dict(tab=self.tab, layer=self.layer, head=self.head, heads=list(self.heads), kind=self.kind,
                          pair_filter=self.pair_filter, key=self.key, query=self.query)
+            def build(long: bool) -> str:
+                shown = dict(state, tab=state["tab"] if not long or state["tab"] in SAVED_LONG_TABS else "attention")
+                note = (f"A saved notebook keeps every tab up to {SAVED_EVERY_TAB_UP_TO} tokens and "
+                        f"{SAVED_PAGE_BYTES / 1e6:.0f} MB; this input has {self.trace.n_real} tokens: run the notebook "
+                        "for every tab, or bv.export_html(tr, 'page.html').")
+                with data.pretty_labels(self.pretty):
+                    return build_page(self.trace, ledger=self.ledger, compare=self.trace_b, info=self.info,
+                                      title=f"bertviz-lite: {self.info['model']}", max_bytes=SAVED_PAGE_BYTES,
+                                      state=shown, views=SAVED_LONG_TABS if long else None, note=note if long else "")
+
             long = self.trace.n_real > SAVED_EVERY_TAB_UP_TO
-            if long and state["tab"] not in SAVED_LONG_TABS:
-                state["tab"] = "attention"
-            note = (f"A saved notebook keeps every tab up to {SAVED_EVERY_TAB_UP_TO} tokens; this input has "
-                    f"{self.trace.n_real}: run the notebook for every tab, or bv.export_html(tr, 'page.html').")
-            with data.pretty_labels(self.pretty):
-                return build_page(self.trace, ledger=self.ledger, compare=self.trace_b, info=self.info,
-                                  title=f"bertviz-lite: {self.info['model']}", max_bytes=SAVED_PAGE_BYTES,
-                                  state=state, views=SAVED_LONG_TABS if long else None, note=note if long else "")
+            page = build(long)
+            if len(page.encode()) > SAVED_PAGE_BYTES and not long:  # the cap holds: fewer tabs, said on the page
+                page = build(True)
+            size = len(page.encode())
+            if size > SAVED_PAGE_BYTES:  # saved_bundle keeps the PNG and says why
+                raise BertVizError(f"the saved page would take {size / 1e6:.1f} MB, over the "
+                                   f"{SAVED_PAGE_BYTES / 1e6:.0f} MB a notebook output may hold; the notebook keeps the "
+                                   "picture (bv.export_html(tr, 'page.html') writes every tab)")
+            return page
 
         def saved_bundle(self) -> dict:
             """What a saved notebook keeps of the explorer (one output): the exported page in an iframe
