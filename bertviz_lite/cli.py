@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -273,8 +274,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except (BertVizError, ValueError, TypeError, KeyError, OSError) as e:
         message = str(e.args[0] if isinstance(e, KeyError) and e.args else e)
-        if isinstance(e, InputTooLongError):  # the option, not the keyword argument
-            message = message.replace("pass truncate=True", "pass --truncate")
+        # the command's options, not the keyword arguments the library's messages name
+        message = re.sub(r"\bpad_to=(?=\d)", "--pad-to ", message).replace("pad_to>=", "--pad-to >= ")
+        message = message.replace("pass truncate=True", "pass --truncate").replace("truncate=True", "--truncate")
         print(f"bertviz-lite: error: {' '.join(message.split())}", file=sys.stderr)
         return 2
     return 0

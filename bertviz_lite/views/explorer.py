@@ -423,7 +423,11 @@ def head_view(attention, tokens=None, sentence_b_start: int | None = None, *, la
     w = explore(attention, tokens=tokens, sentence_b_start=sentence_b_start, tab="head", layer=layer,
                 pair_filter=pair_filter, prettify_tokens=prettify_tokens)
     if heads is not None:
-        w.heads = [w.trace.check_head(h) for h in heads]
+        if isinstance(heads, (int, np.integer)) and not isinstance(heads, bool):
+            heads = [heads]  # one head
+        if isinstance(heads, (str, bytes)) or not hasattr(heads, "__iter__"):
+            raise TypeError(f"heads= takes a list of head indices (e.g. heads=[2, 5]), got {type(heads).__name__}")
+        w.heads = list(dict.fromkeys(w.trace.check_head(h) for h in heads))  # each once, in the order given
     return w
 
 
