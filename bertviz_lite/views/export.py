@@ -313,8 +313,8 @@ def export_html(trace, path, *, ledger=None, compare=None, title=None, max_bytes
     if compare is not None:
         data.check_trace(compare, "export_html(compare=...)")
         data.check_comparable(trace, compare)
+    target = check_target(path)  # a str or a path; a trailing slash, a folder, a device, a FIFO: refused
     path = Path(path)
-    target = check_target(path)
     check_folder(target, path)
     write_whole(target, build_page(trace, ledger=ledger, compare=compare, title=title, max_bytes=max_bytes,
                                    progress=progress), shown=path)

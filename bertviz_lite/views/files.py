@@ -20,6 +20,16 @@ def check_target(path, what: str = "export_html", kind: str = ".html") -> Path:
     Refuses, before any page is built, whatever is not a page's to replace: a folder, a device,
     a FIFO, a socket, a symlink to one of those or to nothing (a dangling link).
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what} takes a file name (a str or a path), got {type(path).__name__}: e.g. "
+                        f"{what}(tr, 'trace{kind}')")
+    if str(path).endswith(("/", os.sep)):  # a trailing slash names a folder, not a file
+        raise IsADirectoryError(f"{what} writes a file; {str(path)!r} ends with a slash, which names a folder "
+                                f"(give a file name, e.g. {str(Path(path) / ('trace' + kind))!r})")
+    other = {".jpg", ".jpeg", ".gif", ".webp", ".svg", ".pdf", ".bmp", ".tif", ".tiff"}
+    if kind == ".png" and Path(path).suffix.lower() in other:
+        raise ValueError(f"{what} writes PNG images; {str(path)!r} names a {Path(path).suffix} file (give e.g. "
+                         f"{str(Path(path).with_suffix('.png'))!r}, or convert the PNG afterwards)")
     path = Path(path)
     if not os.path.lexists(path):
         return path  # a new file
