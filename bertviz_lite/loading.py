@@ -303,9 +303,10 @@ def minilm_mlm_from(published: Bert, trained: dict, *, backend_name: str | None 
     L = published.config.num_layers
     first = min((int(k.split(".")[1]) for k in trained if k.startswith("layer.")), default=L)
     weights = {**{k: backend.to_host(v) for k, v in published.weights.items()}, **trained}
-    return Bert(published.config, weights, published.tokenizer, name=f"minilm-mlm (all-MiniLM-L6-v2, layers "
-                f"{first}..{L - 1} trained with the head)", backend_name=backend_name or published.backend,
-                source="minilm-mlm", description=MODELS["minilm-mlm"])
+    return Bert(published.config, weights, published.tokenizer, name="minilm-mlm",
+                backend_name=backend_name or published.backend, source="minilm-mlm",
+                description=f"all-MiniLM-L6-v2 with layers {first}..{L - 1} trained together with the masked-LM head "
+                            "by bertviz-lite: fills [MASK]; not the published encoder")
 
 
 def load_random(*, seed: int = 0, config: BertConfig | dict | None = None, mlm: bool = False,
