@@ -58,3 +58,40 @@ def write_folder(folder: Path, model, *, config: dict | None = None, state: dict
     (folder / "config.json").write_text(json.dumps(config or model.config.to_hf_dict()))
     shutil.copy(VOCAB, folder / "vocab.txt")
     return folder
+
+
+# ------------------------------------------------------------------------------------------
+# gradients and the browser, shared by several test files
+# ------------------------------------------------------------------------------------------
+
+
+def numeric_grad(f, x, h=1e-6):
+    """Central finite differences of the scalar f() in every entry of x (changed in place, restored)."""
+    g = np.zeros_like(x)
+    it = np.nditer(x, flags=["multi_index"])
+    for _ in it:
+        i = it.multi_index
+        old = x[i]
+        x[i] = old + h
+        up = f()
+        x[i] = old - h
+        down = f()
+        x[i] = old
+        g[i] = (up - down) / (2 * h)
+    return g
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's, never `playwright install`
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def browser_or_skip():
+    """playwright's sync_api, or the calling test module skipped with the reason (no chromium, no playwright)."""
+    import os
+
+    import pytest
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing: the browser tests drive the system chromium (apt-get install chromium)",
+                    allow_module_level=True)
+    return pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")

@@ -13,24 +13,19 @@ heads", the sentence-pair filter in the head and model views, clicking a thumbna
 
 from __future__ import annotations
 
-import os
 import tempfile
 
 import pytest
 
 import bertviz_lite as bv
 
+from .helpers import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
 from .test_bertviz_calls import TOKENS, GradTensor, attentions
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is missing: the browser tests drive the system chromium", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+ARGS = CHROMIUM_ARGS
+sync_api = browser_or_skip()
 pytest.importorskip("anywidget")
 
 HEAD = ".bvl-x-section[data-tab='head']"

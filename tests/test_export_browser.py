@@ -5,7 +5,6 @@ is requested from anywhere but file:, data: and blob:."""
 from __future__ import annotations
 
 import io
-import os
 import tempfile
 
 import numpy as np
@@ -14,17 +13,12 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite.views import export_html
 
-from .helpers import real_map
+from .helpers import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, real_map
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is missing: the browser tests drive the system chromium", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+ARGS = CHROMIUM_ARGS
+sync_api = browser_or_skip()
 
 # what each tab draws into, and so where its `.bvl` record (what was drawn) sits
 DRAWN = {"attention": ".bvl-attn-heat", "head": ".bvl-headview", "token": ".bvl-x-section[data-tab='token'] .bvl-heat",

@@ -14,25 +14,11 @@ from bertviz_lite import loading, mlm
 from bertviz_lite.config import BertConfig
 from bertviz_lite.errors import BertVizError, CheckpointError
 
+from .helpers import numeric_grad
+
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "mlm" / "mlm_head_grad.npz"
 xp = np
 EPS = 1e-12
-
-
-def numeric_grad(f, x, h=1e-6):
-    """Central finite differences of the scalar f() in every entry of x (changed in place, restored)."""
-    g = np.zeros_like(x)
-    it = np.nditer(x, flags=["multi_index"])
-    for _ in it:
-        i = it.multi_index
-        old = x[i]
-        x[i] = old + h
-        up = f()
-        x[i] = old - h
-        down = f()
-        x[i] = old
-        g[i] = (up - down) / (2 * h)
-    return g
 
 
 @pytest.fixture
