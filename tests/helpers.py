@@ -95,3 +95,13 @@ def browser_or_skip():
         pytest.skip(f"{CHROMIUM} is missing: the browser tests drive the system chromium (apt-get install chromium)",
                     allow_module_level=True)
     return pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+
+
+def chromium_context(sync_api, width: int = 1300, height: int = 1000):
+    """A headless chromium context for a module's `browser` fixture (`yield from chromium_context(sync_api)`)."""
+    import tempfile
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(), executable_path=CHROMIUM, headless=True,
+                                                   args=CHROMIUM_ARGS, viewport={"width": width, "height": height})
+        yield ctx
+        ctx.close()

@@ -13,18 +13,16 @@ heads", the sentence-pair filter in the head and model views, clicking a thumbna
 
 from __future__ import annotations
 
-import tempfile
 
 import pytest
 
 import bertviz_lite as bv
 
-from .helpers import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
+from .helpers import browser_or_skip, chromium_context
 from .test_bertviz_calls import TOKENS, GradTensor, attentions
 
 pytestmark = pytest.mark.browser
 
-ARGS = CHROMIUM_ARGS
 sync_api = browser_or_skip()
 pytest.importorskip("anywidget")
 
@@ -34,11 +32,7 @@ MODEL = ".bvl-x-section[data-tab='model']"
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(), executable_path=CHROMIUM, headless=True,
-                                                   args=ARGS, viewport={"width": 1300, "height": 1000})
-        yield ctx
-        ctx.close()
+    yield from chromium_context(sync_api)
 
 
 def open_widget(browser, widget, tmp_path, name):

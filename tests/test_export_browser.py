@@ -5,7 +5,6 @@ is requested from anywhere but file:, data: and blob:."""
 from __future__ import annotations
 
 import io
-import tempfile
 
 import numpy as np
 import pytest
@@ -13,11 +12,10 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite.views import export_html
 
-from .helpers import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, real_map
+from .helpers import browser_or_skip, chromium_context, real_map
 
 pytestmark = pytest.mark.browser
 
-ARGS = CHROMIUM_ARGS
 sync_api = browser_or_skip()
 
 # what each tab draws into, and so where its `.bvl` record (what was drawn) sits
@@ -37,11 +35,7 @@ def page_file(small, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(), executable_path=CHROMIUM, headless=True,
-                                                   args=ARGS, viewport={"width": 1300, "height": 1000})
-        yield ctx
-        ctx.close()
+    yield from chromium_context(sync_api)
 
 
 @pytest.fixture
