@@ -342,7 +342,9 @@ def head_importance(model, pairs, *, how: str = "zero", progress: bool = True):
     progress=False for none (stored lesson outputs stay the same).
     """
     from .edits import ablate
+    from .errors import as_bool
 
+    progress = as_bool(progress, "progress")  # 'no' is not False: it would show the bar
     pairs = [tuple(p) if isinstance(p, (tuple, list)) else p for p in pairs]
     if not pairs or any(not isinstance(p, tuple) or len(p) != 2 or not all(isinstance(s, str) for s in p)
                         for p in pairs):

@@ -43,3 +43,9 @@ def test_trace_ids_tokens_and_spans_must_match_the_ids(small):
     with pytest.raises(ValueError, match="spans="):
         small.trace_ids(ids, spans=[None])
     assert small.trace_ids(ids, tokens=["a", "b", "c", "d"]).tokens == ("a", "b", "c", "d")
+
+
+@pytest.mark.parametrize("progress", ["no", None, 0])
+def test_head_importance_progress_must_be_a_bool(small, progress):
+    with pytest.raises(TypeError, match="progress must be True or False"):
+        bv.analysis.head_importance(small, [("the cat sat", "a cat sat")], progress=progress)
