@@ -22,17 +22,38 @@ BPE_NEWLINE = "\u010a"  # Ċ: byte-level BPE's newline
 SP_SPACE = "\u2581"  # ▁: SentencePiece's "a space before this token"
 
 
+def _special(text: str) -> bool:
+    return text.startswith("[") and text.endswith("]") or text.startswith("<") and text.endswith(">")
+
+
 def prettify_token(token: str) -> str:
-    """One token as people read it: Ġ and ▁ (a space before the word), a leading ## and </w> dropped,
-    Ċ shown as ↵ (bertviz's prettify_tokens); special tokens ([CLS], <s>, <mask>) and tokens that
-    would become empty stay as they are."""
+    """One token as people read it: Ġ and ▁ (a space before the word) and </w> dropped, Ċ shown as ↵
+    (bertviz's prettify_tokens); WordPiece's leading ## is kept, as bertviz keeps it: it tells a piece
+    ("##s") from a word ("s"), which lesson 01 teaches (`join_tokens` writes the pieces as words).
+    Special tokens ([CLS], <s>, <mask>) and tokens that would become empty stay as they are."""
     text = str(token)
-    if text.startswith("[") and text.endswith("]") or text.startswith("<") and text.endswith(">"):
+    if _special(text):
         return text
     out = text.replace(BPE_SPACE, "").replace(SP_SPACE, "").replace(BPE_NEWLINE, "\u21b5").replace("</w>", "")
-    if out.startswith("##") and len(out) > 2:
-        out = out[2:]
     return out if out.strip() else text
+
+
+def join_tokens(tokens) -> str:
+    """Tokens written back as text, for a title: a ## piece joins the word before it; with byte-level BPE
+    or SentencePiece (some token carries Ġ or ▁) a token without the mark joins the word before it.
+    ["[CLS]", "it", "pu", "##rred", "."] -> "[CLS] it purred ."."""
+    tokens = [str(t) for t in tokens]
+    marked = any(t.startswith((BPE_SPACE, SP_SPACE)) for t in tokens)
+    words: list[str] = []
+    for t in tokens:
+        glued = words and not _special(t) and not _special(words[-1]) and (
+            t.startswith("##") and len(t) > 2 or marked and not t.startswith((BPE_SPACE, SP_SPACE)))
+        piece = t[2:] if t.startswith("##") and len(t) > 2 else prettify_token(t)
+        if glued:
+            words[-1] += piece
+        else:
+            words.append(piece)
+    return " ".join(words)
 
 
 def prettify_tokens(tokens) -> list[str]:

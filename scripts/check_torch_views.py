@@ -53,7 +53,7 @@ def main() -> int:
         print("skipped: head_view/model_view need anywidget (pass the views venv's site-packages)")
         return 0
     w = bv.views.head_view(att, tokens, sentence_b_start=6)
-    assert w.tab == "head" and w.info["tokens"][3] == "s" and w.info["has_pair"], (w.tab, w.info["tokens"])
+    assert w.tab == "head" and w.info["tokens"][3] == "##s" and w.info["has_pair"], (w.tab, w.info["tokens"])
     print(f"ok: head_view -> {w!r}")
     m = bv.views.model_view(att, tokens)
     assert m.tab == "model"

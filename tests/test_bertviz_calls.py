@@ -71,7 +71,7 @@ def test_head_view_takes_bertvizs_readme_call_and_opens_the_head_tab():
     assert type(w).__name__ == "Explorer" and w.tab == "head" and w.heads == []  # [] = every head
     np.testing.assert_array_equal(to_host(w.trace.get("attn.probs", layer=2)), att[2][0])
     assert w.info["has_pair"] and w.info["pair_filters"][1:] == ["A->A", "A->B", "B->A", "B->B"]
-    assert w.info["tokens"] == ["[CLS]", "the", "cat", "s", "sat", "[SEP]", "it", "[SEP]"]  # prettified
+    assert w.info["tokens"] == ["[CLS]", "the", "cat", "##s", "sat", "[SEP]", "it", "[SEP]"]  # prettified
     raw = bv.views.head_view([GradTensor(a) for a in att], TOKENS, prettify_tokens=False)
     assert raw.info["tokens"] == TOKENS and raw.view_data("head")["labels"][1] == "1 \u0120the"
     assert w.view_data("head")["labels"][1] == "1 the"
@@ -125,9 +125,16 @@ def test_the_static_figures_keep_clear_names_and_dir_lists_the_entry_points():
     assert fig.layout.meta["view"] == "head"
 
 
+def test_join_tokens_writes_pieces_as_words():
+    assert foreign.join_tokens(["[CLS]", "it", "pu", "##rred", ".", "[SEP]"]) == "[CLS] it pu rred . [SEP]".replace(
+        "pu rred", "purred")
+    assert foreign.join_tokens(["<s>", "It", "\u0120pur", "red", "\u0120.", "</s>"]) == "<s> It purred . </s>"
+    assert foreign.join_tokens(["[CLS]", "\u2581the", "\u2581cat", "s", "[SEP]"]) == "[CLS] the cats [SEP]"
+
+
 def test_prettify_tokens_is_shared():
     assert bv.prettify_tokens(["[CLS]", "\u0120Hello", "\u2581world", "##ing", "<s>", "\u0120", "a</w>"]) == \
-        ["[CLS]", "Hello", "world", "ing", "<s>", "\u0120", "a"]
+        ["[CLS]", "Hello", "world", "##ing", "<s>", "\u0120", "a"]
     assert bv.views.prettify_tokens is foreign.prettify_tokens
     with pytest.raises(TypeError, match="one string"):
         bv.prettify_tokens("Hello")

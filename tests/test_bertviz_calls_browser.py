@@ -65,7 +65,7 @@ def test_head_view_of_bertvizs_readme_call(browser, tmp_path):
         assert page.evaluate("() => document.querySelector('.bvl-x-bvl, .bvl-x').dataset.tab") == "head"
         r = head_record(page)
         assert r["heads"] == [0, 1, 2, 3] and r["layer"] == 0  # every head at the start
-        assert r["left"][1] == "1 the" and r["left"][3] == "3 s"  # prettified tokens
+        assert r["left"][1] == "1 the" and r["left"][3] == "3 ##s"  # prettified tokens (## kept)
         # one colour box per head, each its own colour, all on
         boxes = page.locator(f"{HEAD} .bvl-head")
         assert boxes.count() == 4

@@ -31,7 +31,7 @@ import numpy as np
 from .. import schema
 from ..backend import to_host
 from ..errors import BertVizError
-from ..foreign import prettify_token
+from ..foreign import join_tokens, prettify_token
 from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
 from ..schema_text import plain_formula  # noqa: F401  (public here too)
 from . import records
@@ -146,7 +146,7 @@ def real_positions(trace) -> list[int]:
     return trace.real_positions
 
 
-# tokens as people read them (Ġ, ▁ and ## dropped: `foreign.prettify_token`) unless a caller turns it off
+# tokens as people read them (Ġ and ▁ dropped, ## kept: `foreign.prettify_token`) unless a caller turns it off
 # (explore(..., prettify_tokens=False)); a context variable, so a widget answering later keeps its own choice
 _PRETTY = contextvars.ContextVar("bertviz_lite_pretty_labels", default=True)
 
@@ -747,7 +747,8 @@ def shown_texts(trace) -> list[str]:
     if not trace.nominal:
         return list(trace.texts)
     real = real_positions(trace)
-    return [" ".join(token_text(trace.tokens[i]) for i in real if trace.segments[i] == s) for s in (0, 1)]
+    join = join_tokens if _PRETTY.get() else " ".join  # pieces written as words ("purred", not "pu ##rred")
+    return [join([trace.tokens[i] for i in real if trace.segments[i] == s]) for s in (0, 1)]
 
 
 def shown_views(trace, trace_b=None) -> list[str]:
