@@ -94,11 +94,12 @@ class _BlasLimits:
     """BLAS's one process-wide thread count, shared by the forwards that run at once: while any runs
     with a limit, BLAS uses the smallest limit among them; after the last, what it used before the first.
 
-    OpenBLAS (0.3.31 here) ignores a count set from any thread but the main one once the main thread has
-    set one, and a limit set there could then not be given back from another thread. So after the main
-    thread has set a count, forwards in other threads leave BLAS alone (their kernels still follow their
-    own limit); and a count that could not be given back is owed, and given back by the next forward
-    that starts in the main thread."""
+    Only forwards in the main thread change it. OpenBLAS (0.3.31 here) does not reliably take a count
+    set from another thread: ignored once the main thread has set one, and even before that a give-back
+    from a worker thread was lost in about 1 run in 6 of 4 threads x 60 forwards (tests/test_threads.py),
+    leaving every later product on one thread. So forwards in other threads (a notebook's background
+    work, Dask's worker threads) leave BLAS alone, and their kernels still follow their own limit. A
+    count that could not be given back is owed, and given back by the next forward in the main thread."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -136,6 +137,9 @@ class _BlasLimits:
     @contextmanager
     def hold(self, limit: int):
         main = threading.current_thread() is threading.main_thread()
+        if not main:  # see the class's docstring: BLAS is changed from the main thread only
+            yield
+            return
         key = None
         with self._lock:
             self._find_libs()
