@@ -373,8 +373,8 @@ def explore(trace, model=None, *, tokens=None, sentence_b_start: int | None = No
     "neuron", "step", "params", "compare"; layer, head, kind ("probs" or "scores"), pair_filter ("all",
     "A->A", "A->B", "B->A", "B->B" for sentence pairs), key (a trace key for the step-through) and
     query (a token index) set the starting selection (layer: 0, or with compare= the first layer
-    whose attention differs). prettify_tokens: labels without Ġ, ▁ and ##
-    (`bertviz_lite.foreign.prettify_tokens`; False shows the tokenizer's strings). static=True
+    whose attention differs). prettify_tokens: labels without Ġ and ▁ (## kept, as bertviz keeps it;
+    `bertviz_lite.foreign.prettify_tokens`; False shows the tokenizer's strings). static=True
     returns a `go.Figure`.
     """
     trace = check_trace(data.as_trace(trace, tokens, sentence_b_start=sentence_b_start))
@@ -420,8 +420,8 @@ def head_view(attention, tokens=None, sentence_b_start: int | None = None, *, la
     head_view(tr, 2) (a Trace and a layer, the plotly figure's old call) opens layer 2."""
     if isinstance(attention, Trace) and isinstance(tokens, (int, np.integer)) and not isinstance(tokens, bool):
         attention, tokens, layer = attention, None, int(tokens)
-    w = explore(attention, tokens=tokens, sentence_b_start=sentence_b_start, tab="head", layer=layer,
-                pair_filter=pair_filter, prettify_tokens=prettify_tokens)
+    trace = data.as_trace(attention, tokens, sentence_b_start=sentence_b_start, what="head_view()")
+    w = explore(trace, tab="head", layer=layer, pair_filter=pair_filter, prettify_tokens=prettify_tokens)
     if heads is not None:
         if isinstance(heads, (int, np.integer)) and not isinstance(heads, bool):
             heads = [heads]  # one head
@@ -436,8 +436,8 @@ def model_view(attention, tokens=None, sentence_b_start: int | None = None, *, p
     """bertviz's model view, interactive: the explorer opened on its model view tab (every layer x
     head as a thumbnail; click one to open it, the sentence-pair filter above). Arguments as
     `head_view`. The plotly figure: `bv.views.model_view_figure(trace)`."""
-    return explore(attention, tokens=tokens, sentence_b_start=sentence_b_start, tab="model",
-                   pair_filter=pair_filter, prettify_tokens=prettify_tokens)
+    trace = data.as_trace(attention, tokens, sentence_b_start=sentence_b_start, what="model_view()")
+    return explore(trace, tab="model", pair_filter=pair_filter, prettify_tokens=prettify_tokens)
 
 
 def neuron_view(trace, *, layer: int = 0, head: int = 0, query: int = 0, prettify_tokens: bool = True):
@@ -445,6 +445,10 @@ def neuron_view(trace, *, layer: int = 0, head: int = 0, query: int = 0, prettif
     q and each key's k make the scores and the weights). Needs a trace that recorded attn.q and
     attn.k (`model.trace(text)`); attention from elsewhere has no queries and keys. The plotly
     figure: `bv.views.neuron_view_figure(trace, layer, head, query)`."""
-    trace = check_trace(data.as_trace(trace, what="neuron_view()"))
+    if not isinstance(trace, Trace):  # attention alone can never fill it: it draws the queries and the keys
+        raise TypeError(f"neuron_view() takes a Trace from model.trace(text), got {type(trace).__name__}: it draws "
+                        "each layer's queries and keys (attn.q, attn.k), which attention from elsewhere "
+                        "(outputs.attentions) does not have; head_view and model_view take that")
+    trace = check_trace(trace, "neuron_view()")
     data.check_neuron(trace, "neuron_view()")
     return explore(trace, tab="neuron", layer=layer, head=head, query=query, prettify_tokens=prettify_tokens)
