@@ -156,10 +156,15 @@ def attention_backward(dy, W: dict, tape, Z, c, xp):
     return dZ, g
 
 
-def feed_forward_backward(dy, W: dict, tape, c, xp):
-    """Position-wise feed-forward and its residual + LayerNorm, backwards: d Z_l -> (d Z_bar, grads)."""
+def _require_exact_gelu(c) -> None:
+    """gelu_backward is exact GELU's derivative; a relu or tanh-approximation model would get wrong gradients."""
     if c.activation != "gelu":
         raise NotImplementedError(f"the backward is written for exact gelu; this model uses {c.activation!r}")
+
+
+def feed_forward_backward(dy, W: dict, tape, c, xp):
+    """Position-wise feed-forward and its residual + LayerNorm, backwards: d Z_l -> (d Z_bar, grads)."""
+    _require_exact_gelu(c)
     g = {}
     # ln = LayerNorm(resid)
     dresid, g["ffn.ln.gamma"], g["ffn.ln.beta"] = layer_norm_backward(dy, tape("ffn.resid"), W["ffn.ln.gamma"],
@@ -204,8 +209,7 @@ def mlm_head_backward(dy, W: dict, tape, Z_rows, c, xp, need_dZ: bool = True):
     learned tensors). The decoder is the token table W_T (tied, frozen): it passes the gradient on and
     learns nothing. tape(key) returns the head's inner lines `mlm.dense`, `mlm.act`, `mlm.transform`.
     need_dZ=False (the head trained alone on fixed rows): d Z is None, not computed."""
-    if c.activation != "gelu":
-        raise NotImplementedError(f"the backward is written for exact gelu; this model uses {c.activation!r}")
+    _require_exact_gelu(c)
     g = {}
     # logits = h W_T^T + b^mlm (W_T frozen: only dh)
     dh, g["mlm.bias"] = bias_backward(dy, xp)
