@@ -98,17 +98,14 @@ class _BlasLimits:
     set from another thread: ignored once the main thread has set one, and even before that a give-back
     from a worker thread was lost in about 1 run in 6 of 4 threads x 60 forwards (tests/test_threads.py),
     leaving every later product on one thread. So forwards in other threads (a notebook's background
-    work, Dask's worker threads) leave BLAS alone, and their kernels still follow their own limit. A
-    count that could not be given back is owed, and given back by the next forward in the main thread."""
+    work, Dask's worker threads) leave BLAS alone, and their kernels still follow their own limit."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._active: dict[object, int] = {}  # one entry per forward holding a limit
+        self._active: dict[object, int] = {}  # one entry per forward holding a limit (contexts may overlap)
         self._libs = None  # threadpoolctl's BLAS libraries, found on first use
-        self._saved: list[int] | None = None  # their thread counts before the first limit (kept after)
+        self._saved: list[int] | None = None  # their thread counts before the first of the running forwards
         self._applied: list[int] | None = None  # what this set last (None: nothing, or given back)
-        self._main_has_set = False  # whether a count was set from the main thread (see above)
-        self._owed: list[int] | None = None  # counts a thread could not give back
 
     def _find_libs(self) -> None:
         if self._libs is None:
@@ -119,56 +116,40 @@ class _BlasLimits:
                 self._libs = []
 
     def _set(self, counts) -> None:
-        # only when the count changes: changing it while another thread is inside a product is what
-        # OpenBLAS does not promise to survive bit for bit, so overlapping forwards change it as rarely as they can
+        # only when the count changes: overlapping forwards change it as rarely as they can
         counts = list(counts)
         if counts == self._applied:
             return
         for lib, n in zip(self._libs, counts):
             lib.set_num_threads(n)
         self._applied = counts
-        self._main_has_set |= threading.current_thread() is threading.main_thread()
 
     def _limit_to(self, limit: int) -> None:
-        # never more than a library had before: a limit only lowers (OpenBLAS, once its pool has grown,
-        # ignores a lower count set from another thread)
+        # never more than a library had before: a limit only lowers
         self._set([min(limit, n) for n in self._saved])
 
     @contextmanager
     def hold(self, limit: int):
-        main = threading.current_thread() is threading.main_thread()
-        if not main:  # see the class's docstring: BLAS is changed from the main thread only
+        if threading.current_thread() is not threading.main_thread():  # see the class's docstring
             yield
             return
-        key = None
+        key = object()
         with self._lock:
             self._find_libs()
-            if main or not self._main_has_set:
-                if not self._active:
-                    if main and self._owed is not None:  # a thread's give-back that OpenBLAS ignored
-                        self._applied = None
-                        self._set(self._owed)
-                        self._owed = None
-                    if self._owed is None and (self._saved is None or main):
-                        # what to give back after the last forward: only the main thread's reading (or the
-                        # first one) is the process's setting, as OpenBLAS may answer another thread with its own
-                        self._saved = [lib.num_threads for lib in self._libs]
-                key = object()
-                self._active[key] = limit
-                self._limit_to(min(self._active.values()))
+            if not self._active:  # what to give back after the last forward: the setting as it is now
+                self._saved = [lib.num_threads for lib in self._libs]
+            self._active[key] = limit
+            self._limit_to(min(self._active.values()))
         try:
             yield
         finally:
-            if key is not None:
-                with self._lock:
-                    del self._active[key]
-                    if self._active:
-                        self._limit_to(min(self._active.values()))
-                    else:
-                        self._set(self._saved)
-                        if [lib.num_threads for lib in self._libs] != self._saved:  # ignored: owed
-                            self._owed = list(self._saved)
-                        self._applied = None  # the user's own setting from here on
+            with self._lock:
+                del self._active[key]
+                if self._active:
+                    self._limit_to(min(self._active.values()))
+                else:
+                    self._set(self._saved)
+                    self._applied = None  # the user's own setting from here on
 
 
 _BLAS = _BlasLimits()
