@@ -164,8 +164,10 @@ def _row_softmax(s):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _all_entries(shape):
-    return [tuple(int(i) for i in idx) for idx in np.ndindex(*shape)]
+def _against_every_slope(answer, x, loss):
+    """The answer against the central-difference slope of `loss` at every entry of x."""
+    entries = [tuple(int(i) for i in idx) for idx in np.ndindex(*x.shape)]
+    return _compare(answer, x.shape, entries, _slopes(loss, x, entries), [])
 
 
 def _dV_mistakes(P, V, dC):
@@ -181,9 +183,7 @@ def _dV_mistakes(P, V, dC):
                         "i for each key j (A___ @ dC)?"), mistakes=_dV_mistakes)
 def _(answer, *, P, V, dC):
     P, V, dC = (np.asarray(a, dtype=np.float64) for a in (P, V, dC))
-    entries = _all_entries(V.shape)
-    slopes = _slopes(lambda v: float((dC * (P @ v)).sum()), V, entries)
-    return _compare(answer, V.shape, entries, slopes, [])
+    return _against_every_slope(answer, V, lambda v: float((dC * (P @ v)).sum()))
 
 
 def _dS_mistakes(S, V, dC):
@@ -205,6 +205,4 @@ def _dS_mistakes(S, V, dC):
                         "written with p * (dp - ___)?"), mistakes=_dS_mistakes)
 def _(answer, *, S, V, dC):
     S, V, dC = (np.asarray(a, dtype=np.float64) for a in (S, V, dC))
-    entries = _all_entries(S.shape)
-    slopes = _slopes(lambda s: float((dC * (_row_softmax(s) @ V)).sum()), S, entries)
-    return _compare(answer, S.shape, entries, slopes, [])
+    return _against_every_slope(answer, S, lambda s: float((dC * (_row_softmax(s) @ V)).sum()))
