@@ -182,14 +182,10 @@ def head_checksum(tensors: dict) -> str:
 MAX_HEAD_METADATA = 1 << 16  # characters of the head file's metadata JSON: a few hundred are written
 
 
-def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
-    """A head file's tensors, checked against the encoder it is attached to: a file that cannot be read,
-    was fitted for another encoder, or holds missing, unexpected, mis-shaped or non-finite tensors is a
-    CheckpointError naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"the masked-LM head file {path} is missing: reinstall bertviz-lite, regenerate it "
-                              "with scripts/train_mlm_head.py, or load('minilm', mlm=False)")
+def _read_checked(path: Path, cannot_read) -> tuple[dict, dict]:
+    """(bertviz_lite metadata as a dict, every tensor) of a safetensors file the package wrote; a file that
+    cannot be read, or whose metadata is too long, nested too deeply or not a JSON object, is a
+    CheckpointError with the message cannot_read(why)."""
     from safetensors import SafetensorError, safe_open
     try:
         with safe_open(str(path), framework="np") as f:
@@ -201,11 +197,36 @@ def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
         if not isinstance(meta, dict):
             raise ValueError("its bertviz_lite metadata is not a JSON object")
     except RecursionError:
-        raise CheckpointError(f"the masked-LM head file {path} could not be read (its metadata JSON is nested too "
-                              "deeply); regenerate it with scripts/train_mlm_head.py") from None
+        raise CheckpointError(cannot_read("its metadata JSON is nested too deeply")) from None
     except (SafetensorError, OSError, ValueError, TypeError) as e:
-        raise CheckpointError(f"the masked-LM head file {path} could not be read ({e}); it may be truncated or "
-                              "corrupted: regenerate it with scripts/train_mlm_head.py") from e
+        raise CheckpointError(cannot_read(e)) from e
+    return meta, state
+
+
+def _tensor_problems(state: dict, shapes: dict) -> list[str]:
+    """What is wrong with a file's tensors against the shapes expected: missing, mis-shaped, non-finite,
+    unexpected."""
+    problems = []
+    for k, shape in shapes.items():
+        if k not in state:
+            problems.append(f"missing tensor {k} (expected shape {tuple(shape)})")
+        elif tuple(state[k].shape) != tuple(shape):
+            problems.append(f"{k} has shape {tuple(state[k].shape)}, expected {tuple(shape)}")
+        elif backend.host_bad_values(state[k]):
+            problems.append(f"{k} holds {backend.host_bad_values(state[k])} NaN/Inf value(s)")
+    return problems + [f"unexpected tensor {k}" for k in sorted(set(state) - set(shapes))]
+
+
+def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
+    """A head file's tensors, checked against the encoder it is attached to: a file that cannot be read,
+    was fitted for another encoder, or holds missing, unexpected, mis-shaped or non-finite tensors is a
+    CheckpointError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"the masked-LM head file {path} is missing: reinstall bertviz-lite, regenerate it "
+                              "with scripts/train_mlm_head.py, or load('minilm', mlm=False)")
+    meta, state = _read_checked(path, lambda why: f"the masked-LM head file {path} could not be read ({why}); "
+                                "it may be truncated or corrupted: regenerate it with scripts/train_mlm_head.py")
     problems = []
     if meta.get("format") != HEAD_FORMAT:
         problems.append(f"metadata format {meta.get('format')!r}, expected {HEAD_FORMAT!r}")
@@ -214,15 +235,7 @@ def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
     if str(meta.get("layer")) != str(config.num_layers - 1):
         problems.append(f"fitted on layer {meta.get('layer')!r}, but the head reads the last layer "
                         f"{config.num_layers - 1}")
-    shapes = W.mlm_shapes(config)
-    for k in W.MLM_LEARNED:
-        if k not in state:
-            problems.append(f"missing tensor {k} (expected shape {shapes[k]})")
-        elif tuple(state[k].shape) != shapes[k]:
-            problems.append(f"{k} has shape {tuple(state[k].shape)}, expected {shapes[k]}")
-        elif backend.host_bad_values(state[k]):
-            problems.append(f"{k} holds {backend.host_bad_values(state[k])} NaN/Inf value(s)")
-    problems += [f"unexpected tensor {k}" for k in sorted(set(state) - set(W.MLM_LEARNED))]
+    problems += _tensor_problems(state, {k: W.mlm_shapes(config)[k] for k in W.MLM_LEARNED})
     if not problems and "sha256" in meta and meta["sha256"] != head_checksum(state):
         problems.append("its tensors do not match the sha256 checksum stored with them: the file is corrupted "
                         "(regenerate it with scripts/train_mlm_head.py, or reinstall bertviz-lite)")
@@ -269,29 +282,17 @@ def read_minilm_mlm(path, config: BertConfig) -> dict:
     if hashlib.sha256(data).hexdigest() != expected:
         raise CheckpointError(f"the minilm-mlm weights file {path} is corrupted: its sha256 is not the "
                               f"{expected[:16]}... that {info_path.name} records. {restore}")
-    from safetensors import SafetensorError, safe_open
-    try:
-        with safe_open(str(path), framework="np") as f:
-            meta = json.loads((f.metadata() or {}).get("bertviz_lite", "{}"))
-            state = {k: f.get_tensor(k) for k in f.keys()}
-    except (SafetensorError, OSError, ValueError, TypeError) as e:
-        raise CheckpointError(f"the minilm-mlm weights file {path} could not be read ({e}): {restore}") from e
+    meta, state = _read_checked(path, lambda why: f"the minilm-mlm weights file {path} could not be read ({why}): "
+                                f"{restore}")
     problems = []
-    if not isinstance(meta, dict) or meta.get("format") != MINILM_MLM_FORMAT or meta.get("encoder") != MINILM_REPO:
+    if meta.get("format") != MINILM_MLM_FORMAT or meta.get("encoder") != MINILM_REPO:
         problems.append(f"metadata {meta!r}, expected format {MINILM_MLM_FORMAT!r} for {MINILM_REPO}")
         first = config.num_layers
     else:
         first = int(meta.get("first", config.num_layers))
     shapes = {**{k: s for k, s in W.param_shapes(config).items() if k.startswith("layer.") and
                  int(k.split(".")[1]) >= first}, **{k: W.mlm_shapes(config)[k] for k in W.MLM_LEARNED}}
-    for k, shape in shapes.items():
-        if k not in state:
-            problems.append(f"missing tensor {k} (expected shape {shape})")
-        elif tuple(state[k].shape) != tuple(shape):
-            problems.append(f"{k} has shape {tuple(state[k].shape)}, expected {tuple(shape)}")
-        elif backend.host_bad_values(state[k]):
-            problems.append(f"{k} holds {backend.host_bad_values(state[k])} NaN/Inf value(s)")
-    problems += [f"unexpected tensor {k}" for k in sorted(set(state) - set(shapes))]
+    problems += _tensor_problems(state, shapes)
     if problems:
         raise CheckpointError(f"the minilm-mlm weights file {path} does not fit {MINILM_REPO}:\n  - "
                               + "\n  - ".join(problems) + f"\n{restore}")
