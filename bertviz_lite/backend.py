@@ -159,8 +159,8 @@ def host_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def host_zeros(shape, dtype="float32") -> np.ndarray:
-    return np.zeros(shape, dtype=dtype)
+def host_zeros(shape) -> np.ndarray:
+    return np.zeros(shape, dtype=np.float32)
 
 
 def host_ones(shape) -> np.ndarray:

@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import backend, engine, kernels, threads
+from . import engine, kernels, threads
 from .edits import compile_edits
 from .errors import InputTooLongError, as_bool, as_int
 from .tokenizer import Encoding, pad_encoding  # padding is written once, in tokenizer.py

@@ -21,7 +21,7 @@ import shutil
 import sys
 import textwrap
 
-from .errors import BertVizError, InputTooLongError
+from .errors import BertVizError
 from .foreign import prettify_token
 from .table import Table
 from .views.records import ONE_TRACE_VIEWS

@@ -160,4 +160,5 @@ def read_attentions(attentions, tokens, *, sentence_b_start=None, batch_index=0)
 
 
 def shorten(text: str, n: int = 40) -> str:
+    """text cut to n characters, the last one an ellipsis."""
     return text if len(text) <= n else text[:n - 1] + "\u2026"

@@ -547,15 +547,16 @@ MAX_SOURCE_CHARS = 4096  # a path longer than linux's PATH_MAX is no folder; a H
 
 def known_names() -> list[str]:
     """The model names load() takes besides folders and Hub ids."""
-    return ["random", "minilm", "minilm-mlm", *[k for k in ALIASES if k not in ("random", "minilm")]]
+    return [*MODELS, *[k for k in ALIASES if k not in MODELS]]
 
 
 def did_you_mean(source: str) -> str | None:
     """The known model name a short, slash-free source is a typo of ('minlm' -> 'minilm'), or None."""
     import difflib
-    if "/" in source or os.sep in source or source in known_names():
+    names = known_names()
+    if "/" in source or os.sep in source or source in names:
         return None
-    close = difflib.get_close_matches(source.lower(), known_names(), n=1, cutoff=0.8)
+    close = difflib.get_close_matches(source.lower(), names, n=1, cutoff=0.8)
     return close[0] if close else None
 
 

@@ -28,13 +28,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .helpers import real_idx, real_map
+from .helpers import CHROMIUM, real_idx, real_map
+from .helpers import CHROMIUM_ARGS as ARGS
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 LOCAL = ("data:", "blob:", "about:")
 
 # the notebook's model: small and seeded, so this process can rebuild the same trace

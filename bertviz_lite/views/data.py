@@ -31,7 +31,7 @@ import numpy as np
 from .. import schema
 from ..backend import to_host
 from ..errors import BertVizError
-from ..foreign import join_tokens, prettify_token
+from ..foreign import join_tokens, prettify_token, shorten
 from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
 from ..schema_text import plain_formula  # noqa: F401  (public here too)
 from . import records
@@ -243,8 +243,7 @@ def check_kind(trace, kind: str) -> str:
 def check_neuron(trace, what: str = "the neuron view", layer: int | None = None):
     """The neuron view needs the queries and keys (attn.q, attn.k) of a layer (None: of every layer):
     one error saying what it needs and how to record it."""
-    layers = range(trace.num_layers) if layer is None else [layer]
-    if not all(schema.full_key(f"attn.{x}", ly) in trace for ly in layers for x in "qk"):
+    if not has_qk(trace, None if layer is None else [layer]):
         raise UnknownKeyError(f"{what} needs each layer's queries and keys (attn.q and attn.k), which only a "
                               "forward pass here records: tr = model.trace(text) with keep=None (the default) "
                               "or a keep= list with 'attn.q' and 'attn.k'; attention from elsewhere "
@@ -252,8 +251,10 @@ def check_neuron(trace, what: str = "the neuron view", layer: int | None = None)
     return trace
 
 
-def has_qk(trace) -> bool:
-    return all(schema.full_key(f"attn.{x}", ly) in trace for ly in range(trace.num_layers) for x in "qk")
+def has_qk(trace, layers=None) -> bool:
+    """Whether the trace holds attn.q and attn.k of these layers (None: of every layer)."""
+    layers = range(trace.num_layers) if layers is None else layers
+    return all(schema.full_key(f"attn.{x}", ly) in trace for ly in layers for x in "qk")
 
 
 def as_trace(trace_or_attention, tokens=None, *, sentence_b_start=None, what: str = "explore()") -> "Trace":
@@ -501,13 +502,13 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
         col_labels = labels
     # one scale per head, the same rule as the attention tab (its scores map is this map): clim[slot]
     scale = colour_scale(z, tensor_kind(key), per=1)
+    weights = step_weights(trace, key, ledger)
     edits = edited_keys(trace)
     formula = schema.formula_of(key, trace.config)  # the config's own line (BERT: P = W_P[0:n])
     return _base(trace, "step", key=key, step=st.key, formula=formula, symbol=st.symbol,
                  plain=plain_formula(formula, html=False), note=schema.note_text(key, trace.config),
                  shape=shape_text(trace, key), stats=step_stats(trace, key, a if per_head else a[0]),
-                 weights=[list(w) for w in step_weights(trace, key, ledger)],
-                 weights_table=weights_table(step_weights(trace, key, ledger)), per_head=per_head,
+                 weights=[list(w) for w in weights], weights_table=weights_table(weights), per_head=per_head,
                  rows_axis=rows_axis, cols_axis=cols_axis, row_labels=row_labels, col_labels=col_labels,
                  col_starts=ce[:-1].tolist(), columns=int(z.shape[2]),
                  row_edges=None if len(re_) - 1 == z.shape[1] else re_.tolist(), scale=scale,
@@ -593,11 +594,6 @@ def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:
                             "layer: see the steps below)" for d in diff],
                  scale_grid=colour_scale(grid, "change"),
                  arrays=dict(a=ma, b=mb, diff=diff.astype(np.float32), grid=grid.astype(np.float32)))
-
-
-def shorten(text: str, n: int) -> str:
-    """text cut to n characters, the last one an ellipsis."""
-    return text if len(text) <= n else text[:n - 1] + "\u2026"
 
 
 def check_comparable(trace_a, trace_b) -> None:
