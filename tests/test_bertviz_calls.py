@@ -6,7 +6,6 @@ prettified, and refuse bad input with one clear error before any work."""
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -211,23 +210,6 @@ def test_plotly_model_view_adds_its_maps_in_one_step(monkeypatch):
     fig = bv.views.model_view_figure(tr, progress=False)
     assert len(fig.data) == 72 and calls == {"add_trace": 0, "update_xaxes": 0, "update_yaxes": 0}
     assert all(len(t.colorscale) == 9 for t in fig.data)
-
-
-@pytest.mark.slow  # a timing: 0.2-0.4 s on a quiet machine here (1.5 s before the fix); skipped on a busy one
-def test_plotly_model_view_is_quick():
-    import os
-    if os.getloadavg()[0] > (os.cpu_count() or 1):
-        pytest.skip(f"the machine is busy (load {os.getloadavg()[0]:.1f}): a timing would measure the others")
-    tr = bv.Trace.from_attentions(attentions(n=14, layers=6, heads=12), [f"t{i}" for i in range(14)])
-    bv.views.model_view_figure(tr)  # plotly's first figure loads its validators
-    best = min(_timed(lambda: bv.views.model_view_figure(tr)) for _ in range(5))
-    assert best < 0.5, f"model_view_figure took {best:.2f} s for 6 x 12 maps (MiniLM's size)"
-
-
-def _timed(f) -> float:
-    t = time.perf_counter()
-    f()
-    return time.perf_counter() - t
 
 
 def test_the_old_plotly_calls_still_run(small, monkeypatch):
