@@ -22,15 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bertviz_lite as bv  # noqa: E402
-
-
-def attentions(n: int, layers: int, heads: int, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(layers):
-        x = rng.random((1, heads, n, n)) ** 4
-        out.append((x / x.sum(-1, keepdims=True)).astype(np.float32))
-    return out
+from tests.test_bertviz_calls import attentions  # noqa: E402  (random rows that sum to 1)
 
 
 def plain_plotly(maps: list[np.ndarray], tokens: list[str]):
@@ -62,7 +54,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=14, help="tokens")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
-    maps = attentions(args.n, args.layers, args.heads)
+    maps = attentions(n=args.n, layers=args.layers, heads=args.heads)
     tokens = [f"t{i}" for i in range(args.n)]
     tr = bv.Trace.from_attentions(maps, tokens)
     bv.views.model_view_figure(tr, progress=False)  # plotly's first figure loads its validators
