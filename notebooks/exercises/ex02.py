@@ -14,6 +14,9 @@ def _sum_mistakes(tr, weights=None):
            "you left out T, the token embeddings: the rows of W_T at tr.ids": P + S}
     if W_P is not None and len(W_P) > tr.n:
         out["your positions are off by one: token i reads row i of W_P, starting at row 0"] = T + W_P[1:tr.n + 1] + S
+    if weights is not None:  # differs from the answer by construction: the lesson checks a pair (two segments)
+        W_S = np.asarray(weights["embed.W_S"], dtype=np.float64)
+        out["every token read row 0 of W_S: the second sentence's tokens (segment id 1) read row 1"] = T + P + W_S[0]
     return out
 
 

@@ -1,7 +1,8 @@
 # Solutions of lesson 02 · Embeddings. Each block replaces the exercise cell tagged with its id.
 
 # %% 02.1
-my_X = W["embed.W_T"][np.array(tr.ids)] + W["embed.W_P"][: tr.n] + W["embed.W_S"][np.array(tr.segments)]
+my_X = (W["embed.W_T"][np.array(tr_pair.ids)] + W["embed.W_P"][: tr_pair.n]
+        + W["embed.W_S"][np.array(tr_pair.segments)])
 
 # %% 02.2
 eps = model.config.layer_norm_eps
