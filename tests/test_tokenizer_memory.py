@@ -103,8 +103,8 @@ def _words(rng, n):
 def test_bounded_truncation_equals_the_librarys(family, monkeypatch):
     # small character budgets, so that texts are cut before tokenizing in most cases; the result must be
     # the library's own truncation of the whole texts, token for token and span for span. The one allowed
-    # difference: both texts of a pair over the budget, one cut, and an odd budget, where the odd piece's side is decided on the
-    # pieces read (the library counts whole texts); it is counted, not compared
+    # difference: both texts of a pair over the budget, one cut, and an odd budget, where the odd piece's
+    # side is decided on the pieces read (the library counts whole texts); it is counted, not compared
     path = FAMILY / family / "tokenizer.json"
     mine = LT.LibraryTokenizer.from_tokenizer_json(path)
     ref = tokenizers.Tokenizer.from_file(str(path))
