@@ -8,8 +8,13 @@ library that defines them runs them, and this module only turns its output into 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import sys
+import tempfile
+import threading
 
 from . import families
 from .errors import BertVizError, CheckpointError, InputTooLongError
@@ -84,10 +89,42 @@ def _guarded(call, *args, **kw):
         raise TokenizerRunError(_library_failure(e)) from None
 
 
+_STDERR_LOCK = threading.Lock()  # fd 2 is the process's: one redirection at a time
+
+
+@contextlib.contextmanager
+def _panic_text_dropped():
+    """fd 2 into a temporary file while the library runs text (N32): a Rust panic's message, and with
+    RUST_BACKTRACE=1 its ~60-line backtrace, are written by Rust's panic hook straight to fd 2, past any
+    `except`, in the CLI too. When the call fails what was written is dropped (the failure becomes one
+    TokenizerRunError); otherwise it is written back to fd 2."""
+    with _STDERR_LOCK, tempfile.TemporaryFile() as held:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if not failed and held.tell():
+                held.seek(0)
+                os.write(2, held.read())
+
+
+def _run_text(call, *args, **kw):
+    """_guarded(call, ...) for a call that runs text through the library (it may panic): a panic prints nothing."""
+    with _panic_text_dropped():
+        return _guarded(call, *args, **kw)
+
+
 def _encode(tok, *args, **kw):
     """tok.encode(...), a failure named as the library's on this text (a later panic the probes missed)."""
     try:
-        return _guarded(tok.encode, *args, **kw)
+        return _run_text(tok.encode, *args, **kw)
     except TokenizerRunError as e:
         raise TokenizerRunError(f"the tokenizers library failed tokenizing this text ({e}); the model's "
                                 "tokenizer.json cannot run it") from None
@@ -126,14 +163,14 @@ class LibraryTokenizer:
         if why:
             raise CheckpointError(f"{path}: {why}")
         try:
-            tok = cls(_guarded(Tokenizer.from_str, text), **kw)
+            tok = cls(_run_text(Tokenizer.from_str, text), **kw)
         except TokenizerRunError as e:
             raise CheckpointError(f"{path} could not be read by the tokenizers library ({e})") from None
         except BertVizError as e:
             raise CheckpointError(f"{path}: {e}") from None
         try:
             for text, pair in PROBES:  # (encode reads a bounded part of each text, as every trace does)
-                _guarded(tok._tok.encode, text, pair)  # the library alone first: its failure named plainly
+                _run_text(tok._tok.encode, text, pair)  # the library alone first: its failure named plainly
                 enc = tok.encode(text, pair, truncate=True)
                 bad = [i for i in enc.ids if not 0 <= i < tok.vocab_size]
                 if bad:

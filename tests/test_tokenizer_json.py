@@ -88,3 +88,35 @@ def test_pad_token_id_outside_the_vocabulary_is_refused_at_load(tmp_path, pad):
 def test_the_good_fixture_still_loads_and_matches(tmp_path):
     model = bv.load(folder_with(tmp_path, lambda t: None), backend="numpy")
     assert model.tokenize("the cat sat").tokens[0] == "<s>"
+
+
+PANICS = {
+    "load": {"normalizer": {"type": "Replace", "pattern": {"String": ""}, "content": "x"}},  # the probe panics
+    "trace": {"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(x+x+)+y"}, "behavior": "Isolated",
+                                "invert": False}},  # the probes pass, the traced text panics
+}
+
+
+@pytest.mark.parametrize("when", sorted(PANICS))
+def test_a_caught_panic_prints_no_panic_text_in_the_cli(tmp_path, when):
+    # N32: the panic was caught, yet Rust's panic hook wrote ~60 lines (panic text, "stack backtrace") to fd 2
+    import os
+    import subprocess
+    import sys
+    folder = folder_with(tmp_path, lambda t: t.update(PANICS[when]))
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "RUST_BACKTRACE": "1",
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "bertviz_lite", "trace", "x" * 200, "--model", str(folder)],
+                         capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert out.returncode != 0 and "tokenizers library" in out.stderr
+    assert "panicked" not in out.stderr and "backtrace" not in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) <= 2, out.stderr
+
+
+def test_a_caught_panic_prints_nothing_in_python(tmp_path, capfd):
+    model = bv.load(folder_with(tmp_path, lambda t: t.update(PANICS["trace"])), backend="numpy")
+    capfd.readouterr()
+    with pytest.raises(BertVizError, match="tokenizers library"):
+        model.trace("x" * 200)
+    assert capfd.readouterr().err == ""
