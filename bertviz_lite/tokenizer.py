@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from .config import _short
 from .errors import BertVizError, InputTooLongError, as_int
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -161,7 +162,14 @@ class WordPieceTokenizer:
             raise BertVizError(f"{path} uses a {norm.get('type')!r} normalizer; bertviz-lite implements "
                                "BERT's (BertNormalizer)")
         ids = model["vocab"]
-        vocab = [None] * (max(ids.values()) + 1)
+        if not isinstance(ids, dict) or not ids:
+            raise BertVizError(f"{path}: its WordPiece vocabulary must be a non-empty object of token: id entries")
+        wrong = [i for i in ids.values() if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(ids)]
+        if wrong:  # N33: checked before the id table is built (an id of 10**12 was a raw MemoryError)
+            bad = wrong[0]
+            raise BertVizError(f"{path}: its vocabulary of {len(ids):,} tokens gives a token the id "
+                               f"{_short(bad)}; the ids must be the whole numbers 0..{len(ids) - 1}, each once")
+        vocab = [None] * len(ids)
         for token, i in ids.items():
             vocab[i] = token
         if any(t is None for t in vocab):

@@ -120,3 +120,18 @@ def test_a_caught_panic_prints_nothing_in_python(tmp_path, capfd):
     with pytest.raises(BertVizError, match="tokenizers library"):
         model.trace("x" * 200)
     assert capfd.readouterr().err == ""
+
+
+BERT_CASED = Path(__file__).parent / "fixtures" / "checkpoints" / "family" / "bert_cased"
+
+
+@pytest.mark.parametrize("bad_id", [10**12, 138, -1, "7", 2.0, None])
+def test_a_wordpiece_vocab_id_outside_the_vocabulary_is_refused_before_building(tmp_path, bad_id):
+    # N33: an id of 10**12 gave a raw MemoryError (a list of 10**12 entries was built first)
+    folder = tmp_path / "m"
+    shutil.copytree(BERT_CASED, folder)
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    tok["model"]["vocab"][next(reversed(tok["model"]["vocab"]))] = bad_id
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(CheckpointError, match=r"tokenizer.json.*the ids must be the whole numbers 0\.\.137"):
+        bv.load(folder, backend="numpy")
