@@ -132,6 +132,7 @@ class WordPieceTokenizer:
         self.max_input_chars_per_word = max_input_chars_per_word
         self.unk_token, self.prefix = unk_token, prefix
         self.special_tokens = tuple(t for t in special_tokens if t in self.token_ids)
+        self.absent_special = tuple(t for t in special_tokens if t not in self.token_ids)  # e.g. no [MASK]
         missing = [t for t in ("[CLS]", "[SEP]", "[PAD]", unk_token) if t not in self.token_ids]
         if missing:
             raise BertVizError(f"the vocabulary has no {', '.join(missing)}: it is not a BERT WordPiece vocabulary")
@@ -262,6 +263,11 @@ class WordPieceTokenizer:
         """Word pieces of one text, each with its (start, end) character span in `text`."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
+        absent = [t for t in self.absent_special if t in text]
+        if absent:  # N14: it became [UNK] [UNK] [UNK] (the pieces of "[", "mask", "]") without a word
+            raise ValueError(f"the text writes {absent[0]}, a special token this vocabulary does not have (it "
+                             f"would become {' '.join([self.unk_token] * 3)}); remove it, or load a model whose "
+                             f"vocabulary has {absent[0]}")
         out, pos = [], 0
         for m in [*self._special_re.finditer(text), None]:    # 0. literal special tokens
             stop = m.start() if m else len(text)
