@@ -39,6 +39,9 @@ CUT_MARGIN = 64  # characters before a cut whose pieces may differ from the whol
 # character map is a table, not text, and is exempt
 MAX_STEP_STRING = 1000
 TEXT_STEPS = ("normalizer", "pre_tokenizer", "post_processor")
+# how many times longer a normalizer's Replace steps may make a text, all together: a few short strings each
+# within MAX_STEP_STRING would still multiply (" " -> 999 spaces, twice: a million times)
+MAX_GROWTH = 64
 
 
 def oversized_step(d) -> str | None:
@@ -62,7 +65,29 @@ def oversized_step(d) -> str | None:
                     f"bertviz-lite refuses strings over {MAX_STEP_STRING:,} characters there, since the library "
                     "would add such a string to every text and could fill the memory: the file is damaged or not "
                     "a tokenizer bertviz-lite can run")
+    growth = _replace_growth(d.get("normalizer"))
+    if growth > MAX_GROWTH:
+        return (f"its normalizer's Replace steps can make a text {growth:,.0f} times longer (bertviz-lite runs at "
+                f"most {MAX_GROWTH}x): every text would grow so before tokenizing and could fill the memory; the "
+                "file is damaged or not a tokenizer bertviz-lite can run")
     return None
+
+
+def _replace_growth(normalizer) -> float:
+    """The most a normalizer's Replace steps can multiply a text's length: the product, over every Replace in
+    it, of its content's length over its pattern's (a regex pattern may match one character)."""
+    growth, stack = 1.0, [normalizer]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, list):
+            stack += x
+        elif isinstance(x, dict):
+            if x.get("type") == "Replace" and isinstance(x.get("content"), str):
+                pattern = x.get("pattern")
+                plain = pattern.get("String") if isinstance(pattern, dict) else None
+                growth *= max(1, len(x["content"])) / max(1, len(plain) if isinstance(plain, str) else 1)
+            stack += [v for v in x.values() if isinstance(v, (dict, list))]
+    return growth
 
 
 class TokenizerRunError(BertVizError, ValueError):

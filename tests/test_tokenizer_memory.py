@@ -87,6 +87,24 @@ def test_long_strings_in_any_text_step_are_refused(tmp_path, step, value):
         bv.load(folder, backend="numpy")
 
 
+def test_replace_steps_that_multiply_every_text_are_refused(tmp_path):
+    # each string is short, but two Replace steps of " " -> 999 spaces make a text ~10**6 times longer
+    step = {"type": "Replace", "pattern": {"String": " "}, "content": " " * 999}
+    folder = tmp_path / "m"
+    shutil.copytree(FAMILY / "roberta_mlm", folder)
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    tok["normalizer"] = {"type": "Sequence", "normalizers": [step, step]}
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(CheckpointError, match="Replace steps can make a text 998,001 times longer"):
+        bv.load(folder, backend="numpy")
+    # the real files' Replace steps: ALBERT's `` -> " and '' -> ", and SentencePiece's " " -> "\u2581"
+    real = {"normalizer": {"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"String": "``"}, "content": '"'},
+        {"type": "Replace", "pattern": {"String": "''"}, "content": '"'},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}}
+    assert LT.oversized_step(real) is None
+
+
 def test_albert_precompiled_charsmap_is_not_a_long_string():
     # SentencePiece's character map is a table (a long base64 string): real ALBERT files hold one
     d = {"normalizer": {"type": "Precompiled", "precompiled_charsmap": "A" * 100_000}}
