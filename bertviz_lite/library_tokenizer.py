@@ -123,10 +123,17 @@ def _panic_text_dropped():
     RUST_BACKTRACE=1 its ~60-line backtrace, are written by Rust's panic hook straight to fd 2, past any
     `except`, in the CLI too. When the call fails what was written is dropped (the failure becomes one
     TokenizerRunError); otherwise it is written back to fd 2."""
-    with _STDERR_LOCK, tempfile.TemporaryFile() as held:
+    with _STDERR_LOCK, contextlib.ExitStack() as stack:
+        try:  # no fd 2 (a daemon) or no temporary folder: run as is rather than fail the tokenization
+            held = stack.enter_context(tempfile.TemporaryFile())
+            saved = os.dup(2)
+        except OSError:
+            held = None
+        if held is None:
+            yield
+            return
         with contextlib.suppress(Exception):
             sys.stderr.flush()
-        saved = os.dup(2)
         os.dup2(held.fileno(), 2)
         failed = True
         try:

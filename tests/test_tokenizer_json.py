@@ -135,3 +135,16 @@ def test_a_wordpiece_vocab_id_outside_the_vocabulary_is_refused_before_building(
     (folder / "tokenizer.json").write_text(json.dumps(tok))
     with pytest.raises(CheckpointError, match=r"tokenizer.json.*the ids must be the whole numbers 0\.\.137"):
         bv.load(folder, backend="numpy")
+
+
+def test_tokenizing_works_with_no_stderr_to_hold(tmp_path, monkeypatch):
+    # the panic guard redirects fd 2 while the library runs; where that cannot be done it runs as is
+    from bertviz_lite import library_tokenizer as LT
+
+    def no_fd(fd):
+        raise OSError(9, "Bad file descriptor")
+
+    model = bv.load(ROBERTA, backend="numpy")
+    expected = model.tokenize("the cat sat", pair="on the mat").tokens
+    monkeypatch.setattr(LT.os, "dup", no_fd)
+    assert model.tokenize("the cat sat", pair="on the mat").tokens == expected
