@@ -15,7 +15,6 @@ rounding). `model.trace(text)` is the batch of one, its batch axis dropped.
 from __future__ import annotations
 
 import contextlib
-import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from .edits import compile_edits
 from .errors import InputTooLongError, as_bool, as_int
 from .tokenizer import Encoding, pad_encoding  # padding is written once, in tokenizer.py
 from .trace import BATCH_AXIS  # noqa: F401  (importable from here, as before)
-from .trace import NullRecorder, Recorder, Trace, check_budget, check_patterns, compile_patterns
+from .trace import NullRecorder, Recorder, Trace, check_budget, check_max_bytes, check_patterns, compile_patterns
 
 STORE_DTYPES = {"float32": 4, "float16": 2}  # dtype= names a storage type; bytes per value
 
@@ -52,12 +51,7 @@ def check_options(model, *, keep=None, dtype=None, max_bytes=None, pad_to=None, 
         raise TypeError(f"dtype must be the string 'float32' or 'float16', got {type(dtype).__name__} {dtype!r}")
     if dtype is not None and dtype not in STORE_DTYPES:
         raise ValueError(f"dtype={dtype!r} is not a storage type; use 'float32' or 'float16'")
-    if max_bytes is not None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Real):
-            raise TypeError(f"max_bytes must be a number of bytes (e.g. 2 * 1024**3 or 1e9), got "
-                            f"{type(max_bytes).__name__} {max_bytes!r}")
-        if not max_bytes >= 0:  # nan fails this too
-            raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
+    check_max_bytes(max_bytes)
     if pad_to is not None:
         pad_to = as_int(pad_to, "pad_to")  # numpy integers too
         if pad_to < 1:

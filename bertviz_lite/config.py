@@ -16,6 +16,7 @@ from pathlib import Path
 from . import families
 
 MAX_SIZE = 2**63 - 1  # no array index goes beyond; larger is a broken config (10**400 overflowed a float later)
+MIN_EPS, MAX_EPS = 1e-30, 1.0  # layer_norm_eps: a floor far below BERT's 1e-12; at 1 it outweighs the variance
 MAX_LABELS = 100_000  # a task head's labels (named entity sets: tens; the largest label sets: ~22,000)
 
 
@@ -88,12 +89,19 @@ class BertConfig:
             problems.append(f"{len(self.labels):,} labels is more than {MAX_LABELS:,}")
         if not problems and self.hidden_size % self.num_heads:
             problems.append(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
+        wrong = [f"{k} must be a string, got {type(getattr(self, k)).__name__} {_short(getattr(self, k))}"
+                 for k in ("hidden_act", "model_type", "pooler_act") if not isinstance(getattr(self, k), str)]
+        if wrong:  # (the checks below look them up: a list was "unhashable type: 'list'")
+            raise ValueError("invalid BertConfig: " + "; ".join(problems + wrong))
         if self.hidden_act not in ACTIVATIONS:
             problems.append(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACTIVATIONS)}")
         if not isinstance(self.tie_word_embeddings, bool):
             problems.append(f"tie_word_embeddings must be true or false, got {self.tie_word_embeddings!r}")
-        if not (isinstance(self.layer_norm_eps, (int, float)) and self.layer_norm_eps > 0):
-            problems.append(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        eps = self.layer_norm_eps
+        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not MIN_EPS <= eps <= MAX_EPS:
+            # N29: Infinity or 1e300 loaded, and every LayerNorm gave its beta (a trace off by 3.2, no warning)
+            problems.append(f"layer_norm_eps must be a number from {MIN_EPS:g} to {MAX_EPS:g} (BERT's is 1e-12, "
+                            f"most libraries' 1e-5), got {_short(eps)}")
         if self.attention_scale is not None and (isinstance(self.attention_scale, bool) or not isinstance(
                 self.attention_scale, numbers.Real) or not math.isfinite(self.attention_scale)):
             problems.append(f"attention_scale must be None (1/sqrt(d_head)) or a finite number, got "
@@ -151,6 +159,12 @@ class BertConfig:
         if not isinstance(d, dict):
             raise ValueError(f"expected a JSON object of BERT settings (hidden_size, num_hidden_layers, ...), "
                              f"got {type(d).__name__} {str(d)[:40]}")
+        for key in ("model_type", "hidden_act", *(k for f in families.FAMILIES.values() for k, v in f.renamed.items()
+                                                  if v == "hidden_act")):
+            if key in d and d[key] is not None and not isinstance(d[key], str):
+                # N29: a list gave "unhashable type: 'list'"
+                raise ValueError(f"config.json's {key} must be a string such as \"gelu\" or \"bert\", got "
+                                 f"{type(d[key]).__name__} {_short(d[key])}")
         family = d.get("model_type", "bert")
         if family not in FAMILIES:
             raise ValueError(f"config.json describes model_type {family!r}; bertviz-lite reads "

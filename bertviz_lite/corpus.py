@@ -305,6 +305,11 @@ def head_stats(model, sentences, batch_size: int = 32, client=None, progress: bo
     A cluster's workers usually run BLAS on other thread counts than this process, and a matrix product's
     rounding depends on them, so a cluster's result equals the local one to about 1e-6, not bit for bit.
     """
+    from .model import Bert
+    if not isinstance(model, Bert):  # L12: None (or a name) was a raw AttributeError on .tokenize
+        hint = f" (load it first: bv.load({model!r}))" if isinstance(model, str) else ""
+        raise TypeError(f"head_stats takes a loaded model first (model = bv.load('minilm')), got "
+                        f"{type(model).__name__}{hint}")
     batch_size = as_int(batch_size, "batch_size")  # numpy's integers too
     if batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")

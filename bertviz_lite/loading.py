@@ -212,6 +212,8 @@ def _tensor_problems(state: dict, shapes: dict) -> list[str]:
             problems.append(f"missing tensor {k} (expected shape {tuple(shape)})")
         elif tuple(state[k].shape) != tuple(shape):
             problems.append(f"{k} has shape {tuple(state[k].shape)}, expected {tuple(shape)}")
+        elif str(state[k].dtype) not in ("float16", "float32"):  # N26: an integer tensor became float silently
+            problems.append(f"{k} has dtype {state[k].dtype}, expected float16 or float32")
         elif backend.host_bad_values(state[k]):
             problems.append(f"{k} holds {backend.host_bad_values(state[k])} NaN/Inf value(s)")
     return problems + [f"unexpected tensor {k}" for k in sorted(set(state) - set(shapes))]
@@ -275,6 +277,11 @@ def read_minilm_mlm(path, config: BertConfig) -> dict:
         raise CheckpointError(f"the minilm-mlm weights file {path} is missing: {restore}")
     try:
         expected = json.loads(info_path.read_text(encoding="utf-8"))["file"]["sha256"]
+        if not (isinstance(expected, str) and len(expected) == 64 and set(expected) <= set("0123456789abcdef")):
+            raise ValueError(f"its file.sha256 is a {type(expected).__name__}, not 64 hexadecimal digits")
+    except RecursionError:  # N26: nested 100,000 deep
+        raise CheckpointError(f"{info_path}, which records the sha256 of {path.name}, is nested too deeply to "
+                              f"read: {restore}") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"{info_path}, which records the sha256 of {path.name}, could not be read ({e}): "
                               f"{restore}") from None
@@ -289,7 +296,11 @@ def read_minilm_mlm(path, config: BertConfig) -> dict:
         problems.append(f"metadata {meta!r}, expected format {MINILM_MLM_FORMAT!r} for {MINILM_REPO}")
         first = config.num_layers
     else:
-        first = int(meta.get("first", config.num_layers))
+        first = _layer_number(meta.get("first"), config.num_layers)
+        if first is None:  # N26: "abc", "3.0" or [3] were raw ValueError / TypeError
+            problems.append(f"metadata first {str(meta.get('first'))[:40]!r} is not a layer number "
+                            f"0..{config.num_layers - 1} (the first trained layer)")
+            first = config.num_layers
     shapes = {**{k: s for k, s in W.param_shapes(config).items() if k.startswith("layer.") and
                  int(k.split(".")[1]) >= first}, **{k: W.mlm_shapes(config)[k] for k in W.MLM_LEARNED}}
     problems += _tensor_problems(state, shapes)
@@ -297,6 +308,13 @@ def read_minilm_mlm(path, config: BertConfig) -> dict:
         raise CheckpointError(f"the minilm-mlm weights file {path} does not fit {MINILM_REPO}:\n  - "
                               + "\n  - ".join(problems) + f"\n{restore}")
     return {k: backend.host_float32(state[k]) for k in shapes}
+
+
+def _layer_number(value, num_layers: int) -> int | None:
+    """A layer number as save_minilm_mlm writes it (a string of digits), or None when it is not one of 0..L-1."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and int(value) < num_layers:
+        return int(value)
+    return None
 
 
 def minilm_mlm_from(published: Bert, trained: dict, *, backend_name: str | None = None) -> Bert:

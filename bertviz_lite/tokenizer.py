@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from .config import _short
 from .errors import BertVizError, InputTooLongError, as_int
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -131,6 +132,7 @@ class WordPieceTokenizer:
         self.max_input_chars_per_word = max_input_chars_per_word
         self.unk_token, self.prefix = unk_token, prefix
         self.special_tokens = tuple(t for t in special_tokens if t in self.token_ids)
+        self.absent_special = tuple(t for t in special_tokens if t not in self.token_ids)  # e.g. no [MASK]
         missing = [t for t in ("[CLS]", "[SEP]", "[PAD]", unk_token) if t not in self.token_ids]
         if missing:
             raise BertVizError(f"the vocabulary has no {', '.join(missing)}: it is not a BERT WordPiece vocabulary")
@@ -161,7 +163,14 @@ class WordPieceTokenizer:
             raise BertVizError(f"{path} uses a {norm.get('type')!r} normalizer; bertviz-lite implements "
                                "BERT's (BertNormalizer)")
         ids = model["vocab"]
-        vocab = [None] * (max(ids.values()) + 1)
+        if not isinstance(ids, dict) or not ids:
+            raise BertVizError(f"{path}: its WordPiece vocabulary must be a non-empty object of token: id entries")
+        wrong = [i for i in ids.values() if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(ids)]
+        if wrong:  # N33: checked before the id table is built (an id of 10**12 was a raw MemoryError)
+            bad = wrong[0]
+            raise BertVizError(f"{path}: its vocabulary of {len(ids):,} tokens gives a token the id "
+                               f"{_short(bad)}; the ids must be the whole numbers 0..{len(ids) - 1}, each once")
+        vocab = [None] * len(ids)
         for token, i in ids.items():
             vocab[i] = token
         if any(t is None for t in vocab):
@@ -254,6 +263,11 @@ class WordPieceTokenizer:
         """Word pieces of one text, each with its (start, end) character span in `text`."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
+        absent = [t for t in self.absent_special if t in text]
+        if absent:  # N14: it became [UNK] [UNK] [UNK] (the pieces of "[", "mask", "]") without a word
+            raise ValueError(f"the text writes {absent[0]}, a special token this vocabulary does not have (it "
+                             f"would become {' '.join([self.unk_token] * 3)}); remove it, or load a model whose "
+                             f"vocabulary has {absent[0]}")
         out, pos = [], 0
         for m in [*self._special_re.finditer(text), None]:    # 0. literal special tokens
             stop = m.start() if m else len(text)

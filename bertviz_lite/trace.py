@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import functools
+import numbers
 from collections.abc import Iterable, Sequence
 
 from . import backend, families, schema
@@ -138,6 +139,41 @@ def check_budget(config, n: int, *, keep, itemsize: int, mlm: bool, max_bytes: f
     return need
 
 
+def check_max_bytes(max_bytes) -> None:
+    """max_bytes (a byte budget, or None for the default) checked: a number >= 0."""
+    if max_bytes is not None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, numbers.Real):
+            raise TypeError(f"max_bytes must be a number of bytes (e.g. 2 * 1024**3 or 1e9), got "
+                            f"{type(max_bytes).__name__} {max_bytes!r}")
+        if not max_bytes >= 0:  # nan fails this too
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes!r}")
+
+
+def check_attention_budget(attentions, tokens, max_bytes) -> None:
+    """Refuse, before anything is copied, attention maps (Trace.from_attentions) whose float32 copies would
+    exceed max_bytes (N24: 30,000 tokens made a 3.4 GB trace, 100,000 tried 37 GiB, 10,000 layers a raw
+    MemoryError). The estimate is estimate_trace_bytes's for attn.probs, from L = len(attentions), the heads
+    of attentions[0]'s shape and n = len(tokens); what cannot be sized here, read_attentions refuses."""
+    from .config import BertConfig
+    check_max_bytes(max_bytes)
+    try:
+        L, n = len(attentions), len(tokens)
+        n_h = int(attentions[0].shape[-3]) if L else 0
+    except (TypeError, AttributeError, IndexError, KeyError, ValueError):
+        return
+    if min(L, n, n_h) < 1:
+        return
+    config = BertConfig(num_layers=L, num_heads=n_h, hidden_size=64 * n_h, ffn_size=256 * n_h,
+                        max_positions=max(512, n))
+    need = estimate_trace_bytes(config, n, keep=["attn.probs"], itemsize=4)
+    limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
+    if need > limit:
+        raise TraceTooLargeError(
+            f"attention maps of {L:,} layers x {n_h:,} heads over {n:,} tokens would hold {need / 2**20:,.0f} MiB "
+            f"as float32, over the budget of {limit / 2**20:,.0f} MiB: pass fewer layers (a slice of the "
+            "attentions) or a shorter input, or raise max_bytes=.")
+
+
 class Recorder:
     """Records tensors by key as the forward runs; `scope('layer.3.')` prefixes the keys.
 
@@ -250,7 +286,8 @@ class Trace:
 
     @classmethod
     def from_attentions(cls, attentions, tokens: Sequence[str], *, sentence_b_start: int | None = None,
-                        batch_index: int = 0, config=None, model_name: str = "attention") -> "Trace":
+                        batch_index: int = 0, config=None, model_name: str = "attention",
+                        max_bytes: float | None = None) -> "Trace":
         """A trace holding only attention maps computed elsewhere, for every attention view.
 
         attentions: Hugging Face's layout, `outputs.attentions` of a model run with
@@ -260,12 +297,15 @@ class Trace:
         tokens: the n token strings. sentence_b_start: where sentence B starts (bertviz's
         argument), for the pair filters. The trace records `layer.{l}.attn.probs` only, so the
         views that need more (neuron, step, compare of other keys) say what is missing.
+        max_bytes: the budget for the float32 maps the trace holds (default 2 GiB, as trace()'s):
+        attentions over it are refused before anything is copied, with the estimate.
 
             out = hf_model(**enc, output_attentions=True)
             tr = bv.Trace.from_attentions(out.attentions, tokens)
         """
         from .config import BertConfig
         from .foreign import read_attentions
+        check_attention_budget(attentions, tokens, max_bytes)
         maps, tokens, sentence_b_start = read_attentions(attentions, tokens, sentence_b_start=sentence_b_start,
                                                          batch_index=batch_index)
         n = len(tokens)
@@ -282,6 +322,9 @@ class Trace:
         segments = [0] * n if sentence_b_start is None else [int(i >= sentence_b_start) for i in range(n)]
         pads = families.spellings("[PAD]", None if nominal else config)  # any family's [PAD] without a config
         mask = [int(t not in pads) for t in tokens]
+        if not any(mask):
+            raise ValueError(f"tokens are all padding ({tokens[0]!r} x {n}): there is no real token to show; pass "
+                             "the tokens of the input, [CLS] and [SEP] included")
         values = {schema.full_key("attn.probs", layer): m for layer, m in enumerate(maps)}
         texts = (" ".join(tokens),)
         return cls(values, config=config, tokens=tokens, ids=[0] * n, segments=segments, mask=mask, texts=texts,

@@ -129,16 +129,28 @@ def checker(id: str) -> Callable[..., tuple[bool, str]]:
 
     def run(answer, **context) -> tuple[bool, str]:
         try:  # the call itself (the lesson's context= names) is the course's to get right, not the student's
-            inspect.signature(ex.fn).bind(answer, **context)
+            params = inspect.signature(ex.fn).bind(answer, **context).signature.parameters
         except TypeError as e:
             raise TypeError(f"check({id!r}, ...) is called with the wrong context ({e}); this is a mistake in the "
                             "lesson cell or the checker, not in your answer") from None
+        unset = [k for k, v in context.items() if (v is None or v is Ellipsis) and
+                 (k not in params or params[k].default is not v)]  # (a checker may take weights=None)
+        if unset:  # L6: a context the lesson did not set (tr=None) was reported to the student as "not yet"
+            raise TypeError(f"check({id!r}, ...) is called with {unset[0]}={context[unset[0]]!r}; the lesson cell "
+                            "must pass its value (re-run the cells above): this is not a mistake in your answer")
         if answer is Ellipsis:
             return False, STUB
         try:  # a checker's arithmetic on a wrong answer (inf - inf, 0 / 0) warns nothing into the cell
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 result = ex.fn(answer, **context)
+        except AttributeError as e:
+            culprit = [k for k, v in context.items() if getattr(e, "obj", answer) is v and v is not answer]
+            if culprit:  # the context, not the answer, lacks what the checker reads (L6)
+                raise TypeError(f"check({id!r}, ...) is called with {culprit[0]}= a {type(e.obj).__name__}, "
+                                f"which has no {e.name!r}; this is a mistake in the lesson cell or the checker, "
+                                "not in your answer") from None
+            return False, _cut(f"checking your answer raised {type(e).__name__}: {e}")
         except Exception as e:  # a malformed answer: tell the student what broke, do not crash the lesson
             return False, _cut(f"checking your answer raised {type(e).__name__}: {e}")
         ok, detail = result if isinstance(result, tuple) else (bool(result), "")

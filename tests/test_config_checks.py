@@ -97,3 +97,34 @@ def test_id2label_that_is_not_an_object_is_named(id2label):
     from bertviz_lite.config import read_labels
     with pytest.raises(ValueError, match="id2label must be an object"):
         read_labels({"id2label": id2label})
+
+
+@pytest.mark.parametrize("eps", [float("inf"), 1e300, float("nan"), 0, -1e-12, 2.0, True, "1e-12"])
+def test_layer_norm_eps_must_be_finite_and_sane(tmp_path, eps):
+    # N29: Infinity or 1e300 loaded, and every LayerNorm gave beta (the trace off by 3.2, no warning)
+    folder = folder_with(tmp_path, "bert_seqcls", layer_norm_eps=eps)
+    if isinstance(eps, float) and eps != eps:
+        text = (folder / "config.json").read_text()  # json.dumps writes NaN, as json.load reads it
+        assert "NaN" in text
+    message = refused(folder, "layer_norm_eps must be a number from 1e-30 to 1")
+    assert "unhashable" not in message
+
+
+@pytest.mark.parametrize("eps", [1e-12, 1e-5, 1e-6, 0.1])
+def test_usual_layer_norm_eps_load(eps):
+    assert BertConfig(layer_norm_eps=eps).layer_norm_eps == eps
+
+
+@pytest.mark.parametrize("case, key", [("bert_seqcls", "hidden_act"), ("bert_seqcls", "model_type"),
+                                       ("distilbert_seqcls", "activation")])
+def test_a_list_valued_name_names_the_key_and_the_type(tmp_path, case, key):
+    # N29: a CheckpointError whose reason was "unhashable type: 'list'"
+    message = refused(folder_with(tmp_path, case, **{key: ["gelu"]}), f"{key} must be a string.*got list")
+    assert "unhashable" not in message
+
+
+def test_a_config_built_by_hand_names_a_list_too():
+    with pytest.raises(ValueError, match="hidden_act must be a string, got list"):
+        BertConfig(hidden_act=["gelu"])
+    with pytest.raises(ValueError, match="model_type must be a string, got dict"):
+        BertConfig(model_type={"a": 1})

@@ -23,3 +23,24 @@ def test_a_check_called_with_the_wrong_context_raises(monkeypatch, capsys):
     assert "not yet" not in capsys.readouterr().out
     assert course.check("96.1", 2, x=1) is True
     assert course.check("96.1", None, x=1) is False  # a malformed answer is still "not yet"
+
+
+def test_a_context_value_the_lesson_did_not_set_raises(monkeypatch, capsys):
+    # L6 leftover (issue 40): tr=None reached the checker, and its AttributeError was told to the
+    # student as "not yet" with a hint
+    class Holder:
+        def get(self):
+            return 3
+
+    @course.exercise("96.2", hint="read it from the holder")
+    def _(answer, *, tr):
+        return course.close(answer, tr.get())
+
+    monkeypatch.delenv(course.STRICT_ENV, raising=False)
+    with pytest.raises(TypeError, match=r"tr=None.*not a mistake in your answer"):
+        course.check("96.2", 3, tr=None)
+    with pytest.raises(TypeError, match=r"tr= a int, which has no 'get'.*not in your answer"):
+        course.check("96.2", 3, tr=7)
+    assert "not yet" not in capsys.readouterr().out
+    assert course.check("96.2", 3, tr=Holder()) is True
+    assert course.check("96.2", "x", tr=Holder()) is False  # the answer's own error is still "not yet"

@@ -162,3 +162,54 @@ def test_training_script_refuses_bad_arguments_before_any_work(script, args, mes
 def test_smoke_run_matches_the_committed_log(script, tmp_path, capsys):
     """A few fixed-seed steps on a tiny subset (under 20 s): the losses of tests/fixtures/mlm/train_smoke_log.json."""
     assert script.main(["--smoke", "--cache", str(tmp_path)]) == 0, capsys.readouterr().out
+
+
+def _write_minilm_mlm(tmp_path, tensors: dict, about: dict, sha256=None) -> Path:
+    """A minilm-mlm file with these tensors and metadata, and its JSON recording its sha256 (or `sha256`)."""
+    import hashlib
+    from safetensors.numpy import save_file
+    path = tmp_path / loading.MINILM_MLM_FILE
+    save_file(tensors, str(path), metadata={"bertviz_lite": json.dumps(about)})
+    digest = hashlib.sha256(path.read_bytes()).hexdigest() if sha256 is None else sha256
+    path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": digest}}))
+    return path
+
+
+@pytest.mark.parametrize("first", ["abc", "3.0", [3], "-1", "99", None])
+def test_minilm_mlm_metadata_first_that_is_no_layer_is_named(tmp_path, minilm, first):
+    # N26: "abc", "3.0" or [3] gave a raw ValueError / TypeError
+    from safetensors.numpy import load_file
+    about = {"format": loading.MINILM_MLM_FORMAT, "encoder": bv.model.MINILM_REPO, "first": first}
+    path = _write_minilm_mlm(tmp_path, load_file(str(SHIPPED)), about)
+    with pytest.raises(CheckpointError, match=r"metadata first .* is not a layer number 0\.\.5") as e:
+        loading.read_minilm_mlm(path, minilm.config)
+    assert str(path) in str(e.value)
+
+
+@pytest.mark.parametrize("record", [5, None, "abc", ["x"], {"a": 1}])
+def test_minilm_mlm_json_sha256_of_the_wrong_type_is_named(tmp_path, minilm, record):
+    # N26: sha256: 5 gave a raw TypeError
+    path = _copy(tmp_path)
+    path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": record}}))
+    with pytest.raises(CheckpointError, match="records the sha256.*could not be read"):
+        loading.read_minilm_mlm(path, minilm.config)
+
+
+def test_minilm_mlm_json_nested_deeply_is_named(tmp_path, minilm):
+    # N26: nested 100,000 deep gave a RecursionError
+    path = _copy(tmp_path)
+    path.with_suffix(".json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CheckpointError, match="nested too deeply"):
+        loading.read_minilm_mlm(path, minilm.config)
+
+
+def test_minilm_mlm_tensor_dtypes_are_checked(tmp_path, minilm):
+    # N26: the dtypes were not checked: an integer tensor was widened to float32 silently
+    from safetensors.numpy import load_file
+    tensors = load_file(str(SHIPPED))
+    tensors["mlm.bias"] = tensors["mlm.bias"].astype(np.int32)
+    first = min(int(k.split(".")[1]) for k in tensors if k.startswith("layer."))
+    about = {"format": loading.MINILM_MLM_FORMAT, "encoder": bv.model.MINILM_REPO, "first": str(first)}
+    path = _write_minilm_mlm(tmp_path, tensors, about)
+    with pytest.raises(CheckpointError, match="mlm.bias has dtype int32, expected float16 or float32"):
+        loading.read_minilm_mlm(path, minilm.config)

@@ -308,3 +308,14 @@ def test_unicode_categories_drive_cleaning(mine):
     # the rules are tied to Unicode categories: check a few against unicodedata directly
     for ch in "\x01\u200b\u00ad\ue000":
         assert unicodedata.category(ch) in ("Cc", "Cf", "Co") and mine.tokenize(f"a{ch}b") == ["ab"]
+
+
+def test_a_typed_special_token_the_vocabulary_lacks_is_refused():
+    # N14 (leftover): with no [MASK] in vocab.txt, a typed [MASK] silently became [UNK] [UNK] [UNK]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "[", "]", "mask"]
+    tok = WordPieceTokenizer(vocab)
+    assert tok.encode("the cat sat").tokens == ["[CLS]", "the", "cat", "sat", "[SEP]"]
+    with pytest.raises(ValueError, match=r"writes \[MASK\], a special token this vocabulary does not have"):
+        tok.encode("the [MASK] sat")
+    with_mask = WordPieceTokenizer(vocab + ["[MASK]"])
+    assert with_mask.encode("the [MASK] sat").tokens == ["[CLS]", "the", "[MASK]", "sat", "[SEP]"]

@@ -88,3 +88,63 @@ def test_pad_token_id_outside_the_vocabulary_is_refused_at_load(tmp_path, pad):
 def test_the_good_fixture_still_loads_and_matches(tmp_path):
     model = bv.load(folder_with(tmp_path, lambda t: None), backend="numpy")
     assert model.tokenize("the cat sat").tokens[0] == "<s>"
+
+
+PANICS = {
+    "load": {"normalizer": {"type": "Replace", "pattern": {"String": ""}, "content": "x"}},  # the probe panics
+    "trace": {"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(x+x+)+y"}, "behavior": "Isolated",
+                                "invert": False}},  # the probes pass, the traced text panics
+}
+
+
+@pytest.mark.parametrize("when", sorted(PANICS))
+def test_a_caught_panic_prints_no_panic_text_in_the_cli(tmp_path, when):
+    # N32: the panic was caught, yet Rust's panic hook wrote ~60 lines (panic text, "stack backtrace") to fd 2
+    import os
+    import subprocess
+    import sys
+    folder = folder_with(tmp_path, lambda t: t.update(PANICS[when]))
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "RUST_BACKTRACE": "1",
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "bertviz_lite", "trace", "x" * 200, "--model", str(folder)],
+                         capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert out.returncode != 0 and "tokenizers library" in out.stderr
+    assert "panicked" not in out.stderr and "backtrace" not in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) <= 2, out.stderr
+
+
+def test_a_caught_panic_prints_nothing_in_python(tmp_path, capfd):
+    model = bv.load(folder_with(tmp_path, lambda t: t.update(PANICS["trace"])), backend="numpy")
+    capfd.readouterr()
+    with pytest.raises(BertVizError, match="tokenizers library"):
+        model.trace("x" * 200)
+    assert capfd.readouterr().err == ""
+
+
+BERT_CASED = Path(__file__).parent / "fixtures" / "checkpoints" / "family" / "bert_cased"
+
+
+@pytest.mark.parametrize("bad_id", [10**12, 138, -1, "7", 2.0, None])
+def test_a_wordpiece_vocab_id_outside_the_vocabulary_is_refused_before_building(tmp_path, bad_id):
+    # N33: an id of 10**12 gave a raw MemoryError (a list of 10**12 entries was built first)
+    folder = tmp_path / "m"
+    shutil.copytree(BERT_CASED, folder)
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    tok["model"]["vocab"][next(reversed(tok["model"]["vocab"]))] = bad_id
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(CheckpointError, match=r"tokenizer.json.*the ids must be the whole numbers 0\.\.137"):
+        bv.load(folder, backend="numpy")
+
+
+def test_tokenizing_works_with_no_stderr_to_hold(tmp_path, monkeypatch):
+    # the panic guard redirects fd 2 while the library runs; where that cannot be done it runs as is
+    from bertviz_lite import library_tokenizer as LT
+
+    def no_fd(fd):
+        raise OSError(9, "Bad file descriptor")
+
+    model = bv.load(ROBERTA, backend="numpy")
+    expected = model.tokenize("the cat sat", pair="on the mat").tokens
+    monkeypatch.setattr(LT.os, "dup", no_fd)
+    assert model.tokenize("the cat sat", pair="on the mat").tokens == expected

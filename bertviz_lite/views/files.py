@@ -23,6 +23,9 @@ def check_target(path, what: str = "export_html", kind: str = ".html") -> Path:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{what} takes a file name (a str or a path), got {type(path).__name__}: e.g. "
                         f"{what}(tr, 'trace{kind}')")
+    if "\x00" in str(path):  # L8: a raw "embedded null byte" from the file system call before
+        raise ValueError(f"{what}: the file name contains a NUL character ('\\x00'), which no file name can hold; "
+                         f"give another name, e.g. 'trace{kind}'")
     if str(path).endswith(("/", os.sep)):  # a trailing slash names a folder, not a file
         raise IsADirectoryError(f"{what} writes a file; {str(path)!r} ends with a slash, which names a folder "
                                 f"(give a file name, e.g. {str(Path(path) / ('trace' + kind))!r})")
