@@ -5,7 +5,9 @@ With `kernels.py` (the fast path's numpy kernels), the only modules that name nu
 Everything else in the engine is written against the array API standard (`xp.*`),
 with the namespace found here once and passed down (the SciPy / scikit-learn
 pattern). NumPy is the default; CuPy is used when asked for or when a GPU is
-present; `array_api_strict` proves the engine uses nothing outside the standard.
+present; `array_api_strict` proves the engine uses nothing outside the standard, and
+`gpu_standin` (array_api_strict's arrays on its `device1`) stands in for a GPU on machines without
+one: its arrays refuse `np.asarray` as CuPy's do, so CI catches an implicit host conversion.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import numpy as np
 
 from .errors import BackendError
 
-BACKENDS = ("numpy", "cupy", "array_api_strict")
+BACKENDS = ("numpy", "cupy", "array_api_strict", "gpu_standin")
+DEVICE_BACKENDS = ("cupy", "gpu_standin")  # arrays that live off the host: read them with to_host only
 
 
 def cupy_available() -> bool:
@@ -74,17 +77,63 @@ def get_namespace(backend: str | None = None) -> ModuleType:
                                "none was found. Use backend='numpy' (the default on machines without a GPU).")
         import cupy
         return array_api_compat.array_namespace(cupy.empty(0))
-    if backend == "array_api_strict":
+    if backend in ("array_api_strict", "gpu_standin"):
         try:
             import array_api_strict
         except ImportError as e:
-            raise BackendError("backend='array_api_strict' needs `pip install array-api-strict`") from e
-        return array_api_strict
+            raise BackendError(f"backend={backend!r} needs `pip install array-api-strict`") from e
+        return array_api_strict if backend == "array_api_strict" else gpu_standin()
     raise BackendError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
 
 
+# ------------------------------------------------------------------------------------------
+# the gpu stand-in: array_api_strict on its device1
+# ------------------------------------------------------------------------------------------
+
+STANDIN_DEVICE = "device1"  # array_api_strict's second device: np.asarray refuses its arrays, as on cupy
+_CREATORS = ("asarray", "arange", "empty", "eye", "full", "linspace", "ones", "zeros")  # take device=
+
+
+class _StandinNamespace(ModuleType):
+    """array_api_strict with device1 as the default device, as cupy's default device is the GPU: an
+    array made from host data (`xp.asarray(ids)`) lands beside the weights. Everything else is
+    array_api_strict's own function; `_like` functions and operations keep their input's device."""
+
+    def __init__(self, strict: ModuleType):
+        super().__init__("gpu_standin", self.__doc__)
+        self.strict, self.device = strict, strict.Device(STANDIN_DEVICE)
+        for name in _CREATORS:
+            setattr(self, name, self._on_device(getattr(strict, name)))
+
+    def _on_device(self, create):
+        def on_device(*args, device=None, **kwargs):
+            return create(*args, device=self.device if device is None else device, **kwargs)
+        on_device.__name__ = create.__name__
+        return on_device
+
+    def __getattr__(self, name):  # the rest of the namespace: array_api_strict's
+        return getattr(self.strict, name)
+
+
+_STANDIN: list[_StandinNamespace] = []
+
+
+def gpu_standin() -> ModuleType:
+    """The stand-in namespace (one per process, so namespaces compare equal)."""
+    if not _STANDIN:
+        import array_api_strict
+        _STANDIN.append(_StandinNamespace(array_api_strict))
+    return _STANDIN[0]
+
+
+def _on_standin(x) -> bool:
+    return bool(_STANDIN) and getattr(x, "device", None) == _STANDIN[0].device
+
+
 def backend_name(xp: ModuleType) -> str:
-    """'numpy', 'cupy' or 'array_api_strict' for a namespace."""
+    """'numpy', 'cupy', 'array_api_strict' or 'gpu_standin' for a namespace."""
+    if isinstance(xp, _StandinNamespace):
+        return "gpu_standin"
     if array_api_compat.is_numpy_namespace(xp):
         return "numpy"
     if array_api_compat.is_cupy_namespace(xp):
@@ -94,8 +143,15 @@ def backend_name(xp: ModuleType) -> str:
     raise BackendError(f"unsupported array namespace {xp!r}")
 
 
+def on_device(xp: ModuleType) -> bool:
+    """True for a namespace whose arrays live off the host (cupy, the stand-in): no in-place guard,
+    no numpy kernels, and every host read goes through to_host."""
+    return backend_name(xp) in DEVICE_BACKENDS
+
+
 def namespace_of(x) -> ModuleType:
-    return array_api_compat.array_namespace(x)
+    """The namespace of an array (the stand-in's for an array on its device)."""
+    return gpu_standin() if _on_standin(x) else array_api_compat.array_namespace(x)
 
 
 def from_host(a: np.ndarray, xp: ModuleType):
@@ -117,7 +173,7 @@ def to_host(x) -> np.ndarray:
         return np.asarray(x)
     if array_api_compat.is_cupy_array(x):
         return x.get()
-    return np.from_dlpack(x)
+    return np.from_dlpack(x)  # array_api_strict on any device (the stand-in's explicit read)
 
 
 def itemsize(x) -> int:
