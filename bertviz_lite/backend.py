@@ -173,7 +173,55 @@ def to_host(x) -> np.ndarray:
         return np.asarray(x)
     if array_api_compat.is_cupy_array(x):
         return x.get()
-    return np.from_dlpack(x)  # array_api_strict on any device (the stand-in's explicit read)
+    # array_api_strict on any device (the stand-in's explicit read): a copy, as from a GPU, never a view that
+    # would let the host write into the "device" array
+    return np.from_dlpack(x).copy()
+
+
+HOST_ALIGN = 256  # bytes: where each array starts in a packed host buffer (cuda's copies like aligned ends)
+
+
+def packed_layout(arrays) -> tuple[list[int], int]:
+    """Byte offsets of arrays laid end to end in one buffer, each aligned to HOST_ALIGN, and the total size."""
+    offsets, end = [], 0
+    for x in arrays:
+        start = -(-end // HOST_ALIGN) * HOST_ALIGN
+        offsets.append(start)
+        end = start + int(x.size) * host_dtype(x).itemsize
+    return offsets, end
+
+
+def host_views(buffer: np.ndarray, arrays, offsets) -> list[np.ndarray]:
+    """One numpy view per array (its shape and dtype) into a uint8 host buffer, at the given offsets."""
+    return [buffer[o:o + int(x.size) * host_dtype(x).itemsize].view(host_dtype(x)).reshape(tuple(x.shape))
+            for x, o in zip(arrays, offsets)]
+
+
+def host_dtype(x) -> np.dtype:
+    """The numpy dtype of any backend's array (by its name: 'float32', 'float16', 'int64', ...)."""
+    return np.dtype(str(x.dtype).rsplit(".", 1)[-1])
+
+
+def to_host_all(values: dict) -> dict:
+    """Many arrays (a trace's) as numpy arrays. On cupy every copy is queued on the current stream into one
+    page-locked (pinned) buffer from cupy's pinned-memory pool, and the host waits once: pinned memory copies at
+    the bus's speed, pageable memory at a fraction of it (8.8 GB/s measured on an H100 with one .get() per key).
+    The host arrays are views into that buffer, which returns to the pool when the last of them is freed.
+    Elsewhere: to_host of each."""
+    if not any(array_api_compat.is_cupy_array(x) for x in values.values()):
+        return {k: to_host(x) for k, x in values.items()}
+    import cupy
+    import cupyx
+    keys = list(values)
+    arrays = [cupy.ascontiguousarray(values[k]) for k in keys]  # recorded views (a head split) copied on the device
+    offsets, total = packed_layout(arrays)
+    buffer = cupyx.empty_pinned((max(total, 1),), dtype=np.uint8)
+    stream = cupy.cuda.get_current_stream()  # the forward's stream: the copies start after its kernels
+    views = host_views(buffer, arrays, offsets)
+    for x, view in zip(arrays, views):
+        cupy.asnumpy(x, stream=stream, out=view, blocking=False)
+    stream.synchronize()  # the one wait
+    return dict(zip(keys, views))
 
 
 def itemsize(x) -> int:

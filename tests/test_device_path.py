@@ -61,3 +61,38 @@ def test_the_host_read_counter_sees_a_read(standin):
 def test_float16_on_a_backend_without_it_is_a_clear_error(standin):
     with pytest.raises(ValueError, match=r"dtype='float16': the gpu_standin backend has no float16"):
         standin.trace("a b", dtype="float16")
+
+
+# ---------------------------------------------------------------------------------------------
+# to_host: every key at once
+# ---------------------------------------------------------------------------------------------
+
+
+def test_packed_host_views_are_aligned_disjoint_and_hold_each_array():
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype(d) for s, d in [((3, 5), np.float32), ((7,), np.float16),
+                                                             ((2, 2, 3), np.float32), ((0,), np.float32)]]
+    offsets, total = backend.packed_layout(arrays)
+    assert all(o % backend.HOST_ALIGN == 0 for o in offsets)
+    ends = [o + a.nbytes for o, a in zip(offsets, arrays)]
+    assert all(e <= o for e, o in zip(ends, offsets[1:])) and total == ends[-1]
+    buffer = np.zeros(total, dtype=np.uint8)
+    views = backend.host_views(buffer, arrays, offsets)
+    for a, v in zip(arrays, views):
+        v[...] = a
+    for a, v in zip(arrays, views):  # no view wrote over another
+        assert v.dtype == a.dtype and v.shape == a.shape and np.shares_memory(v, buffer) == (a.size > 0)
+        np.testing.assert_array_equal(v, a)
+
+
+@pytest.mark.parametrize("device", ["gpu_standin"] + (["cupy"] if backend.cupy_available() else []))
+def test_to_host_brings_every_key_as_its_own_copy(device, standin):
+    model = standin if device == "gpu_standin" else bv.load("random", seed=3, config=SMALL, backend="cupy")
+    tr = model.trace("the cat sat on the mat", pad_to=10)
+    on_host = tr.to_host()
+    for key in tr.keys():
+        a = on_host[key]
+        assert isinstance(a, np.ndarray) and a.dtype == np.float32 and a.shape == tuple(tr[key].shape), key
+        np.testing.assert_array_equal(a, backend.to_host(tr[key]), err_msg=key)
+    on_host["layer.0.attn.q"][...] = 7.0  # a host copy: writing it leaves the device trace as it was
+    assert float(np.max(backend.to_host(tr["layer.0.attn.q"]))) != 7.0
