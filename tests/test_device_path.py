@@ -96,3 +96,10 @@ def test_to_host_brings_every_key_as_its_own_copy(device, standin):
         np.testing.assert_array_equal(a, backend.to_host(tr[key]), err_msg=key)
     on_host["layer.0.attn.q"][...] = 7.0  # a host copy: writing it leaves the device trace as it was
     assert float(np.max(backend.to_host(tr["layer.0.attn.q"]))) != 7.0
+
+
+def test_the_stand_in_run_is_chosen_by_the_environment(monkeypatch):
+    """scripts/test.sh's stand-in run: BERTVIZ_LITE_BACKEND=gpu_standin makes every load() without backend= use it."""
+    monkeypatch.setenv("BERTVIZ_LITE_BACKEND", "gpu_standin")
+    assert bv.load("random", seed=3, config=SMALL).backend == "gpu_standin"
+    assert bv.load("random", seed=3, config=SMALL, backend="numpy").backend == "numpy"
