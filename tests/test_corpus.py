@@ -4,6 +4,7 @@ and the same run on a two-worker Dask LocalCluster."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -12,13 +13,13 @@ import time
 import tracemalloc
 from pathlib import Path
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 import bertviz_lite as bv
 from bertviz_lite import analysis, corpus
+
+from .helpers import host
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "data" / "wordnet_examples.txt"
@@ -32,7 +33,7 @@ def reference_stats(model, sentences) -> dict:
     sums = dict.fromkeys(corpus.STATS, 0.0)
     for s in sentences:
         tr = model.trace(s, keep=["attn.probs"])
-        A = np.asarray(tr.stack("attn.probs"), dtype=np.float64)  # [L, H, n, n]
+        A = host(tr.stack("attn.probs"))  # [L, H, n, n]
         n = A.shape[-1]
         i, j = np.arange(n)[:, None], np.arange(n)[None, :]
         key_is = {"cls": [t == "[CLS]" for t in tr.tokens], "sep": [t == "[SEP]" for t in tr.tokens],

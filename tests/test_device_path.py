@@ -103,3 +103,11 @@ def test_the_stand_in_run_is_chosen_by_the_environment(monkeypatch):
     monkeypatch.setenv("BERTVIZ_LITE_BACKEND", "gpu_standin")
     assert bv.load("random", seed=3, config=SMALL).backend == "gpu_standin"
     assert bv.load("random", seed=3, config=SMALL, backend="numpy").backend == "numpy"
+
+
+def test_minilm_mlm_goes_where_load_puts_any_model(monkeypatch, minilm):
+    """load('minilm-mlm') reads the published MiniLM on the host; it used to stay there (numpy) when load()
+    would pick another backend (cupy on a GPU machine): the stand-in run showed it."""
+    monkeypatch.setenv("BERTVIZ_LITE_BACKEND", "gpu_standin")
+    assert bv.load("minilm-mlm").backend == "gpu_standin"
+    assert bv.load("minilm-mlm", backend="numpy").backend == "numpy"
