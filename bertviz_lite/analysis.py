@@ -210,7 +210,7 @@ def token_similarity(trace, layer: int | None = None):
     """
     z = layer_outputs(trace)
     xp = backend.namespace_of(z)
-    zl = z[0 if layer is None else trace.check_layer(layer) + 1]  # [n, H]
+    zl = z[0 if layer is None else trace.check_layer(layer) + 1, ...]  # [n, H]
     unit = zl / xp.sqrt(xp.sum(zl * zl, axis=-1, keepdims=True))
     return backend.to_host(unit @ xp.permute_dims(unit, (1, 0)))
 
@@ -378,7 +378,7 @@ def weighted_value_norms(trace, layer: int, head: int, *, W_O=None):
     """
     layer, head = trace.check_layer(layer), trace.check_head(head)
     real = trace.real_positions
-    probs = _real_maps(trace, layer)[head]  # [n, n]
+    probs = _real_maps(trace, layer)[head, ...]  # [n, n]
     xp = backend.namespace_of(probs)
     v = _wide(trace.get("attn.v", layer=layer, head=head))  # [n_all, d_k]
     v = xp.take(v, xp.asarray(real), axis=0)  # [n, d_k]

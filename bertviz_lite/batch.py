@@ -51,6 +51,9 @@ def check_options(model, *, keep=None, dtype=None, max_bytes=None, pad_to=None, 
         raise TypeError(f"dtype must be the string 'float32' or 'float16', got {type(dtype).__name__} {dtype!r}")
     if dtype is not None and dtype not in STORE_DTYPES:
         raise ValueError(f"dtype={dtype!r} is not a storage type; use 'float32' or 'float16'")
+    if dtype is not None and not hasattr(model.xp, dtype):  # array_api_strict keeps to the standard's dtypes
+        raise ValueError(f"dtype={dtype!r}: the {model.backend} backend has no {dtype}; use dtype='float32' "
+                         f"or load the model with backend='numpy' or 'cupy'")
     check_max_bytes(max_bytes)
     if pad_to is not None:
         pad_to = as_int(pad_to, "pad_to")  # numpy integers too

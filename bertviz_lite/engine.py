@@ -149,6 +149,13 @@ def padding_mask(mask, xp, dtype):
 # ------------------------------------------------------------------------------------------
 
 
+def all_positive(mask) -> bool:
+    """Whether every key is real, from the 0/1 mask as host lists ([n] or [B, n]). Deciding it from a device
+    array would read the device back (a sync per trace on a GPU), so the mask stays a list until padding_mask."""
+    rows = mask if len(mask) and isinstance(mask[0], (list, tuple)) else [mask]
+    return all(m > 0 for row in rows for m in row)
+
+
 def _lookup(table, ids, xp):
     """Rows of a table by id   [V, H], [..., n] -> [..., n, H] (the array api's take wants 1-d ids)."""
     return xp.reshape(xp.take(table, xp.reshape(ids, (-1,)), axis=0), (*ids.shape, table.shape[-1]))
@@ -251,7 +258,7 @@ class LayerWeights(dict):
 def forward(weights: dict, layer_weights: list, ids, segments, mask, c: BertConfig, rec: Recorder, xp, *,
             mlm: bool = False):
     """The whole model: embeddings, L encoder layers, pooler (and the mlm head)."""
-    all_real = bool(xp.all(xp.asarray(mask) > 0))  # mask [n], or [B, n] for a batch
+    all_real = all_positive(mask)  # mask [n], or [B, n] for a batch: the host's lists, never read from a device
     mask_add = None if all_real else padding_mask(mask, xp, weights["embed.W_T"].dtype)
     Z = embeddings(weights, ids, segments, c, rec, xp)
     for layer in range(c.num_layers):

@@ -96,9 +96,10 @@ def _build(source, *, seed, config, mlm, nsp, backend_name, cache_dir) -> Bert:
         if mlm is False:
             raise ValueError("load('minilm-mlm') is MiniLM trained with its masked-LM head; for the encoder alone "
                              "use load('minilm', mlm=False)")
-        published = load("minilm", mlm=False, backend="numpy", cache_dir=cache_dir)
+        published = load("minilm", mlm=False, backend="numpy", cache_dir=cache_dir)  # read on the host, then
+        from .backend import backend_name as name_of, get_namespace  # moved where load() puts any model
         return minilm_mlm_from(published, read_minilm_mlm(packaged_minilm_mlm_path(), published.config),
-                               backend_name=backend)
+                               backend_name=backend or name_of(get_namespace(None)))
     check_source_name(source)
     path = Path(source).expanduser()
     try:

@@ -503,8 +503,9 @@ class Trace:
         return sum(int(v.size) * backend.itemsize(v) for v in self._values.values())
 
     def to_host(self) -> "Trace":
-        """The same trace with every tensor as a numpy array (from a gpu, say)."""
-        return self.replace_values({k: backend.to_host(v) for k, v in self._values.items()}, backend_name="numpy")
+        """The same trace with every tensor as a numpy array (from a gpu, say: every key's copy queued at once
+        into one pinned buffer, then one wait; backend.to_host_all)."""
+        return self.replace_values(backend.to_host_all(self._values), backend_name="numpy")
 
     def replace_values(self, values: dict, **changes) -> "Trace":
         kw = dict(config=self.config, tokens=self.tokens, ids=self.ids, segments=self.segments, mask=self.mask,

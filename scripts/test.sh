@@ -1,8 +1,24 @@
 #!/usr/bin/env bash
 # Set up, then run every test: unit tests, parity against the committed Hugging Face
-# reference values, the real-browser tests, and every lesson notebook under nbval.
+# reference values, the real-browser tests, and every lesson notebook under nbval; then the
+# engine-, edit-, batch-, analysis-, loading- and views-facing tests once more on the GPU stand-in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export OMP_WAIT_POLICY=PASSIVE PYTHONHASHSEED=0
-exec .venv/bin/python -m pytest tests notebooks --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg "$@"
+.venv/bin/python -m pytest tests notebooks --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg "$@"
+
+# The GPU stand-in: every load() without backend= puts the model on array_api_strict's device1, whose arrays
+# refuse np.asarray as CuPy's do, so an implicit host conversion (in the library or in a test) fails here
+# as it would on a GPU. numpy-path facts (marked cpu_path) and float16 are skipped, each saying why.
+# About 60 s of CPU (2 min 20 s wall on a busy 2-core machine).
+STANDIN_TESTS=(
+    tests/test_forward.py tests/test_parity.py tests/test_determinism.py tests/test_device_path.py
+    tests/test_edits.py tests/test_edit_checks.py
+    tests/test_batch.py tests/test_trace_batch_axis.py tests/test_trace_access.py
+    tests/test_analysis.py tests/test_head_stats_input.py tests/test_mlm.py tests/test_fill_mask_checks.py
+    tests/test_loading.py tests/test_checkpoint_files.py tests/test_family.py tests/test_params.py tests/test_variant.py
+    tests/test_views.py tests/test_view_files.py tests/test_view_records.py tests/test_view_rough_edges.py
+    tests/test_view_targets.py tests/test_head_view_heads.py tests/test_explore.py tests/test_export_targets.py
+)
+BERTVIZ_LITE_BACKEND=gpu_standin .venv/bin/python -m pytest -q -m "not slow and not browser" "${STANDIN_TESTS[@]}"

@@ -4,8 +4,10 @@ folder in Hugging Face layout."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +32,44 @@ def golden_keys(L, mlm=False):
 
 
 def host(x) -> np.ndarray:
-    """A recorded tensor (NumPy or CuPy) as a float64 NumPy array."""
+    """A recorded tensor or weight (NumPy, CuPy, the GPU stand-in) as a float64 NumPy array: the one way
+    tests read a device array (an implicit np.asarray fails on cupy and on the stand-in)."""
     return np.asarray(to_host(x), dtype=np.float64)
+
+
+def host_weights(model) -> dict[str, np.ndarray]:
+    """A model's weights on the host, in their own dtype."""
+    return {k: to_host(v) for k, v in model.weights.items()}
+
+
+# every way python reads an array's values on the host: bool(x), float(x), int(x), complex(x), x as an index,
+# np.asarray(x), and dlpack (to_host's own read). On a GPU each one waits for the device.
+HOST_READS = ("__bool__", "__float__", "__int__", "__complex__", "__index__", "__array__", "__dlpack__")
+
+
+@contextlib.contextmanager
+def host_reads():
+    """Records every host read of an array_api_strict array (the GPU stand-in's) made inside the block, as
+    ("__bool__", "engine.py:254") pairs in a list the block receives. (array_api_strict's device1 allows
+    bool() and float(), which cupy allows too, each a sync; counting them is how a test says there are none.)"""
+    import array_api_strict
+    cls = type(array_api_strict.asarray(0.0))
+    reads, saved = [], {name: cls.__dict__[name] for name in HOST_READS}
+
+    def counted(name, method):
+        def read(self, *args, **kwargs):
+            caller = traceback.extract_stack(limit=2)[0]
+            reads.append((name, f"{Path(caller.filename).name}:{caller.lineno}"))
+            return method(self, *args, **kwargs)
+        return read
+
+    for name, method in saved.items():
+        setattr(cls, name, counted(name, method))
+    try:
+        yield reads
+    finally:
+        for name, method in saved.items():
+            setattr(cls, name, method)
 
 
 def real_idx(tr) -> list[int]:
@@ -52,8 +90,7 @@ def write_folder(folder: Path, model, *, config: dict | None = None, state: dict
     """A BertModel-layout folder of `model` (float32 safetensors, config.json, vocab.txt)."""
     folder.mkdir(parents=True, exist_ok=True)
     if state is None:
-        state = {k.removeprefix("bert."): v for k, v in to_hf_state(
-            {k: np.asarray(v) for k, v in model.weights.items()}).items()}
+        state = {k.removeprefix("bert."): v for k, v in to_hf_state(host_weights(model)).items()}
     save_file({k: np.ascontiguousarray(v) for k, v in state.items()}, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps(config or model.config.to_hf_dict()))
     shutil.copy(VOCAB, folder / "vocab.txt")

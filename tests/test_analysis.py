@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 
 from bertviz_lite import analysis as A
+from bertviz_lite.backend import to_host
+
+from .helpers import host
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +19,7 @@ def tr(small):
 
 def real_maps(tr, layer):
     real = [i for i, m in enumerate(tr.mask) if m]
-    p = np.asarray(tr.get("attn.probs", layer=layer), dtype=np.float64)
+    p = host(tr.get("attn.probs", layer=layer))
     return p[:, real][:, :, real]
 
 
@@ -63,8 +66,8 @@ def test_punctuation_matches_the_tokenizer():
 
 
 def test_representation_and_token_similarity(tr):
-    z = np.stack([np.asarray(tr["embed.ln"], dtype=np.float64)] +
-                 [np.asarray(tr.get("ffn.ln", layer=layer), dtype=np.float64) for layer in range(tr.num_layers)])
+    z = np.stack([host(tr["embed.ln"])] +
+                 [host(tr.get("ffn.ln", layer=layer)) for layer in range(tr.num_layers)])
     z = z[:, :tr.n_real]
     cos = lambda a, b: (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)  # noqa: E731
     s = A.representation_similarity(tr, "input")
@@ -84,7 +87,7 @@ def test_representation_and_token_similarity(tr):
 
 def test_layer_norm_stats(tr):
     st = A.layer_norm_stats(tr, "layer.1.attn.ln")
-    x = np.asarray(tr.get("attn.resid", layer=1), dtype=np.float64)[:tr.n_real]
+    x = host(tr.get("attn.resid", layer=1))[:tr.n_real]
     np.testing.assert_allclose(st["input_mean"], x.mean(-1), rtol=1e-10)
     np.testing.assert_allclose(st["input_std"], x.std(-1), rtol=1e-10)
     # random init: gain 1, bias 0, so the output is standardised
@@ -100,8 +103,8 @@ def test_max_abs_difference(small, tr):
     assert A.max_abs_difference(tr, unpadded, "layer.1.attn.probs") < 1e-5
     relu = small.variant(hidden_act="relu").trace("The cat sat on the mat, and it purred.", pad_to=16)
     d = A.max_abs_difference(tr, relu, "layer.1.ffn.act")
-    ours = np.asarray(tr.get("ffn.act", layer=1))[:tr.n_real]
-    theirs = np.asarray(relu.get("ffn.act", layer=1))[:tr.n_real]
+    ours = to_host(tr.get("ffn.act", layer=1))[:tr.n_real]
+    theirs = to_host(relu.get("ffn.act", layer=1))[:tr.n_real]
     assert d == pytest.approx(float(np.abs(ours.astype(np.float64) - theirs).max()))
     assert d > 0
 
@@ -112,12 +115,12 @@ def test_weighted_value_norms(small):
     real = [i for i, m in enumerate(tr.mask) if m]
     got = A.weighted_value_norms(tr, 1, 2)
     assert got.shape == (n, n)
-    probs = np.asarray(tr.get("attn.probs", layer=1, head=2), dtype=np.float64)[np.ix_(real, real)]
-    v = np.asarray(tr.get("attn.v", layer=1, head=2), dtype=np.float64)[real]
+    probs = host(tr.get("attn.probs", layer=1, head=2))[np.ix_(real, real)]
+    v = host(tr.get("attn.v", layer=1, head=2))[real]
     i, j = 2, 4  # one cell from the definition: the norm of the weighted value vector
     assert np.isclose(got[i, j], np.linalg.norm(probs[i, j] * v[j]))
     np.testing.assert_allclose(got, probs * np.linalg.norm(v, axis=-1)[None, :], rtol=1e-6)
-    W_O = np.asarray(small.weights["layer.1.attn.W_O"], dtype=np.float64)
+    W_O = host(small.weights["layer.1.attn.W_O"])
     d = v.shape[-1]
     through = A.weighted_value_norms(tr, 1, 2, W_O=W_O)
     np.testing.assert_allclose(through[i, j], np.linalg.norm(probs[i, j] * v[j] @ W_O[2 * d:3 * d]), rtol=1e-6)

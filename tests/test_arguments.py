@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import bertviz_lite as bv
+from bertviz_lite.backend import to_host
 
 from .conftest import SMALL
 
@@ -29,8 +30,8 @@ def test_numpy_integers_are_accepted(small):
     tr = small.trace("numpy integers", pad_to=np.int64(12))
     assert len(tr.tokens) == 12
     assert small.tokenize("numpy integers", pad_to=np.int32(10)).ids[-1] == 0
-    np.testing.assert_array_equal(tr.get("attn.probs", layer=np.int64(1), head=np.int8(2)),
-                                  tr.get("attn.probs", layer=1, head=2))
+    np.testing.assert_array_equal(to_host(tr.get("attn.probs", layer=np.int64(1), head=np.int8(2))),
+                                  to_host(tr.get("attn.probs", layer=1, head=2)))
     for bad in (np.float64(1.0), True, "1"):
         with pytest.raises(TypeError, match="layer"):
             tr.get("attn.probs", layer=bad)

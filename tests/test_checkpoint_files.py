@@ -18,10 +18,11 @@ from safetensors.numpy import load_file
 
 import bertviz_lite as bv
 from bertviz_lite import cli
+from bertviz_lite.backend import to_host
 from bertviz_lite.weights import to_hf_state
 
 from .conftest import SMALL
-from .helpers import write_folder
+from .helpers import host_weights, write_folder
 
 
 def to_bf16_bits(a: np.ndarray) -> np.ndarray:
@@ -45,8 +46,7 @@ def write_raw_safetensors(path: Path, tensors: dict) -> None:
 
 
 def test_bf16_safetensors_loads_exactly_widened_to_float32(tmp_path, small):
-    state = {k.removeprefix("bert."): np.asarray(v) for k, v in to_hf_state(
-        {k: np.asarray(v) for k, v in small.weights.items()}).items()}
+    state = {k.removeprefix("bert."): v for k, v in to_hf_state(host_weights(small)).items()}
     bits = {k: to_bf16_bits(v) for k, v in state.items()}
     widened = {k: (b.astype(np.uint32) << 16).view(np.float32) for k, b in bits.items()}
     bf16 = write_folder(tmp_path / "bf16", small, state=state)
@@ -60,21 +60,20 @@ def test_bf16_safetensors_loads_exactly_widened_to_float32(tmp_path, small):
     for k, w in loaded.weights.items():
         assert w.dtype == np.float32
         np.testing.assert_array_equal(w, reference.weights[k], err_msg=k)  # exact, bit for bit
-    assert not np.array_equal(loaded.weights["embed.W_T"], small.weights["embed.W_T"])  # really bf16-rounded
+    assert not np.array_equal(loaded.weights["embed.W_T"], to_host(small.weights["embed.W_T"]))  # really bf16-rounded
     a, b = loaded.trace("bfloat16 weights, float32 compute"), reference.trace("bfloat16 weights, float32 compute")
     for k in a.keys():
-        np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
+        np.testing.assert_array_equal(to_host(a[k]), to_host(b[k]), err_msg=k)
 
 
 def test_fp16_safetensors_loads_as_float32(tmp_path, small):
-    state = {k.removeprefix("bert."): np.asarray(v) for k, v in to_hf_state(
-        {k: np.asarray(v) for k, v in small.weights.items()}).items()}
+    state = {k.removeprefix("bert."): v for k, v in to_hf_state(host_weights(small)).items()}
     half = write_folder(tmp_path / "fp16", small, state={k: v.astype(np.float16) for k, v in state.items()})
     loaded = bv.load(half, backend="numpy")
     for k, w in loaded.weights.items():
         assert w.dtype == np.float32, k
     np.testing.assert_array_equal(loaded.weights["layer.1.ffn.W_up"],
-                                  np.asarray(small.weights["layer.1.ffn.W_up"]).astype(np.float16).astype(np.float32))
+                                  to_host(small.weights["layer.1.ffn.W_up"]).astype(np.float16).astype(np.float32))
 
 
 def test_unsupported_dtype_is_one_checkpoint_error_naming_the_file(tmp_path, small):
@@ -114,7 +113,7 @@ def test_ledger_counts_the_untied_decoder(untied):
 
 
 def test_untied_checkpoint_round_trips_and_needs_its_decoder(tmp_path, untied):
-    state = to_hf_state({k: np.asarray(v) for k, v in untied.weights.items()})
+    state = to_hf_state(host_weights(untied))
     assert "cls.predictions.decoder.weight" in state and "cls.predictions.decoder.bias" in state
     cfg = {**untied.config.to_hf_dict(), "tie_word_embeddings": False}
     folder = write_folder(tmp_path / "untied", untied, config=cfg, state=state)

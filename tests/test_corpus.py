@@ -4,6 +4,7 @@ and the same run on a two-worker Dask LocalCluster."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite import analysis, corpus
 
+from .helpers import host
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "data" / "wordnet_examples.txt"
 SENTENCES = CORPUS.read_text(encoding="utf-8").splitlines()
@@ -30,7 +33,7 @@ def reference_stats(model, sentences) -> dict:
     sums = dict.fromkeys(corpus.STATS, 0.0)
     for s in sentences:
         tr = model.trace(s, keep=["attn.probs"])
-        A = np.asarray(tr.stack("attn.probs"), dtype=np.float64)  # [L, H, n, n]
+        A = host(tr.stack("attn.probs"))  # [L, H, n, n]
         n = A.shape[-1]
         i, j = np.arange(n)[:, None], np.arange(n)[None, :]
         key_is = {"cls": [t == "[CLS]" for t in tr.tokens], "sep": [t == "[SEP]" for t in tr.tokens],
@@ -119,6 +122,8 @@ def test_any_batch_size_is_cut_into_pieces_the_budget_allows(small, monkeypatch)
         np.testing.assert_allclose(r[name], ref[name], atol=1e-6)
 
 
+@pytest.mark.cpu_path("host memory: on a GPU the traces live in device memory, which tracemalloc does not "
+                     "see (test_device_memory_is_flat_in_the_corpus_size)")
 def test_memory_is_flat_in_the_corpus_size(small):
     """Peak memory with 4x the sentences (same lengths) stays within 10%: one batch at a time."""
     def peak(sentences):
@@ -131,6 +136,26 @@ def test_memory_is_flat_in_the_corpus_size(small):
     few, many = SENTENCES[:16], SENTENCES[:16] * 4
     peak(few)  # warm up caches
     assert peak(many) < 1.10 * peak(few)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not bv.backend.cupy_available(), reason="needs cupy and a CUDA GPU (cupy.is_available() is False)")
+def test_device_memory_is_flat_in_the_corpus_size():
+    """On a GPU: the memory pool (which keeps what it freed, so what it holds is the peak) grows under 10% with
+    4x the sentences. Not run where no GPU is: unverified until a GPU run."""
+    import cupy
+    gpu = bv.load("random", seed=3, config={"hidden_size": 64, "num_layers": 2, "num_heads": 4, "ffn_size": 256},
+                  backend="cupy")
+    pool = cupy.get_default_memory_pool()
+
+    def held(sentences):
+        pool.free_all_blocks()
+        corpus.head_stats(gpu, sentences, batch_size=4, progress=False)
+        return pool.total_bytes()
+
+    few, many = SENTENCES[:16], SENTENCES[:16] * 4
+    held(few)
+    assert held(many) < 1.10 * held(few)
 
 
 def test_too_long_sentences_are_skipped_and_counted_or_refused(small):
@@ -154,7 +179,11 @@ def test_too_long_sentences_are_skipped_and_counted_or_refused(small):
     (["fine"], {"batch_size": 0}, ValueError, "batch_size"),
     (["fine"], {"too_long": "truncate"}, ValueError, "too_long"),
     pytest.param(["fine"], {"client": "tcp://127.0.0.1:9"}, bv.BertVizError, "could not reach a Dask scheduler",
-                 marks=pytest.mark.slow, id="unreachable-scheduler"),  # waits for Dask's connect timeout
+                 marks=[pytest.mark.slow,  # waits for Dask's connect timeout
+                        pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                                           reason="needs dask.distributed (without it head_stats says 'client= needs "
+                                                  "Dask')")],
+                 id="unreachable-scheduler"),
 ])
 def test_bad_input_is_refused_before_anything_runs(small, monkeypatch, sentences, kw, err, match):
     monkeypatch.setattr(corpus, "CONNECT_TIMEOUT", "1s")

@@ -12,6 +12,7 @@ import pytest
 
 import bertviz_lite as bv
 from bertviz_lite import schema
+from bertviz_lite.backend import to_host
 from bertviz_lite.config import BertConfig
 from bertviz_lite.errors import CheckpointError
 from bertviz_lite.params import convention_total, count_params, family_ledgers
@@ -58,7 +59,7 @@ def test_every_stage_and_the_head_match_transformers(case):
     compared = [k for k in ref.files if not k.startswith(("meta", "input."))]
     assert len(compared) >= 8 * model.config.num_layers + 4  # every layer's stages, not a few
     for key in compared:
-        ours, theirs = np.asarray(tr[key]), ref[key]
+        ours, theirs = to_host(tr[key]), ref[key]
         assert ours.shape == theirs.shape, key
         np.testing.assert_allclose(ours, theirs, rtol=TOL, atol=TOL, err_msg=key)
     has_head = "head.logits" in ref.files or "mlm.logits" in ref.files
@@ -156,7 +157,7 @@ def test_each_family_switch_is_needed(name, changes, key):
     ref, meta = reference(name)
     model = bv.load(FIXTURES / meta["folder"]).variant(**changes)
     tr = model.trace_ids(ref["input.ids"], ref["input.segments"], ref["input.mask"])
-    assert np.abs(np.asarray(tr[key]) - ref[key]).max() > 100 * TOL
+    assert np.abs(to_host(tr[key]) - ref[key]).max() > 100 * TOL
 
 
 def test_cased_wordpiece_matches_tokenizers_on_the_hard_strings():
@@ -193,7 +194,7 @@ def test_family_lines_run_under_array_api_strict(name):
     strict = bv.load(FIXTURES / meta["folder"], backend="array_api_strict")
     tr = strict.trace_ids(ref["input.ids"], ref["input.segments"], ref["input.mask"]).to_host()
     for key in [k for k in ref.files if k.endswith(("logits", ".proj", "segment", "position"))]:
-        np.testing.assert_allclose(np.asarray(tr[key]), ref[key], rtol=TOL, atol=TOL, err_msg=key)
+        np.testing.assert_allclose(to_host(tr[key]), ref[key], rtol=TOL, atol=TOL, err_msg=key)
 
 
 def test_weights_that_do_not_fit_the_config_are_listed(tmp_path):
@@ -225,9 +226,9 @@ def test_batches_edits_and_views_work_unchanged(name):
         alone = model.trace(text)
         assert btr[i].keys() == alone.keys()
         for key in ("embed.position", "layer.1.attn.probs", "head.logits"):
-            np.testing.assert_allclose(np.asarray(btr[i][key]), np.asarray(alone[key]), atol=1e-5, err_msg=key)
+            np.testing.assert_allclose(to_host(btr[i][key]), to_host(alone[key]), atol=1e-5, err_msg=key)
     edited = model.trace(texts[0], edits=bv.ablate(heads={0: [0]}))
-    assert not np.allclose(np.asarray(edited["head.logits"]), np.asarray(model.trace(texts[0])["head.logits"]))
+    assert not np.allclose(to_host(edited["head.logits"]), to_host(model.trace(texts[0])["head.logits"]))
     tr = model.trace(texts[0])
     for view, args in [("attention", {"layer": 1}), ("model", {}), ("step", {"key": "head.logits"}),
                        ("step", {"key": "embed.segment"}), ("params", {})]:

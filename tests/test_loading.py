@@ -14,9 +14,11 @@ from safetensors.numpy import save_file
 
 import bertviz_lite as bv
 from bertviz_lite import loading
+from bertviz_lite.backend import to_host
 from bertviz_lite.weights import to_hf_state
 
 from .conftest import SMALL
+from .helpers import host_weights
 
 VOCAB = Path(bv.__file__).parent / "data" / "vocab.txt"
 
@@ -24,7 +26,7 @@ VOCAB = Path(bv.__file__).parent / "data" / "vocab.txt"
 def write_checkpoint(folder: Path, model, *, layout="BertModel", legacy_names=False, mutate=None) -> Path:
     """A Hugging Face model folder holding `model`'s weights in a given layout."""
     folder.mkdir(parents=True, exist_ok=True)
-    state = to_hf_state({k: np.asarray(v) for k, v in model.weights.items()})
+    state = to_hf_state(host_weights(model))
     if layout == "BertModel":
         state = {k.removeprefix("bert."): v for k, v in state.items() if not k.startswith("cls.")}
     elif layout == "BertForMaskedLM":
@@ -52,7 +54,7 @@ def traces_equal(a, b, text="loading keeps every weight in place"):
     ta, tb = a.trace(text), b.trace(text)
     assert ta.keys() == tb.keys()
     for k in ta.keys():
-        np.testing.assert_array_equal(np.asarray(ta[k]), np.asarray(tb[k]), err_msg=k)
+        np.testing.assert_array_equal(to_host(ta[k]), to_host(tb[k]), err_msg=k)
 
 
 @pytest.mark.parametrize("legacy", [False, True])
@@ -77,7 +79,7 @@ def test_maskedlm_layout_with_explicit_decoder_weight(tmp_path, small_heads):
     assert loaded.has_mlm and not loaded.has_nsp and not loaded.has_pooler
     ta, tb = loaded.trace("x [MASK] y"), small_heads.trace("x [MASK] y")
     assert "pooler.out" not in ta.keys() and ta.keys()[-1] == "mlm.logits"
-    np.testing.assert_array_equal(np.asarray(ta["mlm.logits"]), np.asarray(tb["mlm.logits"]))
+    np.testing.assert_array_equal(to_host(ta["mlm.logits"]), to_host(tb["mlm.logits"]))
     assert bv.count_params(loaded).total == bv.count_params(small_heads).total - (64 * 64 + 64)
 
 

@@ -7,6 +7,7 @@ import pytest
 
 import bertviz_lite as bv
 from bertviz_lite import corpus
+from bertviz_lite.backend import to_host
 
 
 @pytest.mark.parametrize("fast", ["no", None, 0, 1.0])
@@ -30,7 +31,7 @@ def test_head_stats_takes_numpy_integers_and_refuses_odd_progress(small):
 
 
 def test_variant_refuses_non_finite_weights(small):
-    W = np.array(small.weights["pooler.b"])
+    W = to_host(small.weights["pooler.b"]).copy()
     W[3] = np.nan
     with pytest.raises(ValueError, match="finite.*pooler.b holds 1 NaN"):
         small.variant(weights={"pooler.b": W})

@@ -12,18 +12,20 @@ from bertviz_lite import schema
 from bertviz_lite.params import component_counts, convention_total, formula_total
 
 from .conftest import SMALL
+from .helpers import host, host_weights
 
 
 def test_random_weights_follow_berts_initialisation(base):
-    W = base.weights
+    W = host_weights(base)
     assert abs(float(np.std(W["layer.4.ffn.W_up"])) - 0.02) < 2e-4
     assert float(np.max(np.abs(W["layer.4.ffn.b_up"]))) == 0.0
     assert np.all(W["layer.4.attn.ln.gamma"] == 1) and np.all(W["layer.4.attn.ln.beta"] == 0)
     again = bv.load("random", seed=0, config=SMALL)
     other = bv.load("random", seed=1, config=SMALL)
     first = bv.load("random", seed=0, config=SMALL)
-    np.testing.assert_array_equal(again.weights["layer.1.attn.W_Q"], first.weights["layer.1.attn.W_Q"])
-    assert not np.array_equal(other.weights["layer.1.attn.W_Q"], first.weights["layer.1.attn.W_Q"])
+    W_Q = [host(m.weights["layer.1.attn.W_Q"]) for m in (again, other, first)]
+    np.testing.assert_array_equal(W_Q[0], W_Q[2])
+    assert not np.array_equal(W_Q[1], W_Q[2])
 
 
 def test_parameter_ledger_of_bert_base(base):
@@ -88,8 +90,8 @@ def test_random_next_sentence_head_is_traced():
     model = bv.load("random", seed=1, config={"num_layers": 1}, nsp=True)
     assert model.config.head == "next_sentence"
     tr = model.trace("the cat sat", "on the mat")
-    expected = tr.get("pooler.out").astype(np.float64) @ model.weights["nsp.W"] + model.weights["nsp.b"]
-    np.testing.assert_allclose(tr.get("head.logits"), expected, rtol=1e-5, atol=1e-6)
+    expected = host(tr.get("pooler.out")) @ host(model.weights["nsp.W"]) + host(model.weights["nsp.b"])
+    np.testing.assert_allclose(host(tr.get("head.logits")), expected, rtol=1e-5, atol=1e-6)
     assert bv.params.step_of_param("nsp.W") == "head.logits"
 
 
@@ -100,7 +102,7 @@ def test_count_params_of_something_else_names_what_it_needs(thing):
 
 
 def test_count_params_of_a_hand_built_model_with_a_wrong_shape(small):
-    weights = {k: np.asarray(v) for k, v in small.weights.items()}
+    weights = host_weights(small)
     weights["layer.1.ffn.b_up"] = np.zeros(7, np.float32)
     odd = bv.Bert(small.config, weights, small.tokenizer)
     with pytest.raises(bv.CheckpointError, match=r"layer\.1\.ffn\.b_up \(7,\), the config needs \(256,\)"):

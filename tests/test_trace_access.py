@@ -49,6 +49,7 @@ def test_keep_records_only_what_is_asked(small):
     assert small.trace("hello", keep="layer.1.*").keys() == [f"layer.1.{k}" for k in LAYER_KEYS]
 
 
+@pytest.mark.float16
 def test_float16_storage_halves_memory_and_estimate_is_exact(small):
     full = small.trace("hello world")
     half = small.trace("hello world", dtype="float16")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import bertviz_lite as bv
+from bertviz_lite.backend import to_host
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
@@ -26,7 +27,7 @@ def test_variant_errors_name_what_is_wrong(small, kwargs, error, match):
 
 
 def test_variant_takes_nested_lists_and_keeps_shape_preserving_changes(small):
-    W = np.asarray(small.weights["layer.0.attn.W_O"])
+    W = to_host(small.weights["layer.0.attn.W_O"])
     v = small.variant(weights={"layer.0.attn.W_O": (2 * W).tolist()}, num_heads=2, attention_scale=0.5)
-    np.testing.assert_array_equal(v.weights["layer.0.attn.W_O"], 2 * W)
+    np.testing.assert_array_equal(to_host(v.weights["layer.0.attn.W_O"]), 2 * W)
     assert v.config.num_heads == 2 and bv.count_params(v).total == bv.count_params(small).total

@@ -1,0 +1,294 @@
+"""The GPU path against its peers, in one run: issue 42's table and its goals (BERT-base, random weights,
+seed 0, batch 1, float32 unless said; every time a median of --reps runs, the device synchronised after each).
+
+    .venv/bin/python benchmarks/bench_gpu.py                         # needs cupy and a CUDA GPU
+    .venv/bin/python benchmarks/bench_gpu.py --json gpu.json         # the same, every number also as JSON
+
+Each side runs in its own process (one after the other), so no side's memory pool or threads slow another:
+  - cupy (the engine on the GPU), per n: trace_ids recording every key; keep=[]; dtype='float16'; the floor
+    (the same matrix products in cupy alone: Q, K, V, QK^T, AV, W^O, FFN up and down, nothing else);
+    then tr.to_host() of the 512-token trace in GB/s, against one .get() per key (pageable memory, as before);
+    trace_batch of 64 sentences; head_stats over 256 sentences (data/wordnet_examples.txt)
+  - torch (the peer, on the same GPU), per n: transformers' BertModel with eager attention returning
+    attentions and hidden states (what a trace records, roughly), and with sdpa returning neither (keep=[]'s peer)
+  - numpy (the engine on the CPU, every core), per n: trace_ids; and the same trace_batch and head_stats
+torch is a peer, never a dependency: without torch and transformers in this python (or --peer-python) its
+columns are left out, and so are the goals measured against it.
+
+Without a GPU (cupy missing, or cupy.is_available() False) it measures nothing and exits with status 2.
+(`--worker gpu_standin --sizes 8 --reps 1 --batch-sentences 4 --stats-sentences 8` runs the cupy worker's
+code on the CPU's GPU stand-in: a check of this script, with no timing worth reading.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CORPUS = os.path.join(ROOT, "data", "wordnet_examples.txt")
+
+# issue 42, measured on an H100 at f44e7d1, before the GPU-path work: (now, goal, which way is better)
+GOALS = [
+    ("trace, 512 tokens, every key / torch eager with outputs", 2.92, 0.6, "lower"),
+    ("trace, 32 tokens / torch eager with outputs", 2.74, 1.0, "lower"),
+    ("keep=[], 512 / torch sdpa", 3.25, 1.2, "lower"),
+    ("float16 trace / float32 trace, 512", 1.22, 0.7, "lower"),
+    ("to_host of a 512-token trace, GB/s", 8.8, 20.0, "higher"),
+    ("head_stats, 256 sentences, numpy / GPU time", 6.8, 15.0, "higher"),
+]
+
+
+def median_time(fn, reps: int, sync=lambda: None) -> float:
+    fn()  # warm up: kernels compiled, memory pools filled, caches
+    sync()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def token_ids(n: int) -> list[int]:
+    import random
+    rng = random.Random(n)
+    return [101] + [rng.randrange(1000, 30000) for _ in range(n - 2)] + [102]
+
+
+def corpus(count: int) -> list[str]:
+    with open(CORPUS, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    return lines[:count]
+
+
+# ---------------------------------------------------------------------------------------------
+# workers (each runs in its own process and prints one JSON line)
+# ---------------------------------------------------------------------------------------------
+
+
+def floor(model, n: int):
+    """The forward's matrix products alone, in the model's namespace, as a function to time. Each layer's
+    output is scaled back to unit rms (scales found once, untimed), so no value drifts far from 1."""
+    xp, W, c = model.xp, model.weights, model.config
+    L, A = c.num_layers, c.num_heads
+    from bertviz_lite import backend
+    import numpy as np
+    Z0 = backend.from_host(np.random.default_rng(1).standard_normal((n, c.hidden_size), dtype=np.float32), xp)
+    scales = [1.0] * L
+
+    def products(measure: bool = False):
+        Z = Z0
+        for layer in range(L):
+            p = f"layer.{layer}."
+            q, k, v = (Z @ W[p + f"attn.W_{x}"] for x in "QKV")
+            qh, kh, vh = (xp.permute_dims(xp.reshape(t, (n, A, -1)), (1, 0, 2)) for t in (q, k, v))
+            ctx = (qh @ xp.permute_dims(kh, (0, 2, 1))) @ vh  # [A, n, d]
+            Z = xp.reshape(xp.permute_dims(ctx, (1, 0, 2)), (n, -1)) @ W[p + "attn.W_O"]
+            Z = (Z @ W[p + "ffn.W_up"]) @ W[p + "ffn.W_down"]
+            if measure:
+                scales[layer] = 1.0 / float(backend.to_host(xp.sqrt(xp.mean(Z * Z))))
+            Z = Z * scales[layer]
+        return Z
+
+    products(measure=True)
+    return products
+
+
+def worker_engine(backend_name: str, sizes: list[int], reps: int, batch_sentences: int, stats_sentences: int) -> dict:
+    """The engine on one backend: per n trace, keep=[], float16 and (on a device) the floor; to_host; batches."""
+    sys.path.insert(0, ROOT)
+    import bertviz_lite as bv
+    from bertviz_lite import backend, corpus as bv_corpus
+
+    model = bv.load("random", seed=0, backend=backend_name)
+    sync = lambda: None  # noqa: E731
+    if backend_name == "cupy":
+        import cupy
+        sync = cupy.cuda.Device().synchronize
+    device = backend_name in backend.DEVICE_BACKENDS
+    out: dict = {"backend": backend_name, "per_n": {}}
+    for n in sizes:
+        ids = token_ids(n)
+        row = {"trace_s": median_time(lambda: model.trace_ids(ids), reps, sync)}
+        if device:
+            row["nokeep_s"] = median_time(lambda: model.trace_ids(ids, keep=[]), reps, sync)
+            if hasattr(model.xp, "float16"):
+                row["trace16_s"] = median_time(lambda: model.trace_ids(ids, dtype="float16"), reps, sync)
+            row["floor_s"] = median_time(floor(model, n), reps, sync)
+        out["per_n"][str(n)] = row
+    if device:
+        tr = model.trace_ids(token_ids(max(sizes)))
+        sync()
+        per_key = lambda: {k: backend.to_host(tr[k]) for k in tr.keys()}  # noqa: E731  (the old way)
+        out["to_host"] = {"n": max(sizes), "bytes": tr.nbytes,
+                          "to_host_s": median_time(tr.to_host, reps), "per_key_get_s": median_time(per_key, reps)}
+    texts = corpus(batch_sentences)
+    out["trace_batch_s"] = median_time(lambda: model.trace_batch(texts, progress=False), reps, sync)
+    stats_texts = corpus(stats_sentences)
+    out["head_stats_s"] = median_time(lambda: bv_corpus.head_stats(model, stats_texts, progress=False),
+                                      max(1, reps // 2), sync)
+    stats = bv_corpus.head_stats(model, stats_texts, progress=False)
+    out["head_stats"] = {name: backend.to_host(stats[name]).tolist() for name in bv_corpus.STATS}
+    return out
+
+
+def worker_torch(sizes: list[int], reps: int) -> dict:
+    """transformers' BertModel on the GPU: eager attention with attentions and hidden states, and sdpa with none."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    eager = BertModel(BertConfig(attn_implementation="eager")).eval().to(dev)
+    sdpa = BertModel(BertConfig(attn_implementation="sdpa")).eval().to(dev)
+    out = {"torch": torch.__version__, "tf32": torch.backends.cuda.matmul.allow_tf32, "per_n": {}}
+    for n in sizes:
+        ids = torch.tensor([token_ids(n)], device=dev)
+
+        def with_outputs():
+            with torch.inference_mode():
+                return eager(input_ids=ids, output_attentions=True, output_hidden_states=True)
+
+        def no_outputs():
+            with torch.inference_mode():
+                return sdpa(input_ids=ids)
+
+        out["per_n"][str(n)] = {"eager_s": median_time(with_outputs, reps, torch.cuda.synchronize),
+                                "sdpa_s": median_time(no_outputs, reps, torch.cuda.synchronize)}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the orchestrator
+# ---------------------------------------------------------------------------------------------
+
+
+def run_worker(python: str, kind: str, args) -> dict:
+    cmd = [python, os.path.abspath(__file__), "--worker", kind, "--sizes", args.sizes, "--reps", str(args.reps),
+           "--batch-sentences", str(args.batch_sentences), "--stats-sentences", str(args.stats_sentences)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"the {kind} worker failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def has_torch_cuda(python: str) -> bool:
+    code = "import torch, transformers; raise SystemExit(0 if torch.cuda.is_available() else 1)"
+    return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
+
+
+def goals(gpu: dict, cpu: dict, peer: dict | None, sizes: list[int]) -> list[dict]:
+    """The issue's goals, each measured in this run (None where a side is missing)."""
+    def at(side, n, key):
+        return side["per_n"].get(str(n), {}).get(key) if side else None
+
+    def ratio(a, b):
+        return None if a is None or b is None else a / b
+
+    big, small = max(sizes), min(sizes)
+    th = gpu.get("to_host")
+    measured = [
+        ratio(at(gpu, big, "trace_s"), at(peer, big, "eager_s")),
+        ratio(at(gpu, small, "trace_s"), at(peer, small, "eager_s")),
+        ratio(at(gpu, big, "nokeep_s"), at(peer, big, "sdpa_s")),
+        ratio(at(gpu, big, "trace16_s"), at(gpu, big, "trace_s")),
+        th["bytes"] / th["to_host_s"] / 1e9 if th else None,
+        ratio(cpu["head_stats_s"], gpu["head_stats_s"]),
+    ]
+    rows = []
+    for (what, now, goal, better), value in zip(GOALS, measured):
+        met = None if value is None else (value <= goal if better == "lower" else value >= goal)
+        rows.append({"goal": what, "before (H100, f44e7d1)": now, "target": goal, "measured": value, "met": met})
+    return rows
+
+
+def flat(nested) -> list[float]:
+    """A nested list of numbers (a statistic as JSON) as one flat list."""
+    return [y for x in nested for y in flat(x)] if isinstance(nested, list) else [float(nested)]
+
+
+def gpu_name() -> str:
+    try:
+        import cupy
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        return props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    except Exception as e:  # noqa: BLE001  (only a label)
+        return f"unknown ({type(e).__name__})"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="32,128,512")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--batch-sentences", type=int, default=64, help="sentences in the trace_batch timing")
+    ap.add_argument("--stats-sentences", type=int, default=256, help="sentences in the head_stats timing")
+    ap.add_argument("--json", default=None, help="also write every number to this file")
+    ap.add_argument("--peer-python", default=sys.executable, help="a python with torch + transformers (the peer)")
+    ap.add_argument("--worker", choices=["cupy", "numpy", "torch", "gpu_standin"], help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    if args.worker:
+        result = worker_torch(sizes, args.reps) if args.worker == "torch" else \
+            worker_engine(args.worker, sizes, args.reps, args.batch_sentences, args.stats_sentences)
+        print(json.dumps(result))
+        return 0
+
+    sys.path.insert(0, ROOT)
+    from bertviz_lite import backend
+    if not backend.cupy_available():
+        print("bench_gpu.py measures the GPU path: it needs cupy and a CUDA GPU (cupy.is_available() is False "
+              "here, or cupy is not installed). Nothing was measured.", file=sys.stderr)
+        return 2
+
+    print(f"GPU: {gpu_name()}; cpu cores: {os.cpu_count()}; python {platform.python_version()}", flush=True)
+    gpu = run_worker(sys.executable, "cupy", args)
+    print("cupy done", flush=True)
+    peer = run_worker(args.peer_python, "torch", args) if has_torch_cuda(args.peer_python) else None
+    print("torch done" if peer else "torch: not measured (no torch/transformers with CUDA in --peer-python)",
+          flush=True)
+    cpu = run_worker(sys.executable, "numpy", args)
+
+    ms = lambda s: "-" if s is None else f"{s * 1e3:.1f}"  # noqa: E731
+    print(f"\n{'n':>4}  {'trace':>8}  {'keep=[]':>8}  {'float16':>8}  {'floor':>8}  {'torch eager':>11}  "
+          f"{'torch sdpa':>10}  {'numpy':>8}   (ms, median of {args.reps})")
+    for n in sizes:
+        g, p, c = gpu["per_n"][str(n)], (peer or {}).get("per_n", {}).get(str(n), {}), cpu["per_n"][str(n)]
+        print(f"{n:>4}  {ms(g['trace_s']):>8}  {ms(g.get('nokeep_s')):>8}  {ms(g.get('trace16_s')):>8}  "
+              f"{ms(g['floor_s']):>8}  {ms(p.get('eager_s')):>11}  {ms(p.get('sdpa_s')):>10}  {ms(c['trace_s']):>8}")
+    th = gpu["to_host"]
+    print(f"\nto_host of a {th['n']}-token trace ({th['bytes'] / 1e6:.0f} MB): {th['bytes'] / th['to_host_s'] / 1e9:.1f} "
+          f"GB/s; one .get() per key: {th['bytes'] / th['per_key_get_s'] / 1e9:.1f} GB/s")
+    print(f"trace_batch of {args.batch_sentences} sentences: {gpu['trace_batch_s']:.3f} s on the GPU, "
+          f"{cpu['trace_batch_s']:.3f} s on numpy ({cpu['trace_batch_s'] / gpu['trace_batch_s']:.1f}x)")
+    stats_diff = max(abs(a - b) for name in gpu["head_stats"]
+                     for a, b in zip(flat(gpu["head_stats"][name]), flat(cpu["head_stats"][name])))
+    print(f"head_stats over {args.stats_sentences} sentences: {gpu['head_stats_s']:.2f} s on the GPU, "
+          f"{cpu['head_stats_s']:.2f} s on numpy ({cpu['head_stats_s'] / gpu['head_stats_s']:.1f}x); "
+          f"the statistics differ by {stats_diff:.1e} at most")
+    table = goals(gpu, cpu, peer, sizes)
+    print(f"\n{'goal':<58} {'before':>7} {'target':>7} {'now':>7}  met")
+    for r in table:
+        now = "-" if r["measured"] is None else f"{r['measured']:.2f}"
+        print(f"{r['goal']:<58} {r['before (H100, f44e7d1)']:>7} {r['target']:>7} {now:>7}  "
+              f"{'-' if r['met'] is None else ('yes' if r['met'] else 'no')}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"gpu": gpu_name(), "cpu_cores": os.cpu_count(), "sizes": sizes, "reps": args.reps,
+                       "cupy": gpu, "torch": peer, "numpy": cpu, "head_stats_max_difference": stats_diff,
+                       "goals": table}, f, indent=1)
+        print(f"\nwritten: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
