@@ -161,11 +161,6 @@ def on_device(xp: ModuleType) -> bool:
     return backend_name(xp) in DEVICE_BACKENDS
 
 
-def is_cupy_array(x) -> bool:
-    """True for a cupy array (without importing cupy: a cupy array exists only once cupy is imported)."""
-    return array_api_compat.is_cupy_array(x)
-
-
 def namespace_of(x) -> ModuleType:
     """The namespace of an array (the stand-in's for an array on its device)."""
     return gpu_standin() if _on_standin(x) else array_api_compat.array_namespace(x)

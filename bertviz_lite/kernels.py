@@ -1,21 +1,19 @@
 """The fast path: which fused kernel replaces which formula line (`FUSED`, decided once), and the numpy
-and CuPy kernels themselves. Each computes exactly what a formula function in engine.py computes (tests hold
+kernels themselves. Each computes exactly what a formula function in engine.py computes (tests hold
 them equal), faster; `model.trace(..., fast=False)` runs none of them (`fast_path`). How many threads
-a numpy kernel splits its rows over is the thread policy's (threads.py). CuPy is imported only when a
-CuPy kernel first runs (on a cupy array).
+a kernel splits its rows over is the thread policy's (threads.py).
 """
 
 from __future__ import annotations
 
 import contextvars
-import functools
 import math
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
 
-from . import backend, threads
+from . import threads
 
 # abramowitz & stegun 7.1.26 (engine.rational_erf's formula, which reads these): |error| <= 1.5e-7 for every x
 ERF_P = 0.3275911
@@ -148,130 +146,6 @@ def numpy_matmul(x: np.ndarray, W: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------
-# cupy kernels: each elementwise line one launch, where cupy would run one per operation (a dozen for
-# gelu's erf, eight for layernorm). A row kernel gives each row of the last axis one block, whose threads
-# stride over the row and meet in block_reduce (a warp shuffle, then one warp over the warps' results).
-# The arithmetic is the formula's, in its order (two passes for the variance, e / sum(e), x / sqrt 2);
-# only the order of the sums differs.
-# ------------------------------------------------------------------------------------------
-
-CUDA_SOURCE = r"""
-__device__ float block_reduce(float v, float* shared, bool is_max) {
-    for (int o = 16; o > 0; o >>= 1) {
-        float other = __shfl_xor_sync(0xffffffffu, v, o);
-        v = is_max ? fmaxf(v, other) : v + other;
-    }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-    if (lane == 0) shared[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < warps ? shared[lane] : (is_max ? __int_as_float(0xff800000) : 0.0f);
-        for (int o = 16; o > 0; o >>= 1) {
-            float other = __shfl_xor_sync(0xffffffffu, v, o);
-            v = is_max ? fmaxf(v, other) : v + other;
-        }
-        if (lane == 0) shared[32] = v;
-    }
-    __syncthreads();
-    const float result = shared[32];
-    __syncthreads();  // shared is reused by the next reduction
-    return result;
-}
-
-// softmax(s) over rows of `width`: e = exp(s - max); e / sum(e). A -inf score (a [PAD] key) gives 0.
-extern "C" __global__ void bertviz_softmax(const float* s, float* out, const int width) {
-    __shared__ float shared[33];
-    const float* row = s + (long long)blockIdx.x * width;
-    float* o = out + (long long)blockIdx.x * width;
-    float m = __int_as_float(0xff800000);
-    for (int j = threadIdx.x; j < width; j += blockDim.x) m = fmaxf(m, row[j]);
-    m = block_reduce(m, shared, true);
-    float sum = 0.0f;
-    for (int j = threadIdx.x; j < width; j += blockDim.x) {
-        const float e = expf(row[j] - m);
-        o[j] = e;
-        sum += e;
-    }
-    sum = block_reduce(sum, shared, false);
-    for (int j = threadIdx.x; j < width; j += blockDim.x) o[j] = o[j] / sum;
-}
-
-// (x - mean) / sqrt(var + eps) * gamma + beta over rows of `width`; var is the biased variance, two passes.
-extern "C" __global__ void bertviz_layer_norm(const float* x, const float* gamma, const float* beta, float* out,
-                                              const int width, const float eps) {
-    __shared__ float shared[33];
-    const float* row = x + (long long)blockIdx.x * width;
-    float* o = out + (long long)blockIdx.x * width;
-    float s = 0.0f;
-    for (int j = threadIdx.x; j < width; j += blockDim.x) s += row[j];
-    const float mu = block_reduce(s, shared, false) / width;
-    float v = 0.0f;
-    for (int j = threadIdx.x; j < width; j += blockDim.x) {
-        const float d = row[j] - mu;
-        v += d * d;
-    }
-    const float sd = sqrtf(block_reduce(v, shared, false) / width + eps);
-    for (int j = threadIdx.x; j < width; j += blockDim.x) o[j] = (row[j] - mu) / sd * gamma[j] + beta[j];
-}
-
-// exact gelu, x/2 (1 + erf(x / sqrt 2)), with cuda's erff
-extern "C" __global__ void bertviz_gelu(const float* x, float* y, const long long size) {
-    const long long step = (long long)blockDim.x * gridDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < size; i += step) {
-        const float v = x[i];
-        y[i] = 0.5f * v * (1.0f + erff(v / 1.41421356237309515f));
-    }
-}
-"""
-
-
-@functools.lru_cache(maxsize=1)
-def _cupy_module():
-    import cupy
-    return cupy.RawModule(code=CUDA_SOURCE, options=("--std=c++14",))
-
-
-def _row_threads(width: int) -> int:
-    """Threads for one row's block: whole warps, up to 256 (a row of 768 gives each thread 3 values)."""
-    return min(256, 32 * -(-width // 32))
-
-
-def _launch_rows(name: str, x, *weights, eps: float | None = None):
-    """Row kernel `name` over x's last axis, one block per row, with arguments (x, *weights, out, width[, eps]);
-    returns out, a fresh C-contiguous float32 array of x's shape."""
-    import cupy
-    x = cupy.ascontiguousarray(x)
-    out = cupy.empty_like(x)
-    width = x.shape[-1]
-    if x.size:
-        args = (x, *(cupy.ascontiguousarray(w) for w in weights), out, np.int32(width))
-        args += () if eps is None else (np.float32(eps),)
-        _cupy_module().get_function(name)((x.size // width,), (_row_threads(width),), args)
-    return out
-
-
-def cupy_softmax(s):
-    """Row-wise softmax of a float32 cupy array, one launch."""
-    return _launch_rows("bertviz_softmax", s)
-
-
-def cupy_layer_norm(x, gamma, beta, eps: float):
-    """LayerNorm over the last axis of a float32 cupy array, one launch."""
-    return _launch_rows("bertviz_layer_norm", x, gamma, beta, eps=eps)
-
-
-def cupy_gelu(x):
-    """Exact gelu of a float32 cupy array with cuda's erff, one launch."""
-    import cupy
-    x = cupy.ascontiguousarray(x)
-    out = cupy.empty_like(x)
-    if x.size:
-        blocks = min(-(-x.size // 256), 65535)
-        _cupy_module().get_function("bertviz_gelu")((blocks,), (256,), (x, out, np.int64(x.size)))
-    return out
-
-
-# ------------------------------------------------------------------------------------------
 # the fast path, decided once: which fused kernel replaces which formula function
 # ------------------------------------------------------------------------------------------
 
@@ -284,9 +158,6 @@ FUSED = {
     ("softmax", "numpy", "float32"): lambda s, xp: numpy_softmax(s),
     ("gelu", "numpy", "float32"): lambda x, xp: numpy_gelu(x),
     ("matmul", "numpy", "float32"): lambda x, W, xp: numpy_matmul(x, W),
-    ("layer_norm", "cupy", "float32"): lambda x, gamma, beta, eps, xp: cupy_layer_norm(x, gamma, beta, eps),
-    ("softmax", "cupy", "float32"): lambda s, xp: cupy_softmax(s),
-    ("gelu", "cupy", "float32"): lambda x, xp: cupy_gelu(x),
 }
 
 _FAST = contextvars.ContextVar("bertviz_lite_fast", default=True)
@@ -306,10 +177,6 @@ def fast_path(enabled: bool):
 def fused_kernel(name: str, x):
     """The FUSED kernel for formula `name` on array x, or None: fast path off, or no kernel for
     this backend and dtype."""
-    if not _FAST.get():
+    if not _FAST.get() or not isinstance(x, np.ndarray):
         return None
-    if isinstance(x, np.ndarray):
-        return FUSED.get((name, "numpy", x.dtype.name))
-    if backend.is_cupy_array(x):
-        return FUSED.get((name, "cupy", str(x.dtype)))
-    return None
+    return FUSED.get((name, "numpy", x.dtype.name))

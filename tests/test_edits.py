@@ -75,9 +75,7 @@ def test_an_edited_activation_line_takes_effect(small, monkeypatch):
 
 def test_fused_kernels_are_decided_in_one_table():
     assert set(kernels.FUSED) == {("layer_norm", "numpy", "float32"), ("softmax", "numpy", "float32"),
-                                  ("gelu", "numpy", "float32"), ("matmul", "numpy", "float32"),
-                                  ("layer_norm", "cupy", "float32"), ("softmax", "cupy", "float32"),
-                                  ("gelu", "cupy", "float32")}
+                                  ("gelu", "numpy", "float32"), ("matmul", "numpy", "float32")}
     for name, _, _ in kernels.FUSED:  # every kernel replaces a formula line the engine runs (none unreachable)
         assert hasattr(getattr(engine, name), "formula"), name
     x = np.ones((2, 3), dtype=np.float32)
