@@ -130,8 +130,7 @@ def attention_backward(dy, W: dict, tape, Z, c, xp):
     Z is the layer's input [..., n, H]; `tape(key)` returns what the forward recorded under this
     layer's prefix. grads holds d loss / d every weight of the block under its layer-relative name.
     """
-    n_h = c.num_heads
-    scale = c.attention_scale if c.attention_scale is not None else 1.0 / math.sqrt(c.head_size)
+    n_h, scale = c.num_heads, c.scale
     g = {}
     # ln = LayerNorm(resid)
     dresid, g["attn.ln.gamma"], g["attn.ln.beta"] = layer_norm_backward(dy, tape("attn.resid"), W["attn.ln.gamma"],

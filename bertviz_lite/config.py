@@ -115,6 +115,11 @@ class BertConfig:
         return self.hidden_size // self.num_heads
 
     @property
+    def scale(self) -> float:
+        """What the attention scores are multiplied by: attention_scale, or 1/sqrt(d_k) when it is None."""
+        return self.attention_scale if self.attention_scale is not None else 1.0 / math.sqrt(self.head_size)
+
+    @property
     def embed_size(self) -> int:
         """E, the width of the embedding tables: H, except where a projection E -> H follows (ALBERT, ELECTRA)."""
         return self.hidden_size if self.embedding_size is None else self.embedding_size

@@ -173,8 +173,7 @@ def embeddings(W: dict, ids, segments, c: BertConfig, rec: Recorder, xp):
 
 def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
     """Multi-head self-attention and its residual + layernorm   [..., n, H] -> [..., n, H]."""
-    n_h = c.num_heads
-    scale = c.attention_scale if c.attention_scale is not None else 1.0 / math.sqrt(c.head_size)
+    n_h, scale = c.num_heads, c.scale
     Q = rec("attn.q", split_heads(matmul(Z, W["attn.W_Q"], xp) + W["attn.b_Q"], n_h, xp))  # [..., n_h, n, d_k]
     K = rec("attn.k", split_heads(matmul(Z, W["attn.W_K"], xp) + W["attn.b_K"], n_h, xp))  # [..., n_h, n, d_k]
     V = rec("attn.v", split_heads(matmul(Z, W["attn.W_V"], xp) + W["attn.b_V"], n_h, xp))  # [..., n_h, n, d_k]
