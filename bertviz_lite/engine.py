@@ -138,8 +138,11 @@ def merge_heads(z, xp):
 
 def padding_mask(mask, xp, dtype):
     """Additive mask [..., 1, 1, n]: 0 for real keys, -inf for [PAD], so exp() gives exactly 0.
-    A mask [n] gives [1, 1, n]; a batch's masks [B, n] give [B, 1, 1, n] (one per example)."""
+    A mask [n] gives [1, 1, n]; a batch's masks [B, n] give [B, 1, 1, n] (one per example).
+    None when every key is real: there is nothing to add, and the scores are not touched."""
     m = xp.asarray(mask)
+    if bool(xp.all(m > 0)):
+        return None
     zero = xp.zeros(m.shape, dtype=dtype)
     return xp.reshape(xp.where(m > 0, zero, zero - math.inf), (*m.shape[:-1], 1, 1, m.shape[-1]))
 
@@ -207,6 +210,14 @@ def encoder_layer(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
     return feed_forward(W, Z_bar, c, rec, xp)
 
 
+def encoder(layer_weights, Z, mask_add, c: BertConfig, rec: Recorder, xp, layers=None):
+    """The stack: Z -> encoder_layer -> ... for each layer in `layers` (default all L), each recording under
+    its `layer.{l}.` prefix; layer_weights[l] holds layer l's weights   [..., n, H] -> [..., n, H]."""
+    for layer in range(c.num_layers) if layers is None else layers:
+        Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(schema.layer_prefix(layer)), xp)
+    return Z
+
+
 def pooler(W: dict, Z_L, rec: Recorder, xp, act=tanh):
     """p = tanh(Z_L[0] W + b): the [CLS] vector through one dense layer   [..., n, H] -> [..., H].
     (DistilBERT's classifier uses relu here, ELECTRA's gelu: config.pooler_act.)"""
@@ -250,11 +261,8 @@ class LayerWeights(dict):
 def forward(weights: dict, layer_weights: list, ids, segments, mask, c: BertConfig, rec: Recorder, xp, *,
             mlm: bool = False):
     """The whole model: embeddings, L encoder layers, pooler (and the mlm head)."""
-    all_real = bool(xp.all(xp.asarray(mask) > 0))  # mask [n], or [B, n] for a batch
-    mask_add = None if all_real else padding_mask(mask, xp, weights["embed.W_T"].dtype)
-    Z = embeddings(weights, ids, segments, c, rec, xp)
-    for layer in range(c.num_layers):
-        Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(schema.layer_prefix(layer)), xp)
+    mask_add = padding_mask(mask, xp, weights["embed.W_T"].dtype)  # mask [n], or [B, n] for a batch
+    Z = encoder(layer_weights, embeddings(weights, ids, segments, c, rec, xp), mask_add, c, rec, xp)
     pooled = pooler(weights, Z, rec, xp, pooler_activation(c)) if "pooler.W" in weights else None  # MaskedLM: none
     # the head's n x V logits cost about as much as the encoder: computed only when recorded or edited
     logits = mlm_head(weights, Z, c, rec, xp) if mlm and rec.needs("mlm.logits") else None
