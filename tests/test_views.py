@@ -14,7 +14,8 @@ from bertviz_lite import schema
 from bertviz_lite.backend import to_host
 from bertviz_lite.errors import BertVizError
 from bertviz_lite.views import codec, data, export_html, panels, save_png
-from bertviz_lite.views.data import UnknownKeyError, block_mean, plain_formula
+from bertviz_lite.schema_text import plain_formula
+from bertviz_lite.views.data import UnknownKeyError, block_mean
 
 pytest.importorskip("plotly")
 from bertviz_lite.views.figures import (attention_heatmap, compare_view, head_view, model_view,  # noqa: E402
@@ -151,7 +152,7 @@ def test_token_view_rows_are_that_tokens_attention_in_every_layer_and_head(pair)
 
 def test_neuron_view_adds_up_to_the_recorded_scores_and_weights(padded):
     vd = data.view_data(padded, "neuron", layer=1)
-    num = data.neuron_numbers(vd, head=2, query=3)
+    num = panels.neuron_numbers(vd, head=2, query=3)
     assert num["prod"].shape == (padded.n_real, padded.config.head_size)
     np.testing.assert_allclose(num["prod"].sum(axis=1) / np.sqrt(padded.config.head_size), num["scores"],
                                rtol=1e-5, atol=1e-6)  # the recorded float32 scores
@@ -170,7 +171,7 @@ def test_neuron_view_prints_a_variants_own_scores_at_any_length(small, words):
     half = small.variant(attention_scale=0.5)
     tr = half.trace(" ".join(["cat"] * words))
     vd = data.view_data(tr, "neuron", layer=1)
-    num = data.neuron_numbers(vd, head=2, query=3)
+    num = panels.neuron_numbers(vd, head=2, query=3)
     np.testing.assert_array_equal(num["scores"], real_map(tr, 1, 2, name="attn.scores")[3])  # the recorded ones
     np.testing.assert_array_equal(num["weights"], real_map(tr, 1, 2)[3])
     np.testing.assert_allclose(num["scores"], 0.5 * num["prod"].sum(axis=1), rtol=1e-4, atol=1e-5)
@@ -417,13 +418,13 @@ def test_export_with_non_finite_attention_names_the_key_and_loses_nothing(padded
 
 
 def test_export_failing_while_writing_keeps_the_old_file(padded, tmp_path, monkeypatch):
-    from bertviz_lite.views import export
+    from bertviz_lite.views import files
     path = tmp_path / "page.html"
     path.write_text("the page from before", encoding="utf-8")
 
     def fail(*args, **kwargs):
         raise OSError("disk full")
-    monkeypatch.setattr(export.os, "replace", fail)
+    monkeypatch.setattr(files.os, "replace", fail)
     with pytest.raises(OSError, match="disk full"):
         export_html(padded, path)
     assert path.read_text(encoding="utf-8") == "the page from before"

@@ -33,9 +33,9 @@ from ..backend import to_host
 from ..errors import BertVizError
 from ..foreign import join_tokens, prettify_token, shorten
 from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
-from ..schema_text import plain_formula  # noqa: F401  (public here too)
+from ..schema_text import plain_formula
 from . import records
-from .panels import HEAD_COLOURS, layouts, neuron_numbers  # noqa: F401  (public here too)
+from .panels import HEAD_COLOURS, layouts
 from .panels import _fmt as number_text
 
 VIEWS = records.VIEWS  # one record per view (records.py); the registries below are derived from them

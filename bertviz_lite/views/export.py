@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import html
 import json
-import os  # noqa: F401  (the same module files.write_whole calls: tests patch export.os.replace)
+import os
 from pathlib import Path
 
 from ..errors import BertVizError
 from . import codec, data, records
-from .files import check_folder, check_target, write_whole  # noqa: F401  (public here too)
+from .files import check_folder, check_target, write_whole
 
 SMALL_MAPS = 96
 FULL_UP_TO = 128

@@ -19,7 +19,6 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from . import data, panels
-from .data import PAIR_FILTERS, block_mean, plain_formula, stepper_steps  # noqa: F401  (public here too)
 
 LABEL_CHARS = 22  # a token label is shortened to this many characters (as on the page and in the PNGs)
 PX = 80  # pixels per inch of the panels' shared size rule (`panels.grid_sizes`)
