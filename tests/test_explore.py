@@ -314,6 +314,7 @@ def test_bv_explore_returns_the_widget_every_time(padded):
     assert type(first).__name__ == type(second).__name__ == "Explorer"
 
 
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_importing_the_views_loads_no_widget_library_and_the_engine_no_views():
     code = ("import sys, bertviz_lite as bv; before = 'bertviz_lite.views' in sys.modules; bv.views; "
             "import bertviz_lite.views.explorer; "

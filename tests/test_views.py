@@ -456,6 +456,7 @@ def test_compare_an_ablated_run_with_a_plain_one(small, pair):
     assert "edited" in step_view(ablated, ablated.edits[0][0]).layout.title.text
 
 
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_the_page_needs_neither_plotly_nor_matplotlib(small, tmp_path):
     import subprocess
     import sys
