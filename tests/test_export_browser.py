@@ -129,3 +129,25 @@ def test_the_neuron_view_prints_a_variants_recorded_scores_over_128_tokens(small
     np.testing.assert_allclose(got["scores"], recorded[got["query"]], atol=np.ptp(recorded) / 65534 + 1e-6)  # uint16
     assert "\u00d7 0.500 = " in page.inner_text(".bvl-x-section[data-tab='neuron']")
     page.close()
+
+
+def test_each_tab_draws_the_controls_its_record_names(small, browser, tmp_path):
+    """The front-end builds a tab's controls from its view record (facts' controls), not from a list of its
+    own: move the layer selector from the attention tab to the one-token tab, and the page follows."""
+    from bertviz_lite.views import data, export
+    tr = small.trace("The cat sat on the mat.", pair="It was tired.")
+    info = data.facts(tr)
+    assert "layer" in info["controls"]["attention"] and "layer" not in info["controls"]["token"]
+    info["controls"] = dict(info["controls"], attention=[c for c in info["controls"]["attention"] if c != "layer"],
+                            token=["layer", *info["controls"]["token"]])
+    path = tmp_path / "page.html"
+    path.write_text(export.build_page(tr, info=info), encoding="utf-8")
+    page = browser.new_page()
+    page.goto(path.as_uri())
+    page.wait_for_function("() => document.querySelector('.bvl-attn-heat')?.bvl !== undefined", timeout=30_000)
+    layers = {}
+    for tab in ("attention", "token", "neuron"):
+        page.click(f".bvl-x-tab[data-tab='{tab}']")
+        layers[tab] = page.locator(f".bvl-x-section[data-tab='{tab}'] select[aria-label='layer']").count()
+    assert layers == {"attention": 0, "token": 1, "neuron": 1}
+    page.close()
