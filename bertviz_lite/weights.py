@@ -161,8 +161,8 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
     record = families.family(config.model_type)
     decoder = {hf: (ours, t) for hf, ours, t in record.untied_decoder}  # its own decoder's names
     untied = {} if config.tie_word_embeddings else decoder
-    own_bias = any(ours == "mlm.bias" for hf, (ours, _) in untied.items()
-                   if hf in {normalise_hf_name(k, config.model_type) for k in state})
+    names = {normalise_hf_name(k, config.model_type) for k in state} if untied else set()
+    own_bias = any(ours == "mlm.bias" and hf in names for hf, (ours, _) in untied.items())  # the decoder's bias
     for raw_name, array in state.items():
         name = normalise_hf_name(raw_name, config.model_type)
         if decoder.get(name, (None,))[0] == "mlm.W_out":
