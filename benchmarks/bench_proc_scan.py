@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import threading
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_engine import _median_time as median_time  # noqa: E402  (warm-up, then the median of repeats)
 
 
 def full_scan() -> int:
@@ -30,16 +31,6 @@ def full_scan() -> int:
         except (OSError, IndexError):
             continue
     return own
-
-
-def median_time(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main(argv=None) -> int:

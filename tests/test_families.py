@@ -1,6 +1,6 @@
 """families.py: each record is complete and consistent, and callers ask the records (no copy of a record's
-fields lives under another name; adding a family is a record and a fixture; tests/test_family_special_tokens.py then runs every
-special-token function on its fixture)."""
+fields lives under another name; adding a family is a record and a fixture; tests/test_family_special_tokens.py
+then runs every special-token function on its fixture)."""
 
 from __future__ import annotations
 

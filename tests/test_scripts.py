@@ -28,8 +28,9 @@ def stamps() -> dict[str, int]:
 
 
 def run(script: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"})
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}  # no torch here
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env=env)
 
 
 def test_every_script_is_found():
