@@ -1,13 +1,13 @@
 """The BERT family, one record per `model_type` (as Hugging Face keeps one config class per model).
 
 Everything a family changes is written here once, as data: its config.json names and switches,
-its checkpoint's prefix, name map and ignored entries, the architectures (classes) it reads and the
-head each carries, how it spells the special tokens, whether its bare model has a pooler, its
-published base config and the kind of tokenizer it uses. config.py, weights.py, params.py,
-analysis.py, model.py, comparison.py, trace.py, corpus.py, loading.py and library_tokenizer.py read
-these records; nothing else names a family. Adding a family is one record here and a fixture in
-tests/fixtures/make_family.py (tests/test_family.py runs every public function that reads special
-tokens on every fixture).
+its checkpoint's prefix, name map, ignored entries and untied decoder, the architectures (classes) it
+reads and the head each carries, how it spells the special tokens, whether its bare model has a
+pooler, its published base config and the kind of tokenizer it uses. config.py, weights.py, params.py,
+analysis.py, model.py, comparison.py, trace.py, corpus.py, loading.py and library_tokenizer.py ask
+these records; nothing else names a family. Adding a family is one record here (FAMILIES collects
+every record of this module) and a fixture in tests/fixtures/make_family.py (tests/test_family.py
+runs every public function that reads special tokens on every fixture).
 
 Name maps are rows (Hugging Face name pattern, engine name, transpose?); `{l}` is the layer index.
 Engine names are scoped like the trace (`embed.W_T`, `layer.3.attn.W_Q`); Hugging Face's `nn.Linear`
@@ -344,8 +344,9 @@ ELECTRA = Family(
         "max_position_embeddings": 512, "type_vocab_size": 2}),
 )
 
-# model_type -> its record; every table about families is derived from these
-FAMILIES: dict[str, Family] = {f.model_type: f for f in (BERT, DISTILBERT, ROBERTA, ALBERT, ELECTRA)}
+# model_type -> its record: every record written above, in order (adding a family is writing its record, nothing
+# else in the package); callers ask the records
+FAMILIES: dict[str, Family] = {f.model_type: f for f in list(globals().values()) if isinstance(f, Family)}
 
 # every spelling of every special token, and of the padding token, for attention maps that come without a family
 # (Trace.from_attentions)
