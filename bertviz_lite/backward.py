@@ -3,8 +3,11 @@ same section headers, so each `*_backward` reads beside the forward line it undo
 a value's forward and `_backward` together; here they sit in two files with one layout).
 
 Each function is the chain rule of one line: it takes d loss / d (the line's output), written `dy`,
-and the tensors the forward recorded, and returns d loss / d (each input). Nothing is computed
-forward a second time: the recorder the forward wrote through is the tape. `engine.encoder_layer`
+and the tensors the forward recorded, and returns d loss / d (each input). The recorder the forward
+wrote through is the tape. What the tape does not hold is recomputed from the recorded inputs: a
+LayerNorm's row mean, variance and x_hat (`layer_norm_backward`) and GELU's Phi(x) (`gelu_backward`)
+are inner values of one line, not trace keys, so they cost a few element-wise passes here rather than
+a key per line in every trace. `engine.encoder_layer`
 records `attn.q`, `attn.probs`, `attn.resid`, `ffn.up`, ... under `layer.{l}.`; `layer_backward`
 reads exactly those keys back (`TAPE_KEYS`). Shapes in brackets as in engine.py; a leading batch
 axis `[B, ...]` flows through every line, and a weight's gradient sums over every leading axis.
@@ -36,6 +39,7 @@ def layer_norm_backward(dy, x, gamma, eps: float, xp):
     With x_hat the normalised rows and g = dy gamma:
     dx = (g - mean(g) - x_hat mean(g x_hat)) / sqrt(var + eps) (the means over the last axis);
     dgamma = sum of dy x_hat, dbeta = sum of dy over every leading axis   [..., H] -> [H].
+    mu, var and x_hat are recomputed here from the recorded input x (they are not trace keys).
     """
     mu = xp.mean(x, axis=-1, keepdims=True)  # [..., 1]
     inv = 1.0 / xp.sqrt(xp.mean((x - mu) ** 2, axis=-1, keepdims=True) + eps)  # [..., 1]
@@ -130,8 +134,7 @@ def attention_backward(dy, W: dict, tape, Z, c, xp):
     Z is the layer's input [..., n, H]; `tape(key)` returns what the forward recorded under this
     layer's prefix. grads holds d loss / d every weight of the block under its layer-relative name.
     """
-    n_h = c.num_heads
-    scale = c.attention_scale if c.attention_scale is not None else 1.0 / math.sqrt(c.head_size)
+    n_h, scale = c.num_heads, c.scale
     g = {}
     # ln = LayerNorm(resid)
     dresid, g["attn.ln.gamma"], g["attn.ln.beta"] = layer_norm_backward(dy, tape("attn.resid"), W["attn.ln.gamma"],

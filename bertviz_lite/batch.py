@@ -23,7 +23,6 @@ from . import engine, kernels, threads
 from .edits import compile_edits
 from .errors import InputTooLongError, as_bool, as_int
 from .tokenizer import Encoding, pad_encoding  # padding is written once, in tokenizer.py
-from .trace import BATCH_AXIS  # noqa: F401  (importable from here, as before)
 from .trace import NullRecorder, Recorder, Trace, check_budget, check_max_bytes, check_patterns, compile_patterns
 
 STORE_DTYPES = {"float32": 4, "float16": 2}  # dtype= names a storage type; bytes per value

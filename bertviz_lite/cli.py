@@ -193,10 +193,10 @@ def check_selection(args, model, tr=None) -> None:
 def check_output(path: str | None, option: str, kind: str) -> None:
     """An --html / --png file name checked before any work or output: not empty, the right kind of file,
     in a folder that exists and can be written, and not something a page may not replace (a folder, a
-    device, a FIFO: views.export.check_target)."""
+    device, a FIFO: views.files.check_target)."""
     if path is None:
         return
-    check_target = _views_function("export", "check_target", option)
+    check_target = _views_function("files", "check_target", option)
     if kind == ".png":
         _views_function("static", "save_png", option)  # without the views extra: say so first
     if not path.strip():

@@ -10,7 +10,8 @@ from __future__ import annotations
 from . import backend, families
 from .analysis import cosine
 from .errors import EditError
-from .trace import Table, Trace, check_patterns, compile_patterns, matches
+from .table import Table
+from .trace import Trace, check_patterns, compile_patterns, matches
 
 
 

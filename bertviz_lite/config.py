@@ -58,7 +58,7 @@ class BertConfig:
     pad_token_id: int = 0  # [PAD] in the bert vocabulary
     attention_scale: float | None = None  # None: 1/sqrt(d_k). a what-if knob for lesson 13 (1/sqrt(H))
     tie_word_embeddings: bool = True  # the mlm output matrix is W_T itself; False: a separate decoder W_out
-    # the family's switches (FAMILIES sets them from config.json's model_type; BERT's values are the defaults)
+    # the family's switches (its families.py record sets them from config.json's model_type; BERT's: the defaults)
     model_type: str = "bert"  # a record of families.py: bert, roberta, distilbert, electra or albert
     embedding_size: int | None = None  # E, width of the embedding tables; None: E = H. ALBERT and ELECTRA project E -> H
     position_offset: int = 0  # first row of W_P that position 0 reads: RoBERTa's padding_idx + 1
@@ -106,8 +106,8 @@ class BertConfig:
                 self.attention_scale, numbers.Real) or not math.isfinite(self.attention_scale)):
             problems.append(f"attention_scale must be None (1/sqrt(d_head)) or a finite number, got "
                             f"{self.attention_scale!r}")
-        if self.model_type not in FAMILIES:
-            problems.append(f"model_type {self.model_type!r} is not supported; use one of {sorted(FAMILIES)}")
+        if self.model_type not in families.FAMILIES:
+            problems.append(f"model_type {self.model_type!r} is not supported; use one of {sorted(families.FAMILIES)}")
         if self.pooler_act not in ("tanh", "relu", "gelu"):
             problems.append(f"pooler_act must be tanh, relu or gelu, got {self.pooler_act!r}")
         if self.head is not None and self.head not in HEADS:
@@ -121,6 +121,11 @@ class BertConfig:
     def head_size(self) -> int:
         """d_k = d_q = d_v = H / n_h, the head width (64 for BERT-base)."""
         return self.hidden_size // self.num_heads
+
+    @property
+    def scale(self) -> float:
+        """What the attention scores are multiplied by: attention_scale, or 1/sqrt(d_k) when it is None."""
+        return self.attention_scale if self.attention_scale is not None else 1.0 / math.sqrt(self.head_size)
 
     @property
     def embed_size(self) -> int:
@@ -166,9 +171,9 @@ class BertConfig:
                 raise ValueError(f"config.json's {key} must be a string such as \"gelu\" or \"bert\", got "
                                  f"{type(d[key]).__name__} {_short(d[key])}")
         family = d.get("model_type", "bert")
-        if family not in FAMILIES:
+        if family not in families.FAMILIES:
             raise ValueError(f"config.json describes model_type {family!r}; bertviz-lite reads "
-                             f"{', '.join(sorted(FAMILIES))}")
+                             f"{', '.join(sorted(families.FAMILIES))}")
         if d.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError("only absolute position embeddings are supported, got "
                              f"position_embedding_type={d['position_embedding_type']!r}")
@@ -194,12 +199,6 @@ class BertConfig:
 # ------------------------------------------------------------------------------------------
 # the family: what each model_type changes, as switches of the one engine (families.py's records)
 # ------------------------------------------------------------------------------------------
-
-# model_type -> what its forward does differently from BERT's (the lesson prints this table)
-FAMILIES = {t: f.differences for t, f in families.FAMILIES.items()}
-# its own config.json names -> BERT's (DistilBERT writes dim for hidden_size)
-RENAMED = {t: dict(f.renamed) for t, f in families.FAMILIES.items() if f.renamed}
-
 
 def family_switches(family: str, d: dict) -> dict:
     """The config switches a model_type sets: each is one readable difference from BERT."""

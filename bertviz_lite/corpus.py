@@ -36,7 +36,8 @@ from . import backend
 from .analysis import _row_entropy, target_cells
 from .batch import pad_encoding, trace_encodings
 from .errors import BertVizError, InputTooLongError, as_bool, as_int
-from .trace import DEFAULT_MAX_TRACE_BYTES, Table, estimate_trace_bytes, estimate_working_bytes
+from .table import Table
+from .trace import DEFAULT_MAX_TRACE_BYTES, estimate_trace_bytes, estimate_working_bytes
 
 # the statistics, in order; the first seven are sums of A[i, j] times a weight on (i, j)
 STATS = ("cls", "sep", "punct", "self", "prev", "next", "distance", "entropy")

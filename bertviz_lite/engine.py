@@ -138,7 +138,11 @@ def merge_heads(z, xp):
 
 def padding_mask(mask, xp, dtype):
     """Additive mask [..., 1, 1, n]: 0 for real keys, -inf for [PAD], so exp() gives exactly 0.
-    A mask [n] gives [1, 1, n]; a batch's masks [B, n] give [B, 1, 1, n] (one per example)."""
+    A mask [n] gives [1, 1, n]; a batch's masks [B, n] give [B, 1, 1, n] (one per example).
+    None when every key is real: there is nothing to add, and the scores are not touched. That is decided on the
+    host (all_positive): reading it back from a device array would synchronise every trace on a GPU."""
+    if all_positive(mask):
+        return None
     m = xp.asarray(mask)
     zero = xp.zeros(m.shape, dtype=dtype)
     return xp.reshape(xp.where(m > 0, zero, zero - math.inf), (*m.shape[:-1], 1, 1, m.shape[-1]))
@@ -150,9 +154,9 @@ def padding_mask(mask, xp, dtype):
 
 
 def all_positive(mask) -> bool:
-    """Whether every key is real, from the 0/1 mask as host lists ([n] or [B, n]). Deciding it from a device
-    array would read the device back (a sync per trace on a GPU), so the mask stays a list until padding_mask."""
-    rows = mask if len(mask) and isinstance(mask[0], (list, tuple)) else [mask]
+    """Whether every key is real, from the 0/1 mask as host lists or a host array ([n] or [B, n]). Deciding it
+    from a device array would read the device back (a sync per trace on a GPU)."""
+    rows = mask if len(mask) and hasattr(mask[0], "__len__") else [mask]  # lists, or a host array
     return all(m > 0 for row in rows for m in row)
 
 
@@ -180,8 +184,7 @@ def embeddings(W: dict, ids, segments, c: BertConfig, rec: Recorder, xp):
 
 def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
     """Multi-head self-attention and its residual + layernorm   [..., n, H] -> [..., n, H]."""
-    n_h = c.num_heads
-    scale = c.attention_scale if c.attention_scale is not None else 1.0 / math.sqrt(c.head_size)
+    n_h, scale = c.num_heads, c.scale
     Q = rec("attn.q", split_heads(matmul(Z, W["attn.W_Q"], xp) + W["attn.b_Q"], n_h, xp))  # [..., n_h, n, d_k]
     K = rec("attn.k", split_heads(matmul(Z, W["attn.W_K"], xp) + W["attn.b_K"], n_h, xp))  # [..., n_h, n, d_k]
     V = rec("attn.v", split_heads(matmul(Z, W["attn.W_V"], xp) + W["attn.b_V"], n_h, xp))  # [..., n_h, n, d_k]
@@ -213,6 +216,14 @@ def encoder_layer(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
     """One post-ln transformer layer: Z_{l-1} -> Z_l   [..., n, H] -> [..., n, H]."""
     Z_bar = attention(W, Z, mask_add, c, rec, xp)
     return feed_forward(W, Z_bar, c, rec, xp)
+
+
+def encoder(layer_weights, Z, mask_add, c: BertConfig, rec: Recorder, xp, layers=None):
+    """The stack: Z -> encoder_layer -> ... for each layer in `layers` (default all L), each recording under
+    its `layer.{l}.` prefix; layer_weights[l] holds layer l's weights   [..., n, H] -> [..., n, H]."""
+    for layer in range(c.num_layers) if layers is None else layers:
+        Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(schema.layer_prefix(layer)), xp)
+    return Z
 
 
 def pooler(W: dict, Z_L, rec: Recorder, xp, act=tanh):
@@ -258,11 +269,8 @@ class LayerWeights(dict):
 def forward(weights: dict, layer_weights: list, ids, segments, mask, c: BertConfig, rec: Recorder, xp, *,
             mlm: bool = False):
     """The whole model: embeddings, L encoder layers, pooler (and the mlm head)."""
-    all_real = all_positive(mask)  # mask [n], or [B, n] for a batch: the host's lists, never read from a device
-    mask_add = None if all_real else padding_mask(mask, xp, weights["embed.W_T"].dtype)
-    Z = embeddings(weights, ids, segments, c, rec, xp)
-    for layer in range(c.num_layers):
-        Z = encoder_layer(layer_weights[layer], Z, mask_add, c, rec.scope(schema.layer_prefix(layer)), xp)
+    mask_add = padding_mask(mask, xp, weights["embed.W_T"].dtype)  # mask [n], or [B, n] for a batch
+    Z = encoder(layer_weights, embeddings(weights, ids, segments, c, rec, xp), mask_add, c, rec, xp)
     pooled = pooler(weights, Z, rec, xp, pooler_activation(c)) if "pooler.W" in weights else None  # MaskedLM: none
     # the head's n x V logits cost about as much as the encoder: computed only when recorded or edited
     logits = mlm_head(weights, Z, c, rec, xp) if mlm and rec.needs("mlm.logits") else None

@@ -1,13 +1,13 @@
 """The BERT family, one record per `model_type` (as Hugging Face keeps one config class per model).
 
 Everything a family changes is written here once, as data: its config.json names and switches,
-its checkpoint's prefix, name map and ignored entries, the architectures (classes) it reads and the
-head each carries, how it spells the special tokens, whether its bare model has a pooler, its
-published base config and the kind of tokenizer it uses. config.py, weights.py, params.py,
-analysis.py, model.py, comparison.py, trace.py, corpus.py, loading.py and library_tokenizer.py read
-these records; nothing else names a family. Adding a family is one record here and a fixture in
-tests/fixtures/make_family.py (tests/test_family.py runs every public function that reads special
-tokens on every fixture).
+its checkpoint's prefix, name map, ignored entries and untied decoder, the architectures (classes) it
+reads and the head each carries, how it spells the special tokens, whether its bare model has a
+pooler, its published base config and the kind of tokenizer it uses. config.py, weights.py, params.py,
+analysis.py, model.py, comparison.py, trace.py, corpus.py, loading.py and library_tokenizer.py ask
+these records; nothing else names a family. Adding a family is one record here (FAMILIES collects
+every record of this module) and a fixture in tests/fixtures/make_family.py (tests/test_family.py
+runs every public function that reads special tokens on every fixture).
 
 Name maps are rows (Hugging Face name pattern, engine name, transpose?); `{l}` is the layer index.
 Engine names are scoped like the trace (`embed.W_T`, `layer.3.attn.W_Q`); Hugging Face's `nn.Linear`
@@ -16,6 +16,8 @@ stores (out, in), our matrices (in, out), so those rows say transpose.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -83,7 +85,6 @@ BERT_NAME_MAP: tuple[tuple[str, str, bool], ...] = (
     ("cls.predictions.transform.LayerNorm.weight", "mlm.ln.gamma", False),
     ("cls.predictions.transform.LayerNorm.bias", "mlm.ln.beta", False),
     ("cls.predictions.bias", "mlm.bias", False),
-    ("cls.predictions.decoder.weight", "mlm.W_out", True),  # read only when untied (see weights.from_hf_state)
     ("cls.seq_relationship.weight", "nsp.W", True),
     ("cls.seq_relationship.bias", "nsp.b", False),
 )
@@ -138,6 +139,10 @@ class Family:
     checkpoint_prefix: str = "bert."
     name_map: tuple[tuple[str, str, bool], ...] = ()
     ignored: tuple[str, ...] = _BUFFERS
+    # an untied masked-lm head (tie_word_embeddings false) reads its own decoder: these rows, in place of the
+    # ignored tied names (BERT: the weight -> mlm.W_out, and the bias its nn.Linear adds -> mlm.bias, in place of
+    # cls.predictions.bias; transformers 5 unties it too); tied, the weight is checked against W_T
+    untied_decoder: tuple[tuple[str, str, bool], ...] = ()
     # the classes it reads: class name -> head (None: none); classes refused with the reason
     architectures: Mapping[str, str | None] = field(default_factory=dict)
     refused: Mapping[str, str] = field(default_factory=dict)
@@ -148,6 +153,25 @@ class Family:
 
     def __repr__(self) -> str:
         return f"<Family {self.model_type} ({self.name}): {self.differences}>"
+
+    @functools.cached_property
+    def _patterns(self) -> tuple:
+        """The name map's rows as compiled patterns ({l}: the layer index), and the ignored names'."""
+        rows = tuple((re.compile("^" + re.escape(hf).replace(r"\{l\}", r"(?P<l>\d+)") + "$"), ours, t)
+                     for hf, ours, t in self.name_map)
+        return rows, tuple(re.compile(f"^{p}$") for p in self.ignored)
+
+    def engine_name(self, hf_name: str) -> tuple[str, bool] | None:
+        """(engine name, transpose?) for a checkpoint name without the prefix, or None if the map has none."""
+        for pattern, ours, transpose in self._patterns[0]:
+            m = pattern.match(hf_name)
+            if m:
+                return (ours.replace("{l}", m.group("l")) if "{l}" in ours else ours), transpose
+        return None
+
+    def ignores(self, hf_name: str) -> bool:
+        """Whether a checkpoint name (without the prefix) is not a weight, or duplicates one (tied)."""
+        return any(p.match(hf_name) for p in self._patterns[1])
 
     def architecture(self, *, head: str | None, mlm: bool) -> str:
         """The class name a model of this family with this head is (BertForPreTraining, RobertaForMaskedLM)."""
@@ -193,6 +217,8 @@ BERT = Family(
     name_map=BERT_NAME_MAP + TASK_HEAD_NAMES,
     ignored=_BUFFERS + (r"cls\.predictions\.decoder\.weight",  # tied to embed.W_T (checked when present)
                         r"cls\.predictions\.decoder\.bias"),  # the same tensor as cls.predictions.bias
+    untied_decoder=(("cls.predictions.decoder.weight", "mlm.W_out", True),
+                    ("cls.predictions.decoder.bias", "mlm.bias", False)),
     architectures=_classes("Bert", *_ENCODER_HEADS, ForPreTraining="next_sentence",
                            ForNextSentencePrediction="next_sentence"),
     published=("bert-base-uncased", {
@@ -318,8 +344,9 @@ ELECTRA = Family(
         "max_position_embeddings": 512, "type_vocab_size": 2}),
 )
 
-# model_type -> its record; every table about families is derived from these
-FAMILIES: dict[str, Family] = {f.model_type: f for f in (BERT, DISTILBERT, ROBERTA, ALBERT, ELECTRA)}
+# model_type -> its record: every record written above, in order (adding a family is writing its record, nothing
+# else in the package); callers ask the records
+FAMILIES: dict[str, Family] = {f.model_type: f for f in list(globals().values()) if isinstance(f, Family)}
 
 # every spelling of every special token, and of the padding token, for attention maps that come without a family
 # (Trace.from_attentions)

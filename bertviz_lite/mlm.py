@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import backend, backward, engine, schema
+from . import backend, backward, engine
 from .trace import NullRecorder, Recorder
 
 MASK_RATE = 0.15  # share of word pieces chosen for prediction
@@ -165,12 +165,9 @@ def frozen_layers(model, ids, mask, first: int):
     """The frozen part, run once per masked sentence: embeddings and layers 0 .. first-1 on padded ids
     [B, n] (mask [B, n]) -> [B, n, H], the input of the first trained layer; nothing recorded."""
     xp, c, rec = model.xp, model.config, NullRecorder(model.xp)
-    mask = xp.asarray(mask)
-    mask_add = None if bool(xp.all(mask > 0)) else engine.padding_mask(mask, xp, model.weights["embed.W_T"].dtype)
+    mask_add = engine.padding_mask(mask, xp, model.weights["embed.W_T"].dtype)
     Z = engine.embeddings(model.weights, xp.asarray(ids), xp.zeros_like(xp.asarray(ids)), c, rec, xp)
-    for layer in range(first):
-        Z = engine.encoder_layer(model.layer_weights[layer], Z, mask_add, c, rec, xp)
-    return Z
+    return engine.encoder(model.layer_weights, Z, mask_add, c, rec, xp, range(first))
 
 
 def batches_by_length(masked: list, Zs: list, size: int, first: int) -> list:
@@ -207,13 +204,9 @@ def forward(weights: dict, batch: Batch, c, xp):
     Returns (logits [N, V], tape): the tape is the recorder's dict, `layer.{l}.attn.q`, ..., `mlm.rows`,
     `mlm.dense`, `mlm.act`, `mlm.transform`, `mlm.logits`: what backward.* reads back.
     """
-    tape = Recorder(xp)
-    all_real = bool(xp.all(batch.mask > 0))
-    mask_add = None if all_real else engine.padding_mask(batch.mask, xp, batch.Z.dtype)
-    Z = batch.Z
-    for layer in range(batch.first, c.num_layers):
-        Z = engine.encoder_layer(engine.LayerWeights(weights, layer), Z, mask_add, c,
-                                 tape.scope(schema.layer_prefix(layer)), xp)
+    tape, layers = Recorder(xp), range(batch.first, c.num_layers)
+    mask_add = engine.padding_mask(batch.mask, xp, batch.Z.dtype)
+    Z = engine.encoder({ly: engine.LayerWeights(weights, ly) for ly in layers}, batch.Z, mask_add, c, tape, xp, layers)
     rows = tape("mlm.rows", chosen_rows(Z, batch.rows, xp))  # [N, H]
     logits = engine.mlm_head(weights, rows, c, tape, xp, tape=tape)  # [N, V]
     return logits, tape.store

@@ -230,18 +230,13 @@ def reconcile(config: BertConfig | None = None) -> Table:
                        f"n_h={c.num_heads}, F={c.ffn_size})", notes=("includes", "leaves out"))
 
 
-# published config.json values of the family's base checkpoints (the fields that set a count), and whether
-# each family's bare *Model has a pooler: families.py's records
-PUBLISHED_CONFIGS = {f.published[0]: dict(f.published[1]) for f in families.FAMILIES.values()}
-HAS_POOLER = {t: f.base_has_pooler for t, f in families.FAMILIES.items()}  # the *Model
-
-
 def family_ledgers() -> Table:
-    """Each family's base model counted from its published config: the ledgers side by side."""
+    """Each family's base model counted from its published config (its record's `published`, with whether its
+    bare *Model has a pooler): the ledgers side by side."""
     rows = []
-    for name, d in PUBLISHED_CONFIGS.items():
-        c = BertConfig.from_hf_dict(d)
-        pooler = HAS_POOLER[c.model_type]
+    for record in families.FAMILIES.values():
+        name, c = record.published[0], BertConfig.from_hf_dict(dict(record.published[1]))
+        pooler = record.base_has_pooler
         shapes = param_shapes(c, pooler=pooler)
         total = convention_total(c, Convention(pooler=pooler))
         assert total == sum(_numel(s) for s in shapes.values())  # shapes and closed form agree

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from . import backend, families, schema
 from .errors import OutOfRangeError, PatternError, TraceTooLargeError, as_int
 from .schema_text import plain_formula
-from .table import Table  # noqa: F401  (kept importable from here)
+from .table import Table
 
 DEFAULT_MAX_TRACE_BYTES = 2 * 1024**3  # a 512-token BERT-base trace in float32 is ~0.7 GB
 

@@ -134,30 +134,10 @@ def random_weights(c: BertConfig, seed: int = 0, *, mlm: bool = False, nsp: bool
 # hugging face checkpoint names -> engine names
 # ------------------------------------------------------------------------------------------
 
-# the name maps are families.py's records: (hugging face name pattern, engine name, transpose?), {l} the layer
-HF_NAME_MAP = families.BERT_NAME_MAP
-TASK_HEAD_NAMES, CLASSIFIER_DENSE = families.TASK_HEAD_NAMES, families.CLASSIFIER_DENSE
-# model_type -> its name map: the same engine names, each family's checkpoint names
-FAMILY_NAME_MAPS: dict[str, tuple[tuple[str, str, bool], ...]] = {
-    t: f.name_map for t, f in families.FAMILIES.items()}
-FAMILY_PREFIXES = tuple(dict.fromkeys(f.checkpoint_prefix for f in families.FAMILIES.values()))
-
-# checkpoint entries that are not weights, or that duplicate one (tied), and are skipped: per family
-_IGNORED_RE = {t: tuple(re.compile(f"^{p}$") for p in f.ignored) for t, f in families.FAMILIES.items()}
-HF_IGNORED = tuple(dict.fromkeys(p for ps in _IGNORED_RE.values() for p in ps))  # every family's
-# an untied mlm head (tie_word_embeddings false) reads its own decoder: weight -> mlm.W_out, and
-# the bias its nn.Linear adds (transformers 5 unties it too) -> mlm.bias, in place of cls.predictions.bias
-UNTIED_DECODER = {"cls.predictions.decoder.weight": ("mlm.W_out", True),
-                  "cls.predictions.decoder.bias": ("mlm.bias", False)}
+# every family's names, prefix, ignored entries and untied decoder are its record's (families.py); the record
+# answers for them (Family.engine_name, Family.ignores)
 
 MAX_LISTED = 40  # problems listed by key in a CheckpointError; the rest are counted
-
-def _compile(name_map):
-    return [(re.compile("^" + re.escape(hf).replace(r"\{l\}", r"(?P<l>\d+)") + "$"), ours, t)
-            for hf, ours, t in name_map]
-
-
-_FAMILY_RE = {family: _compile(m) for family, m in FAMILY_NAME_MAPS.items()}
 
 
 def normalise_hf_name(name: str, family: str = "bert") -> str:
@@ -166,15 +146,6 @@ def normalise_hf_name(name: str, family: str = "bert") -> str:
     name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
     name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
     return name
-
-
-def engine_name(hf_name: str, family: str = "bert") -> tuple[str, bool] | None:
-    """(engine name, transpose?) for a normalised hugging face name, or None if unknown."""
-    for pattern, ours, transpose in _FAMILY_RE[family]:
-        m = pattern.match(hf_name)
-        if m:
-            return (ours.replace("{l}", m.group("l")) if "{l}" in ours else ours), transpose
-    return None
 
 
 def from_hf_state(state: Mapping, config: BertConfig) -> dict:
@@ -187,20 +158,23 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
     weights: dict = {}
     origin: dict[str, str] = {}
     decoder_weight = None
-    untied = not config.tie_word_embeddings
-    names = {normalise_hf_name(k, config.model_type) for k in state}
+    record = families.family(config.model_type)
+    decoder = {hf: (ours, t) for hf, ours, t in record.untied_decoder}  # its own decoder's names
+    untied = {} if config.tie_word_embeddings else decoder
+    names = {normalise_hf_name(k, config.model_type) for k in state} if untied else set()
+    own_bias = any(ours == "mlm.bias" and hf in names for hf, (ours, _) in untied.items())  # the decoder's bias
     for raw_name, array in state.items():
         name = normalise_hf_name(raw_name, config.model_type)
-        if name == "cls.predictions.decoder.weight":
+        if decoder.get(name, (None,))[0] == "mlm.W_out":
             decoder_weight = (raw_name, array)
-        if untied and name == "cls.predictions.bias" and "cls.predictions.decoder.bias" in names:
-            continue  # untied: the decoder's own bias is the one added
-        if untied and name in UNTIED_DECODER:
-            mapped = UNTIED_DECODER[name]
-        elif any(p.match(name) for p in _IGNORED_RE[config.model_type]):
+        if name in untied:
+            mapped = untied[name]
+        elif record.ignores(name):
             continue
         else:
-            mapped = engine_name(name, config.model_type)
+            mapped = record.engine_name(name)
+            if own_bias and mapped == ("mlm.bias", False):
+                continue  # untied: the decoder's own bias is the one added
         if mapped is None:
             problems.append(f"unexpected tensor {raw_name!r} {tuple(array.shape)}")
             continue
@@ -217,7 +191,7 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
     # DistilBERT and ELECTRA have one only in their sequence classifier
     has_pooler = any(k.startswith("pooler.") for k in weights) or config.head in ("sequence_classification",
                                                                                   "next_sentence") or \
-        (not has_mlm and config.head is None and families.family(config.model_type).base_has_pooler)
+        (not has_mlm and config.head is None and record.base_has_pooler)
     expected = param_shapes(config, mlm=has_mlm, nsp=has_nsp, pooler=has_pooler)
     for ours, shape in expected.items():
         if ours not in weights:
@@ -262,14 +236,16 @@ def _transposed(ours: str) -> bool:
 
 
 def to_hf_state(weights: Mapping) -> dict:
-    """Engine weights back to hugging face BertModel / BertForPreTraining names (host arrays).
+    """Engine weights back to hugging face BertModel / BertForPreTraining names (host arrays): BERT's record's
+    name map (its untied decoder's too, when the weights hold one) and prefix.
 
     Used by the reference script to load identical weights into transformers.
     """
-    state = {}
-    prefix = "bert." if any(k.startswith(("mlm.", "nsp.")) for k in weights) else ""
+    bert, state = families.BERT, {}
+    prefix = bert.checkpoint_prefix if any(k.startswith(("mlm.", "nsp.")) for k in weights) else ""
     layer_numbers = sorted({schema.split_key(k)[0] for k in weights if k.startswith(schema.LAYER_PREFIX)})
-    for hf, ours, transpose in HF_NAME_MAP:
+    rows = families.BERT_NAME_MAP + (bert.untied_decoder if "mlm.W_out" in weights else ())
+    for hf, ours, transpose in rows:
         layers = layer_numbers if "{l}" in hf else [None]
         for layer in layers:
             o = ours.replace("{l}", str(layer)) if layer is not None else ours
@@ -278,6 +254,4 @@ def to_hf_state(weights: Mapping) -> dict:
             h = hf.replace("{l}", str(layer)) if layer is not None else hf
             a = backend.to_host(weights[o])
             state[(prefix if not h.startswith("cls.") else "") + h] = a.T.copy() if transpose else a
-    if "mlm.W_out" in weights:  # untied: transformers 5 adds the decoder's own bias
-        state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"].copy()
     return state

@@ -1,7 +1,10 @@
 """bertviz's README call with real torch tensors that track gradients (torch stays out of the test
-dependencies; tests/test_bertviz_calls.py uses a stand-in that behaves the same way).
+dependencies; tests/test_bertviz_calls.py uses a stand-in that behaves the same way). A manual check:
 
-    /work/torchvenv/bin/python scripts/check_torch_views.py [SITE_PACKAGES_OF_THE_VIEWS_VENV]
+    /path/to/python-with-torch scripts/check_torch_views.py [SITE_PACKAGES_OF_THE_VIEWS_VENV]
+
+or, through the test suite, `BVL_TORCH_PYTHON=/path/to/python-with-torch .venv/bin/python -m pytest
+tests/test_bertviz_calls.py -m slow -k real_torch` (skipped, saying so, where BVL_TORCH_PYTHON is not set).
 
 Runs a small random transformers BertModel with output_attentions=True (no download), then passes
 `outputs.attentions` (tensors with requires_grad=True, float32 and bfloat16) to
@@ -10,22 +13,28 @@ virtual environment's site-packages after this interpreter's own (for anywidget,
 Prints one line per check and exits 1 on the first failure.
 """
 
+import argparse
 import sys
 from pathlib import Path
 
-import torch  # noqa: I001  (torch first: its own numpy wins)
 
-if len(sys.argv) > 1:
-    sys.path.append(sys.argv[1])
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import numpy as np  # noqa: E402
-from transformers import BertConfig, BertModel  # noqa: E402
-
-import bertviz_lite as bv  # noqa: E402
+def arguments(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("site_packages", nargs="?", help="a virtual environment's site-packages, added after this "
+                                                     "interpreter's own (for anywidget, scipy, ...)")
+    return ap.parse_args(argv)
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    args = arguments(argv)  # first: --help and a wrong argument need no torch
+    import torch  # before the rest: its own numpy wins
+    if args.site_packages:
+        sys.path.append(args.site_packages)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import numpy as np
+    from transformers import BertConfig, BertModel
+
+    import bertviz_lite as bv
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                      intermediate_size=64, attn_implementation="eager")

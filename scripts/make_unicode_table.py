@@ -1,7 +1,7 @@
 """Regenerate bertviz_lite/data/unicode_overrides.json: where `tokenizers` classifies a character
 differently from this Python's `unicodedata`.
 
-    .venv/bin/python scripts/make_unicode_table.py
+    .venv/bin/python scripts/make_unicode_table.py [--out PATH]
 
 BERT's rules are written in terms of Unicode categories (punctuation P*, control C*, non-spacing
 mark Mn) and lower-case mappings. The `tokenizers` library (what BertTokenizerFast runs) reads
@@ -13,6 +13,7 @@ its own and writes the characters where the answer differs from the rule applied
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import unicodedata
@@ -25,13 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bertviz_lite import tokenizer as T  # noqa: E402
 
-for _table in T.OVERRIDES.values():
-    _table.clear()  # probe the plain rules, not the previous overrides
-
 OUT = ROOT / "bertviz_lite" / "data" / "unicode_overrides.json"
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=OUT, help=f"where to write (default {OUT.relative_to(ROOT)})")
+    out = ap.parse_args(argv).out  # first: --help and a wrong argument write nothing
+    for overrides in T.OVERRIDES.values():
+        overrides.clear()  # probe the plain rules, not the previous overrides
     clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False,
                                        lowercase=False)
     strip = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=True,
@@ -72,8 +75,8 @@ def main() -> None:
             table["strip"][ord(c)] = stripped
     data = {"unicodedata": unicodedata.unidata_version, "tokenizers": tokenizers.__version__,
             **{k: {str(cp): v for cp, v in sorted(d.items())} for k, d in table.items()}}
-    OUT.write_text(json.dumps(data, ensure_ascii=True, indent=0, sort_keys=False) + "\n", encoding="utf-8")
-    print(f"{OUT.relative_to(ROOT)}: " + ", ".join(f"{k} {len(d)}" for k, d in table.items()))
+    out.write_text(json.dumps(data, ensure_ascii=True, indent=0, sort_keys=False) + "\n", encoding="utf-8")
+    print(f"{out}: " + ", ".join(f"{k} {len(d)}" for k, d in table.items()))
 
 
 if __name__ == "__main__":

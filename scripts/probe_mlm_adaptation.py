@@ -27,10 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 from safetensors.numpy import load_file
-from transformers import BertModel
-from transformers.models.bert.modeling_bert import BertLMPredictionHead
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -164,7 +161,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=T.SEED)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args(argv)
+    args = ap.parse_args(argv)  # first: --help and a wrong argument need no torch
+    global torch, BertModel, BertLMPredictionHead  # the measuring instrument, loaded once the arguments are good
+    import torch
+    from transformers import BertModel
+    from transformers.models.bert.modeling_bert import BertLMPredictionHead
     torch.set_num_threads(args.threads)
     model = bv.load("minilm", mlm=False)
     encs = T.encode(model, T.corpus(), args.sentences, np.random.default_rng(args.seed))

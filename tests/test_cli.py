@@ -89,6 +89,7 @@ def test_params_folds_the_middle_layers_and_fits_the_width(capsys):
     assert "layer.5.ffn.W_up" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_python_dash_m(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "bertviz_lite.cli", "params", "--model", "random"],
                         capture_output=True, text=True, timeout=120)

@@ -24,6 +24,7 @@ def test_cli_prints_one_line_for_a_malformed_config(tmp_path, small, capsys):
     assert err.count("\n") == 1 and "config.json" in err and "Traceback" not in err
 
 
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 @pytest.mark.parametrize("option", ["--png"])  # --html needs no extra since the page is drawn by views/assets/app.js
 def test_cli_without_views_extra_says_which_extra(tmp_path, small, option):
     folder = write_folder(tmp_path / "m", small)
@@ -48,6 +49,7 @@ def test_cli_without_views_extra_says_which_extra(tmp_path, small, option):
     {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"},  # LANG=C without Python's UTF-8 rescue
     {"PYTHONIOENCODING": "latin-1"},
 ])
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_cli_works_when_stdout_is_not_utf8(tmp_path, small, env):
     folder = write_folder(tmp_path / "m", small)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG", "PYTHONIO", "PYTHONUTF8"))}

@@ -123,6 +123,7 @@ def test_a_folder_holding_only_a_zip_gets_a_hint(tmp_path, capsys):
     assert code == 2 and "model.zip" in err and "unzip" in err
 
 
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_python_dash_m_package(tmp_path):
     out = subprocess.run([sys.executable, "-m", "bertviz_lite", "--version"], capture_output=True, text=True,
                          timeout=120)

@@ -226,6 +226,7 @@ def test_the_corpus_is_real_sentences_one_per_line():
 @pytest.mark.skipif(not Path("/usr/share/wordnet/data.noun").exists() and not os.environ.get("CI"),
                     reason="needs Debian's wordnet-base (apt-get install wordnet-base; scripts/setup.sh installs it "
                            "when root) to regenerate data/; in CI it runs, and fails without it")
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_the_corpus_regenerates_byte_for_byte():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_corpus.py"), "--check"],
                          capture_output=True, text=True, timeout=120)

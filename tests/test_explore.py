@@ -96,12 +96,18 @@ def test_long_inputs_travel_as_scaled_uint16(wide):
             step = (want.max() - want.min()) / 65534
             np.testing.assert_allclose(maps[h], want, rtol=0, atol=step / 2 * 1.05 + 1e-7)
         assert np.isfinite(maps).all()  # scores of [PAD] keys (-inf) are not sent
+    # the neuron view's recorded scores and weights are that layer's maps, and travel as they do
+    msg, buffers = Sent(w).ask(w, "neuron", layer=1)
+    assert {a["name"]: a["dtype"] for a in msg["arrays"]} == {"q": "f4", "k": "f4", "scores": "u2", "weights": "u2"}
+    back = codec.decode(msg, buffers)["arrays"]
+    want = real_map(tr, 1, 5, name="attn.scores")
+    np.testing.assert_allclose(back["scores"][5], want, rtol=0, atol=(want.max() - want.min()) / 65534 * 0.53 + 1e-7)
 
 
 @pytest.mark.parametrize("view, args, arrays", [
     ("model", dict(kind="probs"), {"maps"}),
     ("token", dict(query=3), {"rows"}),
-    ("neuron", dict(layer=1), {"q", "k", "scores", "weights"}),  # up to 128 tokens: the recorded scores, weights
+    ("neuron", dict(layer=1), {"q", "k", "scores", "weights"}),  # the recorded scores and weights, at any length
     ("step", dict(key="layer.1.attn.q"), {"z"}),
     ("params", {}, set()),
 ])
@@ -314,6 +320,7 @@ def test_bv_explore_returns_the_widget_every_time(padded):
     assert type(first).__name__ == type(second).__name__ == "Explorer"
 
 
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_importing_the_views_loads_no_widget_library_and_the_engine_no_views():
     code = ("import sys, bertviz_lite as bv; before = 'bertviz_lite.views' in sys.modules; bv.views; "
             "import bertviz_lite.views.explorer; "

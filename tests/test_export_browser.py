@@ -113,3 +113,41 @@ def test_no_network_requests(opened):
         page.click(f".bvl-x-tab[data-tab='{tab}']")
     page.wait_for_timeout(300)
     assert requests and all(u.startswith(("file:", "data:", "blob:")) for u in requests), requests
+
+
+def test_the_neuron_view_prints_a_variants_recorded_scores_over_128_tokens(small, browser, tmp_path):
+    """Above 128 tokens the front-end computed the scores from q and k with 1/sqrt(d_k), whatever the model's
+    attention_scale; it now draws the recorded ones, and says the model's scale."""
+    tr = small.variant(attention_scale=0.5).trace(" ".join(["cat"] * 150))
+    page = browser.new_page()
+    page.goto(export_html(tr, tmp_path / "page.html").as_uri())
+    page.wait_for_function("() => document.querySelector('.bvl-attn-heat')?.bvl !== undefined", timeout=30_000)
+    page.click(".bvl-x-tab[data-tab='neuron']")
+    page.wait_for_function("() => document.querySelector('.bvl-neuron')?.bvl !== undefined", timeout=20_000)
+    got = page.evaluate("() => document.querySelector('.bvl-neuron').bvl")
+    recorded = real_map(tr, got["layer"], got["head"], name="attn.scores")
+    np.testing.assert_allclose(got["scores"], recorded[got["query"]], atol=np.ptp(recorded) / 65534 + 1e-6)  # uint16
+    assert "\u00d7 0.500 = " in page.inner_text(".bvl-x-section[data-tab='neuron']")
+    page.close()
+
+
+def test_each_tab_draws_the_controls_its_record_names(small, browser, tmp_path):
+    """The front-end builds a tab's controls from its view record (facts' controls), not from a list of its
+    own: move the layer selector from the attention tab to the one-token tab, and the page follows."""
+    from bertviz_lite.views import data, export
+    tr = small.trace("The cat sat on the mat.", pair="It was tired.")
+    info = data.facts(tr)
+    assert "layer" in info["controls"]["attention"] and "layer" not in info["controls"]["token"]
+    info["controls"] = dict(info["controls"], attention=[c for c in info["controls"]["attention"] if c != "layer"],
+                            token=["layer", *info["controls"]["token"]])
+    path = tmp_path / "page.html"
+    path.write_text(export.build_page(tr, info=info), encoding="utf-8")
+    page = browser.new_page()
+    page.goto(path.as_uri())
+    page.wait_for_function("() => document.querySelector('.bvl-attn-heat')?.bvl !== undefined", timeout=30_000)
+    layers = {}
+    for tab in ("attention", "token", "neuron"):
+        page.click(f".bvl-x-tab[data-tab='{tab}']")
+        layers[tab] = page.locator(f".bvl-x-section[data-tab='{tab}'] select[aria-label='layer']").count()
+    assert layers == {"attention": 0, "token": 1, "neuron": 1}
+    page.close()

@@ -17,7 +17,7 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite import cli
 from bertviz_lite.errors import NotARegularFileError
-from bertviz_lite.views import export, export_html, save_png
+from bertviz_lite.views import export, export_html, files, save_png
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def test_an_interrupted_export_keeps_the_old_page(tr, tmp_path, monkeypatch):
 
     def interrupt(*args):
         raise KeyboardInterrupt
-    monkeypatch.setattr(export.os, "replace", interrupt)
+    monkeypatch.setattr(files.os, "replace", interrupt)
     with pytest.raises(KeyboardInterrupt):
         export_html(tr, path)
     assert path.read_text() == "the page from before"

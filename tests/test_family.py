@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite import schema
+from bertviz_lite import families, schema
 from bertviz_lite.backend import to_host
 from bertviz_lite.config import BertConfig
 from bertviz_lite.errors import CheckpointError
@@ -247,9 +247,8 @@ def test_corpus_statistics_know_the_familys_special_tokens():
 
 def test_forward_lines_show_each_familys_changes():
     """schema.forward_lines: BERT's lines, and each family's differences as lines that differ."""
-    from bertviz_lite.params import HAS_POOLER, PUBLISHED_CONFIGS
-    lines = {n: schema.forward_lines(BertConfig.from_hf_dict(d), pooler=HAS_POOLER[d["model_type"]])
-             for n, d in PUBLISHED_CONFIGS.items()}
+    lines = {f.published[0]: schema.forward_lines(BertConfig.from_hf_dict(f.published[1]), pooler=f.base_has_pooler)
+             for f in families.FAMILIES.values()}
     bert = lines["bert-base-uncased"]
     changed = {n: sorted(set(ls) ^ set(bert)) for n, ls in lines.items()}
     assert changed["bert-base-uncased"] == []
@@ -263,8 +262,7 @@ def test_forward_lines_show_each_familys_changes():
 def test_every_output_writes_the_configs_own_position_line():
     """The shape table, the CLI and the step view print the line a config runs: BERT's positions start
     at 0 (no undefined offset o), RoBERTa's at 2 (schema.formula_of)."""
-    from bertviz_lite.params import PUBLISHED_CONFIGS
-    roberta = BertConfig.from_hf_dict(PUBLISHED_CONFIGS["roberta-base"])
+    roberta = BertConfig.from_hf_dict(families.ROBERTA.published[1])
     assert schema.formula_of("embed.position", BertConfig()) == r"P = W_P[0{:}n]"
     assert schema.formula_of("embed.position", roberta) == r"P = W_P[2{:}2+n]"
     tr = bv.load("random", seed=0, config={"num_layers": 1}).trace("a b")

@@ -16,7 +16,7 @@ import pytest
 
 import bertviz_lite as bv
 from bertviz_lite.backend import to_host
-from bertviz_lite.views import codec, data, export
+from bertviz_lite.views import codec, data, export, panels
 
 PAGE_BUDGET = 500_000  # bytes: issue 32's "at most 0.5 MB" for this page
 SENTENCE = "The children walked to school in the rain every day."  # 13 MiniLM tokens with [CLS] and [SEP]
@@ -98,7 +98,7 @@ def test_the_neuron_view_prints_the_models_own_numbers(minilm_page):
     header = page["payloads"][codec.request_key("neuron", {"layer": 1})]["header"]
     spec = {s["name"]: s["dtype"] for s in header["arrays"]}
     assert spec == {"q": "u1", "k": "u1", "scores": "u2", "weights": "u2"}
-    num = data.neuron_numbers(vd, head=2, query=3)
+    num = panels.neuron_numbers(vd, head=2, query=3)
     probs = to_host(tr.get("attn.probs", 1))
     want = probs.reshape(-1, *probs.shape[-3:])[0][2, 3, :tr.n_real]
     np.testing.assert_allclose(num["weights"], want, atol=1 / 65534 + 1e-7)

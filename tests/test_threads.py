@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -79,6 +78,7 @@ print(before, blas())
 """
 
 
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_overlapping_forwards_leave_blas_as_it_was():
     # issue 31 item 2: forwards that overlap used to restore BLAS out of order (A saves 2 and sets 1,
     # B saves 1, A restores 2, B restores 1), and every later product in the process ran on one thread
@@ -121,6 +121,7 @@ print(before, overlap(False), overlap(True), overlap(False))
 """
 
 
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_a_forward_in_the_main_thread_and_one_in_another_give_blas_back():
     # OpenBLAS 0.3.31 ignores a count set from another thread once the main thread has set one: a forward in
     # a notebook's main thread and one in a background thread, ending in either order, must not leave BLAS
@@ -213,15 +214,14 @@ def test_the_proc_scan_stays_cheap_with_many_threads(monkeypatch, tmp_path):
     (tmp_path / "loadavg").write_text("0.50 0.40 0.30 500/900 4242\n")  # many runnable: no early stop
     monkeypatch.setattr("builtins.open", counting_open)
     try:
-        t0 = time.perf_counter()
         threads.other_runnable_tasks()
-        took = time.perf_counter() - t0
     finally:
         stop.set()
+    # its cost is the files it reads (the time: benchmarks/bench_proc_scan.py, against reading every thread's)
     assert sum("/task/" in p for p in opened) <= threads.SCANNED_THREADS + 1
-    assert took < 0.2, took
 
 
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_openblas_thread_timeout_does_not_reach_child_processes():
     # N13: the package sets OPENBLAS_THREAD_TIMEOUT for its own OpenBLAS (read when numpy loads) and then
     # takes it out of the environment again, so a subprocess gets the environment the user had

@@ -13,8 +13,9 @@ import bertviz_lite as bv
 from bertviz_lite import schema
 from bertviz_lite.backend import to_host
 from bertviz_lite.errors import BertVizError
-from bertviz_lite.views import codec, data, export_html, save_png
-from bertviz_lite.views.data import UnknownKeyError, block_mean, plain_formula
+from bertviz_lite.views import codec, data, export_html, panels, save_png
+from bertviz_lite.schema_text import plain_formula
+from bertviz_lite.views.data import UnknownKeyError, block_mean
 
 pytest.importorskip("plotly")
 from bertviz_lite.views.figures import (attention_heatmap, compare_view, head_view, model_view,  # noqa: E402
@@ -151,7 +152,7 @@ def test_token_view_rows_are_that_tokens_attention_in_every_layer_and_head(pair)
 
 def test_neuron_view_adds_up_to_the_recorded_scores_and_weights(padded):
     vd = data.view_data(padded, "neuron", layer=1)
-    num = data.neuron_numbers(vd, head=2, query=3)
+    num = panels.neuron_numbers(vd, head=2, query=3)
     assert num["prod"].shape == (padded.n_real, padded.config.head_size)
     np.testing.assert_allclose(num["prod"].sum(axis=1) / np.sqrt(padded.config.head_size), num["scores"],
                                rtol=1e-5, atol=1e-6)  # the recorded float32 scores
@@ -161,6 +162,31 @@ def test_neuron_view_adds_up_to_the_recorded_scores_and_weights(padded):
     bars = [t for t in fig.data if t.type == "bar"]
     np.testing.assert_allclose(np.asarray(bars[1].x), num["weights"])
     assert "sqrt" not in fig.layout.title.text and "\u221a" in fig.layout.title.text
+
+
+@pytest.mark.parametrize("words", [6, 150])  # under and over the 128 tokens up to which the page carries maps
+def test_neuron_view_prints_a_variants_own_scores_at_any_length(small, words):
+    """On model.variant(attention_scale=0.5) the scores are 0.5 q.k; the view recomputed them with
+    1/sqrt(d_k) (half the true ones here, d_k = 16) wherever its data did not carry them."""
+    half = small.variant(attention_scale=0.5)
+    tr = half.trace(" ".join(["cat"] * words))
+    vd = data.view_data(tr, "neuron", layer=1)
+    num = panels.neuron_numbers(vd, head=2, query=3)
+    np.testing.assert_array_equal(num["scores"], real_map(tr, 1, 2, name="attn.scores")[3])  # the recorded ones
+    np.testing.assert_array_equal(num["weights"], real_map(tr, 1, 2)[3])
+    np.testing.assert_allclose(num["scores"], 0.5 * num["prod"].sum(axis=1), rtol=1e-4, atol=1e-5)
+    assert vd["scale_factor"] == 0.5 and vd["scale_text"] == "0.500"
+    fig = panels.resolve(vd, "neuron", head=2, query=3)
+    assert "\u00d7 0.500 = " in fig["summary"] and "\u221a" not in fig["summary"]
+    assert any(p.get("title") == "score = \u03a3 \u00d7 0.500" for p in fig["panels"])
+
+
+def test_neuron_view_refuses_a_trace_without_the_recorded_scores(small):
+    """Traced with only q and k kept, the view had to recompute the scores; it now says what to record."""
+    tr = small.variant(attention_scale=0.5).trace("The cat sat on the mat.", keep=["attn.q", "attn.k"])
+    assert "neuron" not in data.shown_views(tr) and not data.facts(tr)["neuron"]
+    with pytest.raises(UnknownKeyError, match="attn.scores, attn.probs.*keep="):
+        data.view_data(tr, "neuron", layer=1)
 
 
 def test_compare_view(small, pair):
@@ -392,13 +418,13 @@ def test_export_with_non_finite_attention_names_the_key_and_loses_nothing(padded
 
 
 def test_export_failing_while_writing_keeps_the_old_file(padded, tmp_path, monkeypatch):
-    from bertviz_lite.views import export
+    from bertviz_lite.views import files
     path = tmp_path / "page.html"
     path.write_text("the page from before", encoding="utf-8")
 
     def fail(*args, **kwargs):
         raise OSError("disk full")
-    monkeypatch.setattr(export.os, "replace", fail)
+    monkeypatch.setattr(files.os, "replace", fail)
     with pytest.raises(OSError, match="disk full"):
         export_html(padded, path)
     assert path.read_text(encoding="utf-8") == "the page from before"
@@ -430,6 +456,7 @@ def test_compare_an_ablated_run_with_a_plain_one(small, pair):
     assert "edited" in step_view(ablated, ablated.edits[0][0]).layout.title.text
 
 
+@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_the_page_needs_neither_plotly_nor_matplotlib(small, tmp_path):
     import subprocess
     import sys

@@ -33,9 +33,9 @@ from ..backend import to_host
 from ..errors import BertVizError
 from ..foreign import join_tokens, prettify_token, shorten
 from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
-from ..schema_text import plain_formula  # noqa: F401  (public here too)
+from ..schema_text import plain_formula
 from . import records
-from .panels import HEAD_COLOURS, layouts, neuron_numbers  # noqa: F401  (public here too)
+from .panels import HEAD_COLOURS, layouts
 from .panels import _fmt as number_text
 
 VIEWS = records.VIEWS  # one record per view (records.py); the registries below are derived from them
@@ -240,21 +240,24 @@ def check_kind(trace, kind: str) -> str:
     return kind
 
 
+NEURON_KEYS = ("attn.q", "attn.k", "attn.scores", "attn.probs")  # what the neuron view shows, each as recorded
+
+
 def check_neuron(trace, what: str = "the neuron view", layer: int | None = None):
-    """The neuron view needs the queries and keys (attn.q, attn.k) of a layer (None: of every layer):
-    one error saying what it needs and how to record it."""
-    if not has_qk(trace, None if layer is None else [layer]):
-        raise UnknownKeyError(f"{what} needs each layer's queries and keys (attn.q and attn.k), which only a "
-                              "forward pass here records: tr = model.trace(text) with keep=None (the default) "
-                              "or a keep= list with 'attn.q' and 'attn.k'; attention from elsewhere "
-                              "(Trace.from_attentions) holds the weights only")
+    """The neuron view needs a layer's (None: every layer's) queries, keys, scores and weights, as the model
+    recorded them: one error saying what it needs and how to record it."""
+    if not has_neuron_keys(trace, None if layer is None else [layer]):
+        raise UnknownKeyError(f"{what} needs each layer's queries and keys and the scores and weights the model "
+                              f"computed from them ({', '.join(NEURON_KEYS)}), which only a forward pass here "
+                              "records: tr = model.trace(text) with keep=None (the default) or a keep= list with all "
+                              "four; attention from elsewhere (Trace.from_attentions) holds the weights only")
     return trace
 
 
-def has_qk(trace, layers=None) -> bool:
-    """Whether the trace holds attn.q and attn.k of these layers (None: of every layer)."""
+def has_neuron_keys(trace, layers=None) -> bool:
+    """Whether the trace holds NEURON_KEYS of these layers (None: of every layer)."""
     layers = range(trace.num_layers) if layers is None else layers
-    return all(schema.full_key(f"attn.{x}", ly) in trace for ly in layers for x in "qk")
+    return all(schema.full_key(k, ly) in trace for ly in layers for k in NEURON_KEYS)
 
 
 def as_trace(trace_or_attention, tokens=None, *, sentence_b_start=None, what: str = "explore()") -> "Trace":
@@ -426,13 +429,11 @@ def token(trace, query: int) -> dict:
                  scale=colour_scale(rows, "weights", per=2), arrays=dict(rows=rows.astype(np.float32)))
 
 
-NEURON_NUMBERS_UP_TO = 128  # tokens: up to this many, the neuron view's data carries its scores and weights
-
-
 def neuron(trace, layer: int) -> dict:
-    """What a score is made of, for every head and query of one layer: arrays q, k (head, token, d_k);
-    up to NEURON_NUMBERS_UP_TO tokens also scores and weights (head, query, key), the model's own.
-    score(q, k) = sum_i q_i k_i / sqrt(d_k) (+ M), then the softmax over the keys."""
+    """What a score is made of, for every head and query of one layer: arrays q, k (head, token, d_k) and
+    the model's own scores and weights (head, query, key), as recorded, never recomputed here (a variant's
+    attention_scale, an edited score: the view prints what the model computed).
+    score(q, k) = sum_i q_i k_i * scale (+ M), scale = config.scale (1/sqrt(d_k) by default), then the softmax."""
     check_drawable(trace, "the neuron view")
     layer = trace.check_layer(layer)
     check_neuron(trace, layer=layer)
@@ -441,25 +442,17 @@ def neuron(trace, layer: int) -> dict:
         key = schema.full_key(f"attn.{name}", layer)
         check_key(trace, key)
         arrays[name] = check_finite(trace, key, host(trace.real(trace[key], trace.axes(key)))).astype(np.float32)
-    d_k = trace.config.head_size
-    if arrays["q"].shape[1] <= NEURON_NUMBERS_UP_TO:
-        # the numbers the view prints (each key's score and softmax weight) as the model computed them, not
-        # recomputed from q and k by the front-end: the page can then send q and k at 8 bits (drawn as colours)
-        # and these arrays are the attention view's maps of the layer (one copy in the page)
-        q, k = arrays["q"].astype(np.float64), arrays["k"].astype(np.float64)
-        for name, kind in (("scores", "scores"), ("weights", "probs")):
-            key = schema.full_key(f"attn.{kind}", layer)
-            if key in trace:
-                a = host(trace.real(trace[key], trace.axes(key)))
-                a = np.where(np.isfinite(a), a, np.nan)
-            elif name == "scores":
-                a = np.einsum("hqd,hkd->hqk", q, k) / math.sqrt(d_k)
-            else:
-                e = np.exp(arrays["scores"] - np.nanmax(arrays["scores"], axis=-1, keepdims=True))
-                a = e / e.sum(axis=-1, keepdims=True)
-            arrays[name] = np.asarray(a).astype(np.float32)
+    # the numbers the view prints (each key's score and softmax weight) as the model recorded them; up to
+    # export.FULL_UP_TO tokens the page then sends q and k at 8 bits (drawn as colours), and these arrays are
+    # the attention view's maps of the layer (one copy in the page)
+    for name, kind in (("scores", "scores"), ("weights", "probs")):
+        key = schema.full_key(f"attn.{kind}", layer)
+        a = host(trace.real(trace[key], trace.axes(key)))
+        arrays[name] = np.where(np.isfinite(a), a, np.nan).astype(np.float32)
+    c, d_k = trace.config, trace.config.head_size
     steps = {s: schema.STEP_BY_KEY[f"attn.{s}"] for s in ("q", "k", "scores", "probs")}
-    return _base(trace, "neuron", layer=layer, d_k=d_k, scale_factor=1 / math.sqrt(d_k), labels=token_labels(trace),
+    return _base(trace, "neuron", layer=layer, d_k=d_k, scale_factor=c.scale, labels=token_labels(trace),
+                 scale_text=f"1/\u221a{d_k}" if c.attention_scale is None else number_text(c.scale),
                  formulas={s: st.formula for s, st in steps.items()},
                  scale=colour_scale(np.concatenate([arrays["q"].ravel(), arrays["k"].ravel()]), "signed"),
                  scale_prod=product_scale(arrays["q"], arrays["k"]), arrays=arrays)
@@ -753,7 +746,7 @@ def shown_views(trace, trace_b=None) -> list[str]:
     hide = set() if trace_b is not None else {"compare"}
     if trace.nominal:
         hide |= {"params", "step"}
-    if not has_qk(trace):
+    if not has_neuron_keys(trace):
         hide.add("neuron")
     return [v for v in VIEWS if v not in hide]
 
@@ -776,7 +769,7 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
                if k not in trace.nominal},  # only what is known (from_attentions: L and n_h)
         symbols=[[s.symbol, s.meaning, list(s.also)] for s in schema.SYMBOLS],
         formulas={k: plain_formula(schema.STEP_BY_KEY[f"attn.{k}"].formula) for k in KINDS},
-        neuron=has_qk(trace),
+        neuron=has_neuron_keys(trace),
         compare=None if trace_b is None else dict(text=" | ".join(trace_b.texts),
                                                   edits=[[k, d] for k, d in edited_keys(trace_b).items()],
                                                   first_layer=first_differing_layer(trace, trace_b)),

@@ -82,9 +82,11 @@ def check_query(trace: Trace, query) -> int:
 
 
 def wire_dtypes(vd: dict) -> dict:
-    """How each array travels to the notebook: float32, or uint16 for maps above EXACT_UP_TO tokens."""
-    big = vd["view"] in ("attention", "head", "compare") and len(vd.get("labels", ())) > EXACT_UP_TO
-    return {name: ("u2" if big and name in ("maps", "a", "b", "diff") else "f4") for name in vd["arrays"]}
+    """How each array travels to the notebook: float32, or uint16 for maps above EXACT_UP_TO tokens (the
+    neuron view's scores and weights are its layer's maps)."""
+    big = vd["view"] in ("attention", "head", "compare", "neuron") and len(vd.get("labels", ())) > EXACT_UP_TO
+    maps = ("maps", "a", "b", "diff", "scores", "weights")
+    return {name: ("u2" if big and name in maps else "f4") for name in vd["arrays"]}
 
 
 def answer(trace, request: dict, *, trace_b=None, ledger=None) -> tuple[dict, list[bytes]]:

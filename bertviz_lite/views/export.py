@@ -15,9 +15,9 @@ Size. A 512-token BERT-base trace holds 144 attention maps of 512 x 512 (37.7 M 
    the model view, every step (block means of at most STEP_ROWS x STEP_CELLS / STEP_ROWS cells
    per head, uint8; statistics at full precision), the parameters, the compare view;
 2. full-resolution maps and the neuron view's q and k of the first and the last layer;
-3. q and k of the other layers (uint16 above FULL_UP_TO tokens, where the neuron view prints numbers computed
-   from them; up to FULL_UP_TO it prints the model's own scores and weights, which are the attention maps, and
-   draws q and k as colours: uint8, the step-through's copy);
+3. the neuron view of the other layers: q and k with the model's own scores and weights, which it prints
+   (uint16 above FULL_UP_TO tokens; up to FULL_UP_TO the scores and weights are the attention maps, and q and k,
+   drawn as colours only, travel as uint8, the step-through's copy);
 4. full-resolution maps of the other layers;
 5. the one-token view, token by token.
 Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<= range / 508).
@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import html
 import json
-import os  # noqa: F401  (the same module files.write_whole calls: tests patch export.os.replace)
+import os
 from pathlib import Path
 
-from .. import schema
 from ..errors import BertVizError
 from . import codec, data, records
-from .files import check_folder, check_target, write_whole  # noqa: F401  (public here too)
+from .files import check_folder, check_target, write_whole
 
 SMALL_MAPS = 96
 FULL_UP_TO = 128
@@ -70,13 +69,13 @@ class Payloads:
     def make(self, view: str, args: dict, **extra) -> tuple[str, dict]:
         vd = data.view_data(self.trace, view, trace_b=self.trace_b, ledger=self.ledger, **args, **extra)
         # the numbers people hover (neuron view, compare) keep 16 bits; pictures of big tensors 8
-        # (the neuron view prints q.k, scores and weights computed from q and k: 8 bits would misstate them)
+        # (the neuron view prints the recorded scores and weights: 8 bits would misstate them)
         wire = records.record(view).wire  # the view's record: how its arrays travel
         if view == "step" and not self.small and vd["step"] in SHARED_STEPS:
             wire = SHARED_STEPS[vd["step"]]  # travels as the view that carries it too, so the page stores it once
         dtype = self.maps_dtype if wire == "maps" else wire
         dtypes = None
-        if view == "neuron" and "weights" in vd["arrays"] and not self.small:
+        if view == "neuron" and not self.small:
             dtypes = {a: self.maps_dtype if w == "maps" else w for a, w in NEURON_UP_TO_FULL.items()}
         header, buffers = codec.encode(vd, dtypes, default=dtype)
         return codec.request_key(view, args), codec.to_text(header, buffers)
@@ -170,7 +169,7 @@ def _neuron(p: Payloads, budget, views) -> list[str]:
     the first and the last layer of both, then the neuron view's other layers, then the other maps."""
     trace = p.trace
     L, n = trace.num_layers, trace.n_real
-    has_qk = "neuron" in views and all(schema.full_key(f"attn.{x}", ly) in trace for ly in range(L) for x in "qk")
+    has_keys = "neuron" in views and data.has_neuron_keys(trace)
     order = layer_order(L)
     neuron = []
     wanted = [(v, ly) for ly in order[:2] for v in ("attention", "neuron")] + \
@@ -184,7 +183,7 @@ def _neuron(p: Payloads, budget, views) -> list[str]:
                 p.full.append(ly)
             else:
                 over.add(view)
-        if view == "neuron" and has_qk:
+        if view == "neuron" and has_keys:
             if p.add("neuron", dict(layer=ly), budget):
                 neuron.append(ly)
             else:
@@ -198,10 +197,10 @@ def _neuron(p: Payloads, budget, views) -> list[str]:
     else:
         kept = [f"attention in full: {_layers(sorted(p.full), L)}; the other layers as block means ({n} tokens in "
                 f"{SMALL_MAPS} blocks a side)"]
-    if has_qk:
+    if has_keys:
         kept.append(f"neuron view: {_layers(sorted(neuron), L)}")
-    elif "neuron" in views:  # no queries and keys (keep=..., Trace.from_attentions): nothing to keep, no budget spent
-        kept.append("neuron view: none (the trace holds no attn.q and attn.k)")
+    elif "neuron" in views:  # not recorded (keep=..., Trace.from_attentions): nothing to keep, no budget spent
+        kept.append(f"neuron view: none (the trace lacks one of {', '.join(data.NEURON_KEYS)})")
     return kept
 
 

@@ -19,7 +19,6 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from . import data, panels
-from .data import PAIR_FILTERS, block_mean, plain_formula, stepper_steps  # noqa: F401  (public here too)
 
 LABEL_CHARS = 22  # a token label is shortened to this many characters (as on the page and in the PNGs)
 PX = 80  # pixels per inch of the panels' shared size rule (`panels.grid_sizes`)
@@ -297,7 +296,8 @@ def token_view(trace, query: int) -> go.Figure:
 
 def neuron_view(trace, layer: int, head: int, query: int) -> go.Figure:
     """Where a score comes from, number by number: for one query token, each key's k, the
-    elementwise product q*k over d_k, its sum times 1/sqrt(d_k) (the score), and the softmax."""
+    elementwise product q*k over d_k, and the score and softmax weight the model recorded (the sum times
+    config.scale, 1/sqrt(d_k) by default)."""
     head = trace.check_head(head)
     vd = data.neuron(trace, layer)
     if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not 0 <= query < len(vd["labels"]):

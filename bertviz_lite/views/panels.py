@@ -156,7 +156,7 @@ def neuron_layout(vd: dict) -> dict:
              scale=vd["scale"]["name"], unit=vd["scale_prod"]["unit"], title="q \u2218 k (elementwise)",
              x_title=f"d\u2096 = {d}", hover="{y}: q[{x}] k[{x}] = {v}", at=[1, 1]),
         dict(type="bars", name="neuron-scores", labels=ref("labels"), values=derive("scores"), colour="#6b7280",
-             digits=2, title=f"score = \u03a3 / \u221a{d}", at=[1, 2], aligned=True),
+             digits=2, title=f"score = \u03a3 \u00d7 {vd['scale_text']}", at=[1, 2], aligned=True),
         dict(type="bars", name="neuron-weights", labels=ref("labels"), values=derive("weights"), colour="#2563eb",
              digits=3, title="softmax: weight", at=[1, 3], aligned=True),
     ]
@@ -164,7 +164,7 @@ def neuron_layout(vd: dict) -> dict:
                 formula=vd["formulas"]["scores"],
                 grid=[2, 4], panels=panels, summary=derive("summary"),
                 notes=[f"each key's k ({d} numbers), its elementwise product with q (red > 0 > blue), their sum "
-                       f"divided by \u221ad\u2096 = {math.sqrt(d):.3f} (the score), and the softmax of the scores (the "
+                       f"times the model's scale {vd['scale_text']} (the score), and the softmax of the scores (the "
                        "weights, summing to 1)"],
                 live=["hover any cell"], edited="")
 
@@ -355,9 +355,9 @@ class _Resolver:
             best = int(np.argmax(num["weights"]))
             labels, q = self.vd["labels"], self.sel["query"]
             num["q"] = num["q"][None]
-            dot = _fmt(num["scores"][best] / self.vd["scale_factor"])  # q.k: the score times sqrt(d_k)
+            dot = _fmt(num["scores"][best] / self.vd["scale_factor"])  # q.k: the score over the model's scale
             num["summary"] = (f"strongest: {labels[q]} \u2192 {labels[best]}: q\u00b7k = {dot}, "
-                              f"\u00d7 1/\u221a{self.vd['d_k']} = {_fmt(num['scores'][best])}, softmax over the "
+                              f"\u00d7 {self.vd['scale_text']} = {_fmt(num['scores'][best])}, softmax over the "
                               f"{len(labels)} scores = {_fmt(num['weights'][best])}")
             self._neuron = num
         return self._neuron
@@ -546,14 +546,8 @@ def grid_sizes(fig: dict) -> tuple[list[float], list[float]]:
 
 
 def neuron_numbers(vd: dict, head: int, query: int) -> dict:
-    """The numbers the neuron view shows for one head and query: q (d_k), k (keys, d_k), q*k,
-    scores (keys) and weights (keys): the view data's own scores and weights where it carries them
-    (up to `data.NEURON_NUMBERS_UP_TO` tokens), else computed from q and k. The front-end does the same."""
+    """The numbers the neuron view shows for one head and query: q (d_k), k (keys, d_k), q*k, and the
+    view data's own scores (keys) and weights (keys), as the model recorded them. The front-end does the same."""
     q, k = vd["arrays"]["q"][head, query].astype(np.float64), vd["arrays"]["k"][head].astype(np.float64)
-    prod = q[None, :] * k
-    if "weights" in vd["arrays"]:
-        return dict(q=q, k=k, prod=prod, scores=vd["arrays"]["scores"][head, query].astype(np.float64),
-                    weights=vd["arrays"]["weights"][head, query].astype(np.float64))
-    scores = prod.sum(axis=1) * vd["scale_factor"]
-    w = np.exp(scores - scores.max())
-    return dict(q=q, k=k, prod=prod, scores=scores, weights=w / w.sum())
+    return dict(q=q, k=k, prod=q[None, :] * k, scores=vd["arrays"]["scores"][head, query].astype(np.float64),
+                weights=vd["arrays"]["weights"][head, query].astype(np.float64))

@@ -228,14 +228,12 @@ function neuronNumbers(vd, head, query) { // data.neuron_numbers
   const q = Q.slice(head * N + query, d), k = K.slice(head, N * d);
   const prod = new Float32Array(N * d);
   for (let j = 0; j < N; j++) for (let c = 0; c < d; c++) prod[j * d + c] = q[c] * k[j * d + c];
-  let scores, weights; // the model's own where the view data carries them (up to 128 tokens), else from q and k
-  if (vd.arrays.weights) { scores = Array.from(vd.arrays.scores.slice(head * N + query, N)); weights = Array.from(vd.arrays.weights.slice(head * N + query, N)); } else {
-    scores = Array.from({ length: N }, (_, j) => { let s = 0; for (let c = 0; c < d; c++) s += prod[j * d + c]; return s * vd.scale_factor; });
-    const mx = Math.max(...scores), ex = scores.map((s) => Math.exp(s - mx)), tot = ex.reduce((a, b) => a + b, 0); weights = ex.map((e) => e / tot);
-  }
+  // the model's own scores and weights, as recorded: never recomputed here
+  const scores = Array.from(vd.arrays.scores.slice(head * N + query, N));
+  const weights = Array.from(vd.arrays.weights.slice(head * N + query, N));
   const best = weights.indexOf(Math.max(...weights)), labels = vd.labels, dot = scores[best] / vd.scale_factor;
   return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d }, scores, weights,
-    summary: `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, \u00d7 1/\u221a${d} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}` };
+    summary: `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, \u00d7 ${vd.scale_text} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}` };
 }
 // panels.expand: a repeated panel ({repeat: {layer: L, head: H}, ...}) written out per combination, "$name" filled in
 function fill(spec, values) {
@@ -756,7 +754,7 @@ function render({ model, el: host }) {
   }
   function drawTab(tab) {
     const s = sel();
-    if (tab === "neuron" && !info.neuron) { P.neuron.notes.textContent = "this trace did not record attn.q and attn.k for every layer (trace with keep=None)"; return; }
+    if (tab === "neuron" && !info.neuron) { P.neuron.notes.textContent = "this trace did not record attn.q, attn.k, attn.scores and attn.probs for every layer (trace with keep=None)"; return; }
     const [view, args] = requestOf(tab, s);
     const vd = have(view, args);
     C[tab].sync(s, vd);

@@ -1,0 +1,50 @@
+"""Every script answers --help and refuses an unknown argument before it does any work, without torch.
+
+scripts/make_unicode_table.py had no argument parser: `--help` ran the whole job and rewrote
+bertviz_lite/data/unicode_overrides.json. scripts/check_torch_views.py and scripts/probe_mlm_adaptation.py
+imported torch before reading their arguments, so even their help needed it (this venv has no torch:
+a script that loads it before parsing fails here).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted([*ROOT.glob("scripts/*.py"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("tests/fixtures/make_*.py"),
+                  ROOT / "tests" / "fixtures" / "parity_report.py"])
+# what a script that ran its job would have rewritten
+OUTPUTS = ("bertviz_lite/data", "data", "tests/fixtures")
+
+pytestmark = pytest.mark.slow  # a fresh interpreter per script
+
+
+def stamps() -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for folder in OUTPUTS for p in (ROOT / folder).rglob("*") if p.is_file()}
+
+
+def run(script: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}  # no torch here
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env=env)
+
+
+def test_every_script_is_found():
+    names = {p.name for p in SCRIPTS}
+    assert {"make_unicode_table.py", "check_torch_views.py", "probe_mlm_adaptation.py", "make_reference.py",
+            "bench_engine.py"} <= names
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_help_and_an_unknown_argument_do_no_work(script):
+    before = stamps()
+    helped = run(script, "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage:"), helped.stdout + helped.stderr
+    refused = run(script, "--no-such-option")
+    assert refused.returncode == 2 and "unrecognized arguments: --no-such-option" in refused.stderr, \
+        refused.stdout + refused.stderr
+    assert stamps() == before  # nothing written
