@@ -18,7 +18,7 @@ from scipy.special import erf
 from bertviz_lite import backward, engine, mlm, tasks
 from bertviz_lite.config import BertConfig
 from bertviz_lite.trace import NullRecorder, Recorder
-from course import close, equals, exercise
+from course import STUB, close, equals, exercise
 
 H_STEP = 1e-6
 FD_ENTRIES = 5  # entries per gradient checked by finite differences (the references agree on every entry)
@@ -75,7 +75,9 @@ def _judge(answer, args, flatten, reference, mistakes, fd, right_line, what):
     if not callable(answer):
         return False, f"write a function, {what}: ..., and pass the function itself (no parentheses)"
     out = answer(*_copies(args))
-    if out is Ellipsis or (isinstance(out, tuple) and any(o is Ellipsis for o in out)):
+    if out is Ellipsis:
+        return False, STUB
+    if isinstance(out, tuple) and any(o is Ellipsis for o in out):
         return False, "your function still returns ... somewhere: replace every ... with your line"
     try:
         got = flatten(out)
@@ -324,7 +326,7 @@ def _ln_mistakes(**context):
 
 @exercise("11.3", hint=("y = gamma x_hat + beta with x_hat = (x - mean) / sqrt(var + eps): x reaches y three ways, "
                         "straight through x - mean, through the mean, and through the variance",
-                        "with g = dy * gamma and the row means written mean(.), the straight path gives g / sigma: "
+                        "with g standing for dy times gamma and the row means written mean(.), the straight path gives g / sigma: "
                         "what do the mean path and the variance path subtract from g, mean(g) and x_hat * ___?"),
           mistakes=_ln_mistakes)
 def _(answer):
@@ -662,6 +664,8 @@ def _(answer):
     p, grads, lr = _adam_case()
     if not callable(answer):
         return False, "write a function, my_adam_step(p, g, m, v, t, lr) -> (p, m, v)"
+    if answer(p.copy(), grads[0].copy(), np.zeros_like(p), np.zeros_like(p), 1, lr) is Ellipsis:
+        return False, STUB
     runner = lambda step: (lambda p0, gs, lr_: _adam_run(step, p0, gs, lr_))  # noqa: E731
     verdict = _judge(runner(answer), [p, grads, lr], lambda o: dict(zip("pmv", o)), _adam_package,
                      {s: runner(f) for s, f in _adam_mistakes().items()}, {},
@@ -706,12 +710,15 @@ def _loop_mistakes(**context):
 @exercise("11.11", hint=("a step is: a fresh minibatch, its loss and gradients, the optimiser's step; a row of the "
                          "curve every `every` steps and after the last, with the training losses since the last row "
                          "averaged and the held-out number of the parameters now",
-                         "inside `for s in range(1, steps + 1):`, what does params become after the step, and when "
-                         "does s % every == ___ add a row?"), mistakes=_loop_mistakes)
+                         "inside the loop over the steps, what does params become after the step, and on which steps "
+                         "(s % every == ___, or the last) does a row go on the curve?"), mistakes=_loop_mistakes)
 def _(answer, *, params, minibatch, grad_fn, heldout):
     if not callable(answer):
         return False, "write a function, my_train(params, step, steps, rng, *, minibatch, grad_fn, heldout, every)"
     sgd = lambda p, g: {k: p[k] - 0.5 * g[k] for k in p}  # noqa: E731  a stateless step: every run is comparable
+    if answer(dict(params), sgd, 0, np.random.default_rng(0), minibatch=minibatch, grad_fn=grad_fn, heldout=heldout,
+              every=1) is Ellipsis:
+        return False, STUB
 
     def runner(fn):
         def run(seed):
