@@ -23,8 +23,8 @@ def my_layer_norm_backward(dy, x, gamma, eps):
 # %% 11.4
 def my_gelu_backward(dy, x):
     """y = x Phi(x)   ->   dx, at the input x."""
-    Phi = 0.5 * (1.0 + erf(x / np.sqrt(2.0)))
-    phi = np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
+    Phi = 0.5 * (1.0 + erf(x / 2.0 ** 0.5))  # python floats keep float32 arrays float32
+    phi = np.exp(-0.5 * x * x) / (2.0 * np.pi) ** 0.5
     return dy * (Phi + x * phi)  # the product rule
 
 # %% 11.5
@@ -54,7 +54,7 @@ def my_softmax_backward(dA, A):
 # %% 11.8
 def my_attention_backward(dC, Q, K, V, M):
     """C = softmax(Q K^T / sqrt(d_k) + M) V   ->   (dQ, dK, dV); Q, K, V, dC [..., n_h, n, d_k]."""
-    scale = 1.0 / np.sqrt(Q.shape[-1])
+    scale = Q.shape[-1] ** -0.5  # 1 / sqrt(d_k), a python float
     E = (Q * scale) @ np.swapaxes(K, -1, -2) + M  # the forward's scores, mask included
     A = np.exp(E - E.max(axis=-1, keepdims=True))
     A = A / A.sum(axis=-1, keepdims=True)  # the forward's map
