@@ -160,8 +160,8 @@ def _dlogits_mistakes(**context):
 
 @exercise("11.1", hint=("the loss is the mean over the N chosen rows of -log softmax(y_i)[t_i]; differentiate one row "
                         "first: the answer has y's shape (N, V)",
-                        "for one row, d(-log softmax(y)_t)/dy is softmax(y) minus ___? and what does the mean over "
-                        "N rows do to each row's gradient?"), mistakes=_dlogits_mistakes)
+                        "for one row, how does -log softmax(y)_t move when y_t rises a little, and when another y_j "
+                        "rises? and what does the mean over N rows do to each row's gradient?"), mistakes=_dlogits_mistakes)
 def _(answer):
     y, t = _dlogits_case()
     return _judge(answer, [y, t], lambda o: {"dy": o}, lambda y, t: mlm.cross_entropy_backward(y, t, np),
@@ -265,8 +265,8 @@ def _gelu_mistakes(**context):
 
 @exercise("11.4", hint=("GELU(x) = x Phi(x), with Phi the standard normal's cumulative distribution and phi = Phi' its "
                         "density: a product of two factors that both depend on x",
-                        "what is d/dx [x Phi(x)] by the product rule, Phi(x) + ___? then what multiplies it on the "
-                        "way back?"), mistakes=_gelu_mistakes)
+                        "x Phi(x) is a product: what does the product rule give, and what is Phi's own "
+                        "derivative? then what multiplies the slope on the way back?"), mistakes=_gelu_mistakes)
 def _(answer):
     dy, x = _gelu_case()
     return _judge(answer, [dy, x], lambda o: {"dx": o}, lambda dy, x: backward.gelu_backward(dy, x, np),
@@ -327,8 +327,8 @@ def _ln_mistakes(**context):
 
 @exercise("11.3", hint=("y = gamma x_hat + beta with x_hat = (x - mean) / sqrt(var + eps): x reaches y three ways, "
                         "straight through x - mean, through the mean, and through the variance",
-                        "with g standing for dy times gamma and the row means written mean(.), the straight path gives g / sigma: "
-                        "what do the mean path and the variance path subtract from g, mean(g) and x_hat * ___?"),
+                        "besides its own x_hat_j, which two numbers of its row does every x_j move? each of them "
+                        "sends a share of every other entry's gradient back to x_j: what does each share average?"),
           mistakes=_ln_mistakes)
 def _(answer):
     dy, x, gamma, eps = _ln_case()
@@ -389,8 +389,8 @@ def _head_mistakes(**context):
 @exercise("11.6", hint=("go up the head's lines from the top: the logits' line (bias, then the tied decoder W_T), the "
                         "LayerNorm, the GELU, the dense line; each is one of your functions, read from the tape at "
                         "that line's input",
-                        "the logits are h W_T^T + b: with dy [N, V] and W_T [V, H], which product gives dh [N, H], and "
-                        "which tape key holds the LayerNorm's ___ (its input)?"), mistakes=_head_mistakes)
+                        "the logits are h W_T^T + b: with dy [N, V] and W_T [V, H], which product has dh's shape "
+                        "[N, H]? and which tape key holds each line's input?"), mistakes=_head_mistakes)
 def _(answer):
     args, targets = _head_case()
     dy, W, tape, Z, eps = args
@@ -428,8 +428,8 @@ def _softmax_mistakes(**context):
 
 @exercise("11.7", hint=("A = softmax(E) row by row: raising one score raises its own weight and lowers every other "
                         "weight of the same row",
-                        "for one row, d p_j / d s_k = p_j (1[j = k] - p_k): what does the sum over j of dp_j times that "
-                        "give for s_k, written p_k (dp_k - ___)?"), mistakes=_softmax_mistakes)
+                        "if every score of a row rises by the same amount, do the weights change? so what must each "
+                        "row of dE sum to, and which term of yours makes it so?"), mistakes=_softmax_mistakes)
 def _(answer):
     dP, P = _softmax_case()
     s = np.log(np.where(P > 0, P, 1.0))  # scores whose softmax is P (the [PAD] key at -inf)
@@ -489,9 +489,9 @@ def _attn_mistakes(**context):
                 lambda *a: _attn_ref(*a, scale=False),
             "you forgot the mask: the map you differentiate must be the forward's, with M's -inf on the [PAD] keys":
                 lambda *a: _attn_ref(*a, mask=False),
-            "dK is transposed the wrong way: key j's gradient collects column j of dE (every query's look at it), "
-            "dE^T Q": lambda *a: _attn_ref(*a, dK_t=False),
-            "dV used A, not A^T: value row j reaches every query i through A[i, j]": lambda *a: _attn_ref(*a, dV_t=False)}
+            "dK is transposed the wrong way: key j's gradient collects column j of dE, every query's "
+            "look at key j": lambda *a: _attn_ref(*a, dK_t=False),
+            "dV sums over the wrong index of the map: value row j reaches every query i through A[i, j]": lambda *a: _attn_ref(*a, dV_t=False)}
 
 
 def _attn_loss(dC, Q, K, V, M):
@@ -500,8 +500,8 @@ def _attn_loss(dC, Q, K, V, M):
 
 
 @exercise("11.8", hint=("run the forward's lines backwards: C = A V gives dA and dV; A = softmax(E) gives dE (your 11.7); E = Q K^T / sqrt(d_k) + M gives dQ and dK. Recompute A first, as the forward did",
-                        "E[i, j] = q_i . k_j / sqrt(d_k): which rows of dE reach q_i, and which column of dE reaches "
-                        "k_j (dK = ___ @ Q, times what)?"), mistakes=_attn_mistakes)
+                        "E[i, j] = q_i . k_j / sqrt(d_k): which entries of dE does q_i get a gradient from, and "
+                        "which does k_j? what factor do both carry?"), mistakes=_attn_mistakes)
 def _(answer):
     dC, Q, K, V, M = _attn_case()
     return _judge(answer, [dC, Q, K, V, M], _attn_flat, _attn_ref, _attn_mistakes(),
@@ -588,8 +588,8 @@ def _layer_loss(dy, W, Z, M):
 @exercise("11.9", hint=("the layer's lines bottom-up, from d Z_l: the FFN's LayerNorm, its residual, W^down, GELU, W^up; "
                         "then attention's LayerNorm, its residual, W^O, the heads cut apart again, your 11.8, and the "
                         "three projections Q, K, V, which all read Z_(l-1)",
-                        "a value that two lines read (Z-bar, and Z_(l-1) which four lines read) gets the ___ of the "
-                        "gradients from each: which ones flow into Z_(l-1)?"), mistakes=_layer_mistakes)
+                        "a value that several lines read (Z-bar; Z_(l-1)) gets a gradient from each of them: how "
+                        "do they combine, and which lines read Z_(l-1)?"), mistakes=_layer_mistakes)
 def _(answer, *, real):
     args = _layer_case()
     dy, W, tape, Z, M, n_h, eps = args
@@ -659,8 +659,8 @@ def _adam_mistakes(**context):
 
 @exercise("11.10", hint=("Adam keeps two running averages per number, of the gradient (m) and of its square (v), "
                          "and steps by the first over the square root of the second; both averages start at 0",
-                         "after t steps from 0, m is too small by a factor 1 - B1**t: what do you divide m and v by "
-                         "before the step, and where does ___ (ADAM_EPS) go?"), mistakes=_adam_mistakes)
+                         "m and v start at 0: after the first step, how far below the gradient's size is m, and "
+                         "what undoes that at every t? where does ADAM_EPS keep the division safe?"), mistakes=_adam_mistakes)
 def _(answer):
     p, grads, lr = _adam_case()
     if not callable(answer):
@@ -754,7 +754,8 @@ PATTERNS = ("diagonal", "previous token", "anti-diagonal", "[CLS]", "uniform")
 
 @exercise("11.12", hint=("the answer to a hidden letter sits in plain sight at one position: which one, for the letter "
                          "at position i of 2 half + 2?",
-                         "a map whose row i is bright at column 2 half + 1 - i: which line of the square is ___?"),
+                         "mark, in each row of the 14 x 14 square, the column where that row's answer sits: what line "
+                         "do the marks make?"),
           prediction=True, wrong=lambda answer, found: [p for p in PATTERNS if p != found])
 def _(answer, *, found):
     if not isinstance(answer, str) or answer.strip().lower() not in [p.lower() for p in PATTERNS]:
