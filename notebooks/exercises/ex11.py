@@ -161,7 +161,8 @@ def _dlogits_mistakes(**context):
 @exercise("11.1", hint=("the loss is the mean over the N chosen rows of -log softmax(y_i)[t_i]; differentiate one row "
                         "first: the answer has y's shape (N, V)",
                         "for one row, how does -log softmax(y)_t move when y_t rises a little, and when another y_j "
-                        "rises? and what does the mean over N rows do to each row's gradient?"), mistakes=_dlogits_mistakes)
+                        "rises? and what does the mean over N rows do to each row's gradient?"),
+          mistakes=_dlogits_mistakes)
 def _(answer):
     y, t = _dlogits_case()
     return _judge(answer, [y, t], lambda o: {"dy": o}, lambda y, t: mlm.cross_entropy_backward(y, t, np),
@@ -182,96 +183,6 @@ def _(answer, *, pieces):
     if isinstance(answer, (tuple, list)) and len(answer) == 2 and answer[0] == 0:
         return False, "15% of 3 rounds to 0, but the recipe takes at least one piece: a sentence always has a target"
     return equals(tuple(answer) if isinstance(answer, (tuple, list)) else answer, actual)
-
-
-# ------------------------------------------------------------------------------------------
-# 11.5  a linear line y = x W + b, backwards
-# ------------------------------------------------------------------------------------------
-
-
-def _linear_case():
-    rng = _rng(3)
-    return [rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 3, 5)), rng.normal(size=(5, 4))]  # dy, x, W
-
-
-def _linear_ref(dy, x, W):
-    return backward.linear_backward(dy, x, W, np)
-
-
-def _linear_flat(o):
-    dx, dW, db = o
-    return {"db": db, "dW": dW, "dx": dx}
-
-
-def _linear_mistakes(**context):
-    def transposed(dy, x, W):
-        dx, dW, db = _linear_ref(dy, x, W)
-        return dx, dW.T, db
-
-    def averaged(dy, x, W):
-        dx, dW, db = _linear_ref(dy, x, W)
-        return dx, dW, db / (dy.shape[0] * dy.shape[1])
-
-    def first_only(dy, x, W):
-        dx, dW, db = _linear_ref(dy, x, W)
-        return dx, x[0].T @ dy[0], dy[0].sum(0)
-
-    return {"dW is transposed: it must have W's shape [k, m], input rows by output columns": transposed,
-            "db is averaged over the rows: d loss / d y already holds the loss's 1/N, so the rows' gradients add up":
-                averaged,
-            "dW and db hold the first example only: a weight is used by every token of every example, so every one "
-            "of them adds to its gradient": first_only}
-
-
-@exercise("11.5", hint=("y = x W + b touches W once per token (of every example) and b once per token: each use adds "
-                        "a term to the gradient. Shapes: dx like x, dW like W [k, m], db like b [m]",
-                        "with x and dy flattened to rows ([tokens, k] and [tokens, m]), which product of ___.T and "
-                        "___ has W's shape? and which weight does dy meet on its way back to x?"),
-          mistakes=_linear_mistakes)
-def _(answer):
-    dy, x, W = _linear_case()
-    return _judge(answer, [dy, x, W], _linear_flat, _linear_ref, _linear_mistakes(),
-                  {"dW": (lambda w: float((dy * (x @ w)).sum()), W), "dx": (lambda v: float((dy * (v @ W)).sum()), x)},
-                  "dx = dy W^T, dW = x^T dy, db = sum of dy over the rows (x, dy flattened to rows)",
-                  "my_linear_backward(dy, x, W) -> (dx, dW, db)")
-
-
-# ------------------------------------------------------------------------------------------
-# 11.4  GELU, backwards
-# ------------------------------------------------------------------------------------------
-
-
-def _gelu(x):
-    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
-
-
-def _gelu_slope(x):
-    return 0.5 * (1.0 + erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-
-
-def _gelu_case():
-    rng = _rng(4)
-    return [rng.normal(size=(2, 3, 6)), rng.normal(0, 1.5, (2, 3, 6))]  # dy, x
-
-
-def _gelu_mistakes(**context):
-    return {"you kept Phi(x) and dropped x phi(x): GELU is a product, x times Phi(x), so both factors move":
-                lambda dy, x: dy * 0.5 * (1.0 + erf(x / math.sqrt(2.0))),
-            "you returned GELU's slope alone: multiply it by the gradient that arrives, dy":
-                lambda dy, x: _gelu_slope(x),
-            "you took the slope at GELU's output: the derivative is taken at its input x":
-                lambda dy, x: dy * _gelu_slope(_gelu(x))}
-
-
-@exercise("11.4", hint=("GELU(x) = x Phi(x), with Phi the standard normal's cumulative distribution and phi = Phi' its "
-                        "density: a product of two factors that both depend on x",
-                        "x Phi(x) is a product: what does the product rule give, and what is Phi's own "
-                        "derivative? then what multiplies the slope on the way back?"), mistakes=_gelu_mistakes)
-def _(answer):
-    dy, x = _gelu_case()
-    return _judge(answer, [dy, x], lambda o: {"dx": o}, lambda dy, x: backward.gelu_backward(dy, x, np),
-                  _gelu_mistakes(), {"dx": (lambda v: float((dy * _gelu(v)).sum()), x)},
-                  "dx = dy (Phi(x) + x phi(x))", "my_gelu_backward(dy, x) -> dx")
 
 
 # ------------------------------------------------------------------------------------------
@@ -344,6 +255,96 @@ def _(answer):
 
 
 # ------------------------------------------------------------------------------------------
+# 11.4  GELU, backwards
+# ------------------------------------------------------------------------------------------
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def _gelu_slope(x):
+    return 0.5 * (1.0 + erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
+def _gelu_case():
+    rng = _rng(4)
+    return [rng.normal(size=(2, 3, 6)), rng.normal(0, 1.5, (2, 3, 6))]  # dy, x
+
+
+def _gelu_mistakes(**context):
+    return {"you kept Phi(x) and dropped x phi(x): GELU is a product, x times Phi(x), so both factors move":
+                lambda dy, x: dy * 0.5 * (1.0 + erf(x / math.sqrt(2.0))),
+            "you returned GELU's slope alone: multiply it by the gradient that arrives, dy":
+                lambda dy, x: _gelu_slope(x),
+            "you took the slope at GELU's output: the derivative is taken at its input x":
+                lambda dy, x: dy * _gelu_slope(_gelu(x))}
+
+
+@exercise("11.4", hint=("GELU(x) = x Phi(x), with Phi the standard normal's cumulative distribution and phi = Phi' its "
+                        "density: a product of two factors that both depend on x",
+                        "x Phi(x) is a product: what does the product rule give, and what is Phi's own "
+                        "derivative? then what multiplies the slope on the way back?"), mistakes=_gelu_mistakes)
+def _(answer):
+    dy, x = _gelu_case()
+    return _judge(answer, [dy, x], lambda o: {"dx": o}, lambda dy, x: backward.gelu_backward(dy, x, np),
+                  _gelu_mistakes(), {"dx": (lambda v: float((dy * _gelu(v)).sum()), x)},
+                  "dx = dy (Phi(x) + x phi(x))", "my_gelu_backward(dy, x) -> dx")
+
+
+# ------------------------------------------------------------------------------------------
+# 11.5  a linear line y = x W + b, backwards
+# ------------------------------------------------------------------------------------------
+
+
+def _linear_case():
+    rng = _rng(3)
+    return [rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 3, 5)), rng.normal(size=(5, 4))]  # dy, x, W
+
+
+def _linear_ref(dy, x, W):
+    return backward.linear_backward(dy, x, W, np)
+
+
+def _linear_flat(o):
+    dx, dW, db = o
+    return {"db": db, "dW": dW, "dx": dx}
+
+
+def _linear_mistakes(**context):
+    def transposed(dy, x, W):
+        dx, dW, db = _linear_ref(dy, x, W)
+        return dx, dW.T, db
+
+    def averaged(dy, x, W):
+        dx, dW, db = _linear_ref(dy, x, W)
+        return dx, dW, db / (dy.shape[0] * dy.shape[1])
+
+    def first_only(dy, x, W):
+        dx, dW, db = _linear_ref(dy, x, W)
+        return dx, x[0].T @ dy[0], dy[0].sum(0)
+
+    return {"dW is transposed: it must have W's shape [k, m], input rows by output columns": transposed,
+            "db is averaged over the rows: d loss / d y already holds the loss's 1/N, so the rows' gradients add up":
+                averaged,
+            "dW and db hold the first example only: a weight is used by every token of every example, so every one "
+            "of them adds to its gradient": first_only}
+
+
+@exercise("11.5", hint=("y = x W + b touches W once per token (of every example) and b once per token: each use adds "
+                        "a term to the gradient. Shapes: dx like x, dW like W [k, m], db like b [m]",
+                        "with x and dy flattened to rows ([tokens, k] and [tokens, m]), which product of ___.T and "
+                        "___ has W's shape? and which weight does dy meet on its way back to x?"),
+          mistakes=_linear_mistakes)
+def _(answer):
+    dy, x, W = _linear_case()
+    return _judge(answer, [dy, x, W], _linear_flat, _linear_ref, _linear_mistakes(),
+                  {"dW": (lambda w: float((dy * (x @ w)).sum()), W), "dx": (lambda v: float((dy * (v @ W)).sum()), x)},
+                  "dx = dy W^T, dW = x^T dy, db = sum of dy over the rows (x, dy flattened to rows)",
+                  "my_linear_backward(dy, x, W) -> (dx, dW, db)")
+
+
+# ------------------------------------------------------------------------------------------
 # 11.6  the masked-LM head, backwards (from d loss / d logits to d Z at the chosen rows)
 # ------------------------------------------------------------------------------------------
 
@@ -354,7 +355,8 @@ SMALL = BertConfig(vocab_size=11, hidden_size=8, num_layers=1, num_heads=2, ffn_
 def _head_case():
     rng = _rng(6)
     H, V = SMALL.hidden_size, SMALL.vocab_size
-    W = {"mlm.W_t": rng.normal(0, 0.5, (H, H)), "mlm.b_t": rng.normal(0, 0.5, H), "mlm.ln.gamma": rng.uniform(0.5, 2, H),
+    W = {"mlm.W_t": rng.normal(0, 0.5, (H, H)), "mlm.b_t": rng.normal(0, 0.5, H),
+         "mlm.ln.gamma": rng.uniform(0.5, 2, H),
          "mlm.ln.beta": rng.normal(0, 0.5, H), "mlm.bias": rng.normal(0, 0.5, V), "embed.W_T": rng.normal(0, 1, (V, H))}
     Z = rng.normal(size=(4, H))
     targets = np.array([1, 7, 7, 2])
@@ -371,7 +373,8 @@ def _head_flat(o):
 def _head_ref(dy, W, tape, Z, eps, *, ln_at="mlm.act", gelu_at="mlm.dense", gelu=True):
     g = {"mlm.bias": dy.sum(0)}
     dh = dy @ W["embed.W_T"]
-    dact, g["mlm.ln.gamma"], g["mlm.ln.beta"] = backward.layer_norm_backward(dh, tape[ln_at], W["mlm.ln.gamma"], eps, np)
+    dact, g["mlm.ln.gamma"], g["mlm.ln.beta"] = backward.layer_norm_backward(dh, tape[ln_at], W["mlm.ln.gamma"], eps,
+                                                                            np)
     ddense = backward.gelu_backward(dact, tape[gelu_at], np) if gelu else dact
     dZ, g["mlm.W_t"], g["mlm.b_t"] = backward.linear_backward(ddense, Z, W["mlm.W_t"], np)
     return dZ, g
@@ -491,7 +494,8 @@ def _attn_mistakes(**context):
                 lambda *a: _attn_ref(*a, mask=False),
             "dK is transposed the wrong way: key j's gradient collects column j of dE, every query's "
             "look at key j": lambda *a: _attn_ref(*a, dK_t=False),
-            "dV sums over the wrong index of the map: value row j reaches every query i through A[i, j]": lambda *a: _attn_ref(*a, dV_t=False)}
+            "dV sums over the wrong index of the map: value row j reaches every query i through A[i, j]":
+                lambda *a: _attn_ref(*a, dV_t=False)}
 
 
 def _attn_loss(dC, Q, K, V, M):
@@ -499,7 +503,8 @@ def _attn_loss(dC, Q, K, V, M):
     return float((dC * (_softmax(Q * s @ np.swapaxes(K, -1, -2) + M) @ V)).sum())
 
 
-@exercise("11.8", hint=("run the forward's lines backwards: C = A V gives dA and dV; A = softmax(E) gives dE (your 11.7); E = Q K^T / sqrt(d_k) + M gives dQ and dK. Recompute A first, as the forward did",
+@exercise("11.8", hint=("run the forward's lines backwards: C = A V gives dA and dV; A = softmax(E) gives dE (your "
+                        "11.7); E = Q K^T / sqrt(d_k) + M gives dQ and dK. Recompute A first, as the forward did",
                         "E[i, j] = q_i . k_j / sqrt(d_k): which entries of dE does q_i get a gradient from, and "
                         "which does k_j? what factor do both carry?"), mistakes=_attn_mistakes)
 def _(answer):
@@ -508,7 +513,8 @@ def _(answer):
                   {"dQ": (lambda q: _attn_loss(dC, q, K, V, M), Q), "dK": (lambda k: _attn_loss(dC, Q, k, V, M), K),
                    "dV": (lambda v: _attn_loss(dC, Q, K, v, M), V)},
                   "A = softmax(Q K^T / sqrt(d_k) + M); dA = dC V^T; dV = A^T dC; dE = A * (dA - rowsum(dA * A)); "
-                  "dQ = dE K / sqrt(d_k); dK = dE^T Q / sqrt(d_k)", "my_attention_backward(dC, Q, K, V, M) -> (dQ, dK, dV)")
+                  "dQ = dE K / sqrt(d_k); dK = dE^T Q / sqrt(d_k)",
+                  "my_attention_backward(dC, Q, K, V, M) -> (dQ, dK, dV)")
 
 
 # ------------------------------------------------------------------------------------------
@@ -571,11 +577,13 @@ def _layer_ref(dy, W, tape, Z, M, n_h, eps, *, ffn_resid=True, attn_resid=True, 
 
 
 def _layer_mistakes(**context):
-    return {"you forgot the feed-forward residual's second path: Z-bar reaches the output straight (Z-bar + FFN(Z-bar)) "
-            "as well as through the FFN, so its gradient is the sum of both": lambda *a: _layer_ref(*a, ffn_resid=False),
+    return {"you forgot the feed-forward residual's second path: Z-bar reaches the output straight "
+            "(Z-bar + FFN(Z-bar)) as well as through the FFN, so its gradient is the sum of both":
+                lambda *a: _layer_ref(*a, ffn_resid=False),
             "you forgot the attention residual's second path: Z_(l-1) reaches attn.resid straight as well as through "
             "Q, K and V": lambda *a: _layer_ref(*a, attn_resid=False),
-            "you cut the heads apart with a plain reshape: the forward merged [n_h, n, d_k] into [n, H] with a transpose, "
+            "you cut the heads apart with a plain reshape: the forward merged [n_h, n, d_k] into [n, H] with a "
+            "transpose, "
             "so undoing it needs the transpose too (engine.split_heads)": lambda *a: _layer_ref(*a, plain=True),
             "the up-projection's backward read the layer's input Z_(l-1): the FFN reads Z-bar, attn.ln":
                 lambda *a: _layer_ref(*a, up_reads="attn.resid")}
@@ -585,7 +593,8 @@ def _layer_loss(dy, W, Z, M):
     return float((dy * engine.encoder_layer(W, Z, M, SMALL, NullRecorder(np), np)).sum())
 
 
-@exercise("11.9", hint=("the layer's lines bottom-up, from d Z_l: the FFN's LayerNorm, its residual, W^down, GELU, W^up; "
+@exercise("11.9", hint=("the layer's lines bottom-up, from d Z_l: the FFN's LayerNorm, its residual, W^down, GELU, "
+                        "W^up; "
                         "then attention's LayerNorm, its residual, W^O, the heads cut apart again, your 11.8, and the "
                         "three projections Q, K, V, which all read Z_(l-1)",
                         "a value that several lines read (Z-bar; Z_(l-1)) gets a gradient from each of them: how "
@@ -609,7 +618,8 @@ def _(answer, *, real):
     worst = max(float(np.abs(np.asarray(got[k]) - want[k]).max() / max(1.0, np.abs(want[k]).max())) for k in want)
     if worst > 1e-6:
         return False, f"right on the small layer, but on the real sentence a gradient differs by {worst:.2g}"
-    return True, f"{detail}; on the real sentence every gradient equals backward.encoder_layer_backward's within {worst:.0e}"
+    return True, (f"{detail}; on the real sentence every gradient equals backward.encoder_layer_backward's within "
+                  f"{worst:.0e}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -660,7 +670,8 @@ def _adam_mistakes(**context):
 @exercise("11.10", hint=("Adam keeps two running averages per number, of the gradient (m) and of its square (v), "
                          "and steps by the first over the square root of the second; both averages start at 0",
                          "m and v start at 0: after the first step, how far below the gradient's size is m, and "
-                         "what undoes that at every t? where does ADAM_EPS keep the division safe?"), mistakes=_adam_mistakes)
+                         "what undoes that at every t? where does ADAM_EPS keep the division safe?"),
+          mistakes=_adam_mistakes)
 def _(answer):
     p, grads, lr = _adam_case()
     if not callable(answer):

@@ -41,7 +41,8 @@ def my_head_backward(dy, W, tape, Z, eps):
     """d loss / d logits [N, V] -> (d Z [N, H], the head's gradients); tape[key] holds the head's lines."""
     grads = {"mlm.bias": dy.sum(axis=0)}
     dh = dy @ W["embed.W_T"]  # logits = h W_T^T + b: back through the tied decoder
-    dact, grads["mlm.ln.gamma"], grads["mlm.ln.beta"] = my_layer_norm_backward(dh, tape["mlm.act"], W["mlm.ln.gamma"], eps)
+    dact, grads["mlm.ln.gamma"], grads["mlm.ln.beta"] = my_layer_norm_backward(dh, tape["mlm.act"], W["mlm.ln.gamma"],
+                                                                               eps)
     ddense = my_gelu_backward(dact, tape["mlm.dense"])
     dZ, grads["mlm.W_t"], grads["mlm.b_t"] = my_linear_backward(ddense, Z, W["mlm.W_t"])
     return dZ, grads
@@ -74,13 +75,15 @@ def my_layer_backward(dy, W, tape, Z, M, n_h, eps):
     dZ_bar, g["ffn.W_up"], g["ffn.b_up"] = my_linear_backward(dup, tape["attn.ln"], W["ffn.W_up"])
     dZ_bar = dZ_bar + dres  # the residual's second path
     # attention half: attn.ln = LayerNorm(Z + concat W_O + b_O)
-    dres, g["attn.ln.gamma"], g["attn.ln.beta"] = my_layer_norm_backward(dZ_bar, tape["attn.resid"], W["attn.ln.gamma"], eps)
+    dres, g["attn.ln.gamma"], g["attn.ln.beta"] = my_layer_norm_backward(dZ_bar, tape["attn.resid"],
+                                                                         W["attn.ln.gamma"], eps)
     dconcat, g["attn.W_O"], g["attn.b_O"] = my_linear_backward(dres, tape["attn.concat"], W["attn.W_O"])
     dC = engine.split_heads(dconcat, n_h, np)  # undoes merge_heads
     dQ, dK, dV = my_attention_backward(dC, tape["attn.q"], tape["attn.k"], tape["attn.v"], M)
     dZ = dres  # the residual's second path
     for name, d in (("Q", dQ), ("K", dK), ("V", dV)):
-        dpart, g[f"attn.W_{name}"], g[f"attn.b_{name}"] = my_linear_backward(engine.merge_heads(d, np), Z, W[f"attn.W_{name}"])
+        dpart, g[f"attn.W_{name}"], g[f"attn.b_{name}"] = my_linear_backward(engine.merge_heads(d, np), Z,
+                                                                             W[f"attn.W_{name}"])
         dZ = dZ + dpart
     return dZ, g
 
