@@ -1,0 +1,114 @@
+"""A small masked task whose rule a person can see, for training a small BERT from scratch (lesson 11).
+
+The mirror task: a "sentence" is `half` random letters followed by the same letters in reverse order,
+between [CLS] and [SEP]:
+
+    [CLS] c a f b | b f a c [SEP]      (no bar: the second half starts at position half + 1)
+
+One letter is replaced by [MASK]; the answer is the letter at the mirror position, which the model can
+see. Position i (1 .. 2 half) mirrors position 2 half + 1 - i, so a head whose map is the anti-diagonal
+solves it: the [MASK] row looks at its mirror and copies the letter there. Chance is 1 / letters.
+
+The vocabulary is the four special pieces and the letters, so a model for it is `bv.load("random",
+config=task.config(...))` (the small vocabulary has no WordPiece tokenizer: trace it with `trace_ids`,
+passing `tokens=task.tokens(ids)`). Sentences come out as `mlm.Masked` records and batches as
+`mlm.Batch`, so `mlm.loss_and_grads` and `backward.*` train on them as on MiniLM's text.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import mlm
+
+SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..3: the ids BertConfig and the engine expect for [PAD]
+PAD, CLS, SEP, MASK = range(4)
+
+
+@dataclass(frozen=True)
+class MirrorTask:
+    """The mirror task: `half` letters, then the same letters reversed; one letter hidden by [MASK]."""
+
+    half: int = 8  # letters before the mirror: a sentence is 2 half + 2 pieces with [CLS] and [SEP]
+    letters: int = 16  # distinct letters, 'a', 'b', ...: chance is 1 / letters
+
+    def __post_init__(self):
+        if not (isinstance(self.half, int) and self.half >= 1):
+            raise ValueError(f"MirrorTask(half={self.half!r}): give a whole number of letters, 1 or more")
+        if not (isinstance(self.letters, int) and 2 <= self.letters <= 26):
+            raise ValueError(f"MirrorTask(letters={self.letters!r}): give 2 to 26 distinct letters")
+
+    @property
+    def length(self) -> int:
+        """Pieces per sentence, [CLS] and [SEP] included."""
+        return 2 * self.half + 2
+
+    @property
+    def vocab(self) -> tuple[str, ...]:
+        """Every piece by id: the four special pieces, then the letters."""
+        return SPECIALS + tuple(string.ascii_lowercase[:self.letters])
+
+    def tokens(self, ids) -> list[str]:
+        """The pieces of a sentence's ids (for trace_ids(..., tokens=))."""
+        return [self.vocab[int(i)] for i in ids]
+
+    def mirror(self, position: int) -> int:
+        """The position a letter's copy sits at: i <-> 2 half + 1 - i."""
+        if not 1 <= position <= 2 * self.half:
+            raise ValueError(f"position {position} holds no letter: letters sit at 1 .. {2 * self.half}")
+        return 2 * self.half + 1 - position
+
+    def config(self, *, hidden: int = 64, heads: int = 4, layers: int = 2) -> dict:
+        """The changes to BERT-base's config for a small BERT on this task (for bv.load('random', config=))."""
+        return {"vocab_size": len(self.vocab), "hidden_size": hidden, "num_heads": heads, "num_layers": layers,
+                "ffn_size": 4 * hidden, "max_positions": self.length, "type_vocab_size": 1}
+
+    def sample(self, count: int, rng) -> list:
+        """`count` sentences, each with one letter hidden by [MASK]: a list of mlm.Masked (rng: numpy's Generator)."""
+        out = []
+        for _ in range(count):
+            first = [len(SPECIALS) + int(x) for x in rng.integers(0, self.letters, self.half)]
+            ids = [CLS] + first + first[::-1] + [SEP]
+            p = int(rng.integers(1, 2 * self.half + 1))
+            masked = list(ids)
+            masked[p] = MASK
+            out.append(mlm.Masked(masked, [p], [ids[p]], ["mask"]))
+        return out
+
+    def batch(self, model, masked: list) -> mlm.Batch:
+        """The sentences as one training batch for every layer of `model` (first = 0: the embeddings are the
+        input the layers train on; they, and the tied decoder W_T, stay as initialised)."""
+        xp = model.xp
+        ids = np.array([m.ids for m in masked], dtype=np.int64)  # [B, n]: every sentence is `length` long
+        if ids.shape[1:] != (self.length,):
+            raise ValueError(f"the sentences are {ids.shape[1:]} long, the task's are {self.length}")
+        mask = np.ones(ids.shape, dtype=np.int64)
+        Z = mlm.frozen_layers(model, xp.asarray(ids), xp.asarray(mask), 0)  # [B, n, H]
+        rows = np.array([b * self.length + p for b, m in enumerate(masked) for p in m.positions], dtype=np.int64)
+        targets = np.array([t for m in masked for t in m.targets], dtype=np.int64)
+        return mlm.Batch(Z, xp.asarray(mask), xp.asarray(rows), xp.asarray(targets), 0)
+
+
+def accuracy(params: dict, frozen: dict, batch: mlm.Batch, c, xp) -> float:
+    """The share of the batch's hidden letters whose highest logit is the right letter."""
+    ranks, _ = mlm.ranks_and_losses(params, frozen, [batch], c, xp)
+    return float(xp.mean(xp.astype(ranks == 0, xp.float64)))
+
+
+def fit(params: dict, step, steps: int, rng, *, minibatch, grad_fn, heldout, every: int):
+    """A plain training loop: `steps` times, a fresh minibatch(rng), its loss and gradients
+    grad_fn(params, batch) -> (loss, grads), then params = step(params, grads) (SGD, Adam: any rule).
+    Every `every` steps (and after the last) a row (step, mean training loss since the last row,
+    heldout(params)) goes on the curve. Returns (params, curve)."""
+    curve, losses = [], []
+    for s in range(1, steps + 1):
+        loss, grads = grad_fn(params, minibatch(rng))
+        params = step(params, grads)
+        losses.append(float(loss))
+        if s % every == 0 or s == steps:
+            curve.append((s, sum(losses) / len(losses), heldout(params)))
+            losses = []
+    return params, curve

@@ -1,0 +1,90 @@
+"""The mirror task (bertviz_lite.tasks): its sentences follow the rule, its batches feed mlm's training step,
+the loop records what it says, and a small BERT trained on it learns the rule (slow)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bertviz_lite as bv
+from bertviz_lite import mlm, tasks
+
+
+def test_sentences_follow_the_mirror_rule():
+    task = tasks.MirrorTask(half=5, letters=7)
+    for m in task.sample(50, np.random.default_rng(0)):
+        assert len(m.ids) == task.length == 12 and m.ids[0] == tasks.CLS and m.ids[-1] == tasks.SEP
+        (p,), (t,) = m.positions, m.targets
+        assert m.ids[p] == tasks.MASK and m.ids.count(tasks.MASK) == 1
+        assert m.ids[task.mirror(p)] == t  # the answer is in plain sight, at the mirror position
+        letters = [m.ids[i] if i != p else t for i in range(1, 11)]
+        assert letters == letters[::-1] and all(4 <= i < 4 + 7 for i in letters)
+    assert task.tokens([1, 4, 5, 3, 2]) == ["[CLS]", "a", "b", "[MASK]", "[SEP]"]
+
+
+def test_sampling_is_seeded():
+    task = tasks.MirrorTask()
+    a, b = (task.sample(5, np.random.default_rng(3)) for _ in range(2))
+    assert a == b and a != task.sample(5, np.random.default_rng(4))
+
+
+def test_bad_task_sizes_and_positions_are_refused():
+    with pytest.raises(ValueError, match="half"):
+        tasks.MirrorTask(half=0)
+    with pytest.raises(ValueError, match="letters"):
+        tasks.MirrorTask(letters=40)
+    with pytest.raises(ValueError, match="holds no letter"):
+        tasks.MirrorTask(half=3).mirror(0)
+
+
+def small_model(task, seed=0):
+    return bv.load("random", config=task.config(hidden=16, heads=2, layers=2), mlm=True, seed=seed, backend="numpy")
+
+
+def test_a_batch_is_what_mlm_trains_on():
+    task = tasks.MirrorTask(half=3, letters=5)
+    model = small_model(task)
+    masked = task.sample(4, np.random.default_rng(1))
+    b = task.batch(model, masked)
+    assert b.Z.shape == (4, task.length, 16) and b.first == 0
+    assert [int(r) for r in b.rows] == [i * task.length + m.positions[0] for i, m in enumerate(masked)]
+    params = {k: v for k, v in model.weights.items() if k.startswith("layer.") or k in bv.weights.MLM_LEARNED}
+    loss, grads = mlm.loss_and_grads(params, {"embed.W_T": model.weights["embed.W_T"]}, b, model.config, np)
+    assert np.isfinite(loss) and set(grads) == set(params)
+    # the logits at the chosen rows are the model's own at those positions
+    tr = model.trace_ids(masked[0].ids, tokens=task.tokens(masked[0].ids), keep=["mlm.logits"])
+    logits, _ = mlm.forward({**model.weights}, b, model.config, np)
+    assert np.allclose(logits[0], tr["mlm.logits"][masked[0].positions[0]], atol=1e-5)
+    with pytest.raises(ValueError, match="long"):
+        tasks.MirrorTask(half=4, letters=5).batch(model, masked)
+
+
+def test_fit_steps_and_records():
+    seen = []
+
+    def grad_fn(params, batch):
+        seen.append(batch)
+        return float(params["x"]) ** 2, {"x": 2 * params["x"]}
+
+    params, curve = tasks.fit({"x": np.array(3.0)}, lambda p, g: {"x": p["x"] - 0.25 * g["x"]}, 5,
+                              np.random.default_rng(0), minibatch=lambda rng: float(rng.random()), grad_fn=grad_fn,
+                              heldout=lambda p: float(p["x"]), every=2)
+    assert float(params["x"]) == 3.0 * 0.5 ** 5 and len(set(seen)) == 5  # a fresh minibatch each step
+    assert [r[0] for r in curve] == [2, 4, 5]
+    assert curve[0][1] == (9 + 2.25) / 2 and curve[-1][2] == float(params["x"])
+
+
+@pytest.mark.slow
+def test_a_small_bert_learns_the_mirror():
+    task = tasks.MirrorTask(half=6, letters=16)
+    model = bv.load("random", config=task.config(hidden=64, heads=4, layers=2), mlm=True, seed=0, backend="numpy")
+    c = model.config
+    params = {k: v for k, v in model.weights.items() if k.startswith("layer.") or k in bv.weights.MLM_LEARNED}
+    frozen = {"embed.W_T": model.weights["embed.W_T"]}
+    test = task.batch(model, task.sample(300, np.random.default_rng(1)))
+    opt = mlm.Adam(params, np)
+    before = tasks.accuracy(params, frozen, test, c, np)
+    params, _ = tasks.fit(params, lambda p, g: opt.step(p, g, 3e-3), 300, np.random.default_rng(0),
+                          minibatch=lambda rng: task.batch(model, task.sample(64, rng)),
+                          grad_fn=lambda p, b: mlm.loss_and_grads(p, frozen, b, c, np),
+                          heldout=lambda p: None, every=100)
+    assert before < 0.2 and tasks.accuracy(params, frozen, test, c, np) >= 0.95
