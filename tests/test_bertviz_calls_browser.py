@@ -58,7 +58,7 @@ def wait_head(page, check: str):
 
 def test_head_view_of_bertvizs_readme_call(browser, tmp_path):
     att = [GradTensor(a) for a in attentions(layers=3, heads=4)]
-    w = bv.views.head_view(att, TOKENS, sentence_b_start=6)  # bertviz's call, with a pair
+    w = bv.explore(att, tokens=TOKENS, sentence_b_start=6, tab="head")  # what head_view(att, TOKENS, 6) shows
     page, errors = open_widget(browser, w, tmp_path, "head")
     try:
         wait_head(page, "s.bvl.heads.length === 4")
@@ -105,7 +105,7 @@ def test_head_view_of_bertvizs_readme_call(browser, tmp_path):
 
 def test_model_view_of_bertvizs_readme_call(browser, tmp_path):
     att = [GradTensor(a) for a in attentions(layers=3, heads=4)]
-    w = bv.views.model_view(att, TOKENS, sentence_b_start=6)
+    w = bv.explore(att, tokens=TOKENS, sentence_b_start=6, tab="model")  # what model_view(...) shows
     page, errors = open_widget(browser, w, tmp_path, "model")
     try:
         page.wait_for_function(f"() => document.querySelector(\"{MODEL}\")?.fig !== undefined", timeout=20_000)

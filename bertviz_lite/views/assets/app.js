@@ -258,6 +258,15 @@ function expand(panels) {
   }
   return out;
 }
+// bertviz's include_layers / include_heads: the model view keeps those rows and columns of its grid
+function onlyShown(fig, layers, heads) {
+  if (!layers && !heads) return fig;
+  const keep = (x, list) => !list || list.includes(x);
+  const panels = fig.panels.filter((p) => !p.meta || (keep(p.meta.layer, layers) && keep(p.meta.head, heads)))
+    .map((p) => (p.meta ? { ...p, at: [layers ? layers.indexOf(p.meta.layer) : p.at[0], heads ? heads.indexOf(p.meta.head) : p.at[1], p.at[2], p.at[3]] } : p));
+  const rows = layers || range(fig.grid[0]), cols = heads || range(fig.grid[1]);
+  return { ...fig, panels, grid: [rows.length, cols.length], row_titles: fig.row_titles && rows.map((r) => fig.row_titles[r]), col_titles: fig.col_titles && cols.map((c) => fig.col_titles[c]) };
+}
 function resolve(lay, vd, sel) {
   const words = { layer: sel.layer, head: sel.head, query: sel.query, key: sel.key || "", pair: sel.pair_filter === "all" ? "" : ` [${sel.pair_filter}]`,
     query_label: vd.labels && vd.labels[sel.query] !== undefined ? vd.labels[sel.query] : String(sel.query) };
@@ -436,7 +445,7 @@ function render({ model, el: host }) {
   const waiting = new Map(); // request key -> {resolve, reject, promise}
   let cacheBytes = 0, waitTimer = null, nextId = 1;
 
-  const root = el("div", { class: "bvl-x" });
+  const root = el("div", { class: info.mode ? `bvl-x bvl-mode-${info.mode}` : "bvl-x" }); // bertviz's display_mode
   const short = info.title.length > 140 ? info.title.slice(0, 139) + "\u2026" : info.title;
   const header = el("div", { class: "bvl-x-header", title: info.title }, [el("b", { text: short }),
     el("span", { text: `  ${n} tokens${info.n_total > n ? ` (+${info.n_total - n} [PAD] not shown)` : ""}, ` +
@@ -518,13 +527,13 @@ function render({ model, el: host }) {
   const controls = (...kids) => el("div", { class: "bvl-x-controls" }, kids);
   function layerSelect(cls) {
     const s = el("select", { class: cls, "aria-label": "layer" });
-    options(s, range(info.layers));
+    options(s, info.layers_shown || range(info.layers));
     s.addEventListener("change", () => setSel({ layer: +s.value }));
     return s;
   }
   function headButtons(onpick, colours) {
     const box = el("div", { class: "bvl-heads", role: "group", "aria-label": "head" });
-    for (const h of range(info.heads)) {
+    for (const h of info.heads_shown || range(info.heads)) {
       const b = el("button", { class: "bvl-head", "data-head": String(h), text: String(h), onclick: () => onpick(h) });
       if (colours) b.style.setProperty("--bvl-head-colour", colours[h % colours.length]);
       box.appendChild(b);
@@ -550,7 +559,7 @@ function render({ model, el: host }) {
   const C = {}; // tab -> {controls: [nodes], sync(sel)}
   const onHeads = (box, on) => { for (const b of box.children) b.classList.toggle("bvl-on", on(+b.dataset.head)); };
   // the head view's chosen heads: every head at the start (bertviz's), or the model's "heads" when set
-  const allHeads = range(info.heads);
+  const allHeads = info.heads_shown || range(info.heads);
   const headsOf = () => { const h = model.get("heads"); return h && h.length ? [...h] : allHeads; };
   const sel = () => ({ outline: true, layer: model.get("layer"), head: model.get("head"), heads: headsOf(), query: model.get("query"), kind: model.get("kind"), key: model.get("key"), pair_filter: model.get("pair_filter") });
   function pairSelect(cls) { // the sentence-pair filter (one selection, shared by the tabs that have it)
@@ -567,10 +576,17 @@ function render({ model, el: host }) {
     head: () => { const hb = headButtons((h) => setSel({ head: h })); return { nodes: [headLabel(), hb], sync: (x) => onHeads(hb, (h) => h === x.head) }; },
     heads: () => { // click a head's box: add or remove it; double-click: that head alone (bertviz's)
       const hb = headButtons((h) => { const on = new Set(headsOf()); on.has(h) ? on.delete(h) : on.add(h); setHeads([...on].sort((a, b) => a - b)); }, info.colours);
-      for (const b of hb.children) { b.addEventListener("dblclick", () => setHeads([+b.dataset.head])); b.title = "click: add or remove this head; double-click: this head alone"; }
+      // double-click: that head alone, or every head when it was already alone (the heads before the clicks that
+      // came with the double-click, which toggled it twice)
+      let before = null;
+      for (const b of hb.children) {
+        b.addEventListener("mousedown", (ev) => { if (ev.detail <= 1) before = headsOf(); });
+        b.addEventListener("dblclick", () => { const h = +b.dataset.head, was = before || headsOf(); setHeads(was.length === 1 && was[0] === h ? allHeads : [h]); });
+        b.title = "click: add or remove this head; double-click: this head alone (again: every head)";
+      }
       return { nodes: [el("span", { class: "bvl-x-label", text: "heads" }), hb], sync: (x) => onHeads(hb, (h) => x.heads.includes(h)) };
     },
-    all_heads: () => { const all = el("button", { class: "bvl-all-heads", text: "all heads", onclick: () => setHeads(allHeads) }); return { nodes: [all], sync: (x) => { all.disabled = x.heads.length === info.heads; } }; },
+    all_heads: () => { const all = el("button", { class: "bvl-all-heads", text: "all heads", onclick: () => setHeads(allHeads) }); return { nodes: [all], sync: (x) => { all.disabled = x.heads.length === allHeads.length; } }; },
     kind: (tab, cls) => { const s = kindSelect(cls("kind")); return { nodes: info.kinds.length > 1 ? [lab("show ", s)] : [], sync: (x) => { s.value = x.kind; } }; },
     pair_filter: (tab, cls) => { const s = pairSelect(cls("pair")); return { nodes: info.has_pair ? [lab("sentences ", s)] : [], sync: (x) => { s.value = x.pair_filter; } }; },
     query: (tab, cls) => {
@@ -762,7 +778,7 @@ function render({ model, el: host }) {
     C[tab].sync(s, vd);
     if (!vd) { P[tab].title.textContent = `${info.titles[tab]}: loading\u2026`; later(view, args, () => model.get("tab") === tab && show()); return; }
     const t0 = performance.now();
-    const fig = resolve(vd.layouts[tab], vd, s);
+    const fig = tab === "model" ? onlyShown(resolve(vd.layouts[tab], vd, s), info.layers_shown, info.heads_shown) : resolve(vd.layouts[tab], vd, s);
     const p = drawPanels(tab, fig, s);
     const record = { layer: s.layer, head: s.head, query: s.query, kind: s.kind, pair: s.pair_filter, key: s.key, heads: [...s.heads] };
     const first = p.parts[0], main = first && first.canvas;
