@@ -139,3 +139,17 @@ def test_a_batch_of_two_is_refused_unless_an_example_is_named():  # issue 39 ite
         bv.views.model_view(att, TOKENS)
     second = bv.Trace.from_attentions(att, TOKENS, batch_index=1)
     np.testing.assert_array_equal(np.asarray(second.get("attn.probs", layer=0)), att[0][1])
+
+
+def test_the_all_heads_head_view_draws_the_strongest_weights_last_and_shares_the_faint_floor():  # item 7
+    from bertviz_lite.views import panels
+    rng = np.random.default_rng(2)
+    series = [dict(z=rng.random((5, 5)).astype(np.float32)) for _ in range(12)]
+    order = panels.line_order(series, 0.02)
+    weights = [w for w, *_ in order]
+    assert weights == sorted(weights) and len(order) == sum(int((s["z"] >= 0.02).sum()) for s in series)
+    assert order[-1][0] == max(float(s["z"].max()) for s in series)  # the strongest of any head is on top
+    a0, a1 = panels.LINE_ALPHA
+    assert panels.line_alpha(panels.LINE_ALPHA, 0.0, 12) == pytest.approx(a0 / 12)  # faint lines fade with 12 heads
+    assert panels.line_alpha(panels.LINE_ALPHA, 0.0, 1) == pytest.approx(a0)  # one head: as before
+    assert panels.line_alpha(panels.LINE_ALPHA, 1.0, 12) == pytest.approx(min(1.0, a0 / 12 + a1))

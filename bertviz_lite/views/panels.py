@@ -43,8 +43,25 @@ HEAD_COLOURS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100"
 PRIMITIVES = ("heatmap", "lines", "bars", "table")
 CELL_CHARS = 40  # a table cell wraps after this many characters (in the pictures)
 STACK_ABOVE = 60  # the compare view's three maps side by side up to this many tokens; above, one per line
-# the head view's line rule: a weight w >= min_weight is a line of opacity min(1, 0.1 + 0.9 w), width 0.5 + 3 w
+# the head view's line rule: a weight w >= min_weight is a line of opacity min(1, 0.1 / k + 0.9 w), width 0.5 + 3 w,
+# with k heads shown (the faint floor is shared among them, as bertviz divides by the heads shown), drawn weakest
+# first so that the strongest weights of any head are on top (line_alpha, line_order)
 LINE_ALPHA, LINE_WIDTH = (0.1, 0.9), (0.5, 3.0)
+
+
+def line_alpha(alpha, w, k: int):
+    """The head view's opacity of a line of weight w with k heads shown (LINE_ALPHA's rule)."""
+    a0, a1 = alpha
+    return np.minimum(1.0, a0 / max(1, k) + a1 * np.asarray(w))
+
+
+def line_order(series, min_weight: float):
+    """Every line of every head shown as (weight, series index, query, key), weakest first."""
+    out = []
+    for si, s in enumerate(series):
+        qi, ki = np.nonzero(np.asarray(s["z"]) >= min_weight)
+        out += [(float(s["z"][i, j]), si, int(i), int(j)) for i, j in zip(qi, ki)]
+    return sorted(out)
 # outline: mark the selected head where a view can (the model view); the explorer does, a picture only when asked
 SELECTION = dict(layer=0, head=0, heads=None, query=0, kind="probs", key=None, pair_filter="all", outline=False)
 WORDS = ("layer", "head", "query", "query_label", "pair", "key")

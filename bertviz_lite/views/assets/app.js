@@ -368,18 +368,23 @@ function Lines() {
       l.pick = (x, yy) => { const i = Math.floor((yy - top) / rowH); if (i < 0 || i >= N) return null; return x < W / 2 ? { side: "q", i } : { side: "k", i }; };
       const hov = l.hover, C = p.right.length, [a0, a1] = p.alpha, [w0, w1] = p.width;
       ctx.fillStyle = colour; ctx.textAlign = "center"; ctx.fillText(p.left_title, xl - 50, 10); ctx.fillText(p.right_title, xr + 50, 10);
-      for (const s of p.series) {
-        ctx.strokeStyle = s.colour;
+      // the layout's rule (panels.line_alpha, line_order; the plotly and PNG head views use it too): every head's
+      // lines weakest first, so the strongest weights of any head are on top; the faint floor shared by the k heads
+      const lines = [], k = p.series.length;
+      p.series.forEach((s, si) => {
         for (let i = 0; i < p.left.length; i++) {
           if (hov && hov.side === "q" && hov.i !== i) continue;
           for (let j = 0; j < C; j++) {
             if (hov && hov.side === "k" && hov.i !== j) continue;
             const w = s.z[i * C + j];
-            if (!(w >= p.min_weight)) continue; // the layout's rule (the plotly and PNG head views use it too)
-            ctx.globalAlpha = Math.min(1, a0 + a1 * w); ctx.lineWidth = w0 + w1 * w;
-            ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
+            if (w >= p.min_weight) lines.push([w, si, i, j]);
           }
         }
+      });
+      lines.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+      for (const [w, si, i, j] of lines) {
+        ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = Math.min(1, a0 / Math.max(1, k) + a1 * w); ctx.lineWidth = w0 + w1 * w;
+        ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
       }
       ctx.globalAlpha = 1;
       const label = (s) => (s.length > 22 ? s.slice(0, 21) + "\u2026" : s);
