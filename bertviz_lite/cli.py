@@ -295,10 +295,10 @@ def check_output(path: str | None, option: str, kind: str) -> None:
     if len(os.fsencode(name)) > longest:
         raise BertVizError(f"{option}: the file name is {len(os.fsencode(name))} bytes long; this file system takes "
                            f"at most {longest}: give a shorter name")
+    check_target(path, what=option, kind=kind)  # a folder, a device, a FIFO there: named as such
     if kind == ".html" and os.path.splitext(path)[1].lower() not in (".html", ".htm"):
         raise BertVizError(f"{option} writes an HTML page; {path!r} does not end in .html (give e.g. "
                            f"{os.path.splitext(path)[0] + '.html'!r})")
-    check_target(path, what=option, kind=kind)  # a folder, a device, a FIFO there: named as such
     if kind == ".png" and os.path.splitext(path)[1].lower() != ".png":
         raise BertVizError(f"{option} writes PNG images; {path!r} does not end in .png (give e.g. "
                            f"{os.path.splitext(path)[0] + '.png'!r}, or convert the PNG afterwards)")

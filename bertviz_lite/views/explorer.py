@@ -347,16 +347,16 @@ def _widget_class():
                                       title=f"bertviz-lite: {self.info['model']}", max_bytes=SAVED_PAGE_BYTES,
                                       state=shown, views=SAVED_LONG_TABS if long else None, note=note if long else "")
 
-            long = self.trace.n_real > SAVED_EVERY_TAB_UP_TO
-            page = build(long)
-            if len(page.encode()) > SAVED_PAGE_BYTES and not long:  # the cap holds: fewer tabs, said on the page
-                page = build(True)
-            size = len(page.encode())
-            if size > SAVED_PAGE_BYTES:  # saved_bundle keeps the PNG and says why
-                raise BertVizError(f"the saved page would take {size / 1e6:.1f} MB, over the "
-                                   f"{SAVED_PAGE_BYTES / 1e6:.0f} MB a notebook output may hold; the notebook keeps the "
-                                   "picture (bv.export_html(tr, 'page.html') writes every tab)")
-            return page
+            # build_page keeps the cap or refuses; every tab first (up to SAVED_EVERY_TAB_UP_TO tokens), then
+            # SAVED_LONG_TABS (said on the page), then none: saved_bundle keeps the PNG and says why
+            for long in ((False, True) if self.trace.n_real <= SAVED_EVERY_TAB_UP_TO else (True,)):
+                try:
+                    return build(long)
+                except BertVizError as e:
+                    refused = e
+            raise BertVizError(f"the saved page would be over the {SAVED_PAGE_BYTES / 1e6:.0f} MB a notebook output "
+                               f"may hold ({refused}); the notebook keeps the picture (bv.export_html(tr, 'page.html') "
+                               "writes every tab)")
 
         def saved_bundle(self) -> dict:
             """What a saved notebook keeps of the explorer (one output): the exported page in an iframe

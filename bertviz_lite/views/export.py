@@ -13,13 +13,16 @@ Size. A 512-token BERT-base trace holds 144 attention maps of 512 x 512 (37.7 M 
 (each view record's `priority`: `records.PAGE_ORDER`), and says on the page what it kept:
 1. always: every layer's maps (in full up to FULL_UP_TO tokens, else block means of SMALL_MAPS a side),
    the model view, every step (block means of at most STEP_ROWS x STEP_CELLS / STEP_ROWS cells
-   per head, uint8; statistics at full precision), the parameters, the compare view;
-2. full-resolution maps and the neuron view's q and k of the first and the last layer;
-3. q and k of the other layers (uint16 above FULL_UP_TO tokens, where the neuron view prints numbers computed
+   per head, uint8; statistics at full precision), the parameters;
+2. the compare view (with compare=), layer by layer: the first, the last, the middle, then the others;
+3. full-resolution maps and the neuron view's q and k of the first and the last layer;
+4. q and k of the other layers (uint16 above FULL_UP_TO tokens, where the neuron view prints numbers computed
    from them; up to FULL_UP_TO it prints the model's own scores and weights, which are the attention maps, and
    draws q and k as colours: uint8, the step-through's copy);
-4. full-resolution maps of the other layers;
-5. the one-token view, token by token.
+5. full-resolution maps of the other layers;
+6. the one-token view, token by token.
+max_bytes is a cap on the whole page: what did not fit is named on the page, and a page whose part that is
+always kept (1.) is over the cap is refused before anything is written, with its size.
 Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<= range / 508).
 """
 
@@ -141,10 +144,19 @@ def _attention(p: Payloads, budget, views) -> list[str]:
 
 
 def _compare(p: Payloads, budget, views) -> list[str]:
-    if p.trace_b is not None:
-        for layer in range(p.trace.num_layers):
-            p.add("compare", dict(layer=layer))
-    return []
+    """The compare view, layer by layer (layer_order) while the budget lasts (at 512 tokens one BERT-base
+    layer's A, B and difference take megabytes)."""
+    if p.trace_b is None or "compare" not in views:
+        return []
+    L, kept = p.trace.num_layers, []
+    for layer in layer_order(L):
+        if not p.add("compare", dict(layer=layer), budget):
+            break
+        kept.append(layer)
+    if not kept:
+        return ["compare view: no layer (one layer is over the size budget: a larger max_bytes, or fewer tokens)"]
+    return [f"compare view: {_layers(sorted(kept), L)}" + ("" if len(kept) == L else " (the other layers are over the "
+                                                              "size budget: a larger max_bytes, or fewer tokens)")]
 
 
 def _model(p: Payloads, budget, views) -> list[str]:
@@ -341,4 +353,10 @@ def build_page(trace, *, ledger=None, compare=None, title=None, max_bytes: int =
     start = dict(tab="attention", layer=0, head=0, heads=[], kind="probs", pair_filter="all",
                  key=data.stepper_steps(trace)[0], query=0)
     start.update(state or {})
-    return render_page(info, start, payloads, title, layouts)
+    page = render_page(info, start, payloads, title, layouts)
+    size = len(page.encode())
+    if size > max_bytes:  # the budget counts payloads before compression, so only the part always kept gets here
+        raise BertVizError(f"the page would take {size:,} bytes, over max_bytes={max_bytes:,}, with only the views "
+                           f"that are always kept (every layer's maps, the model view, every step) at {trace.n_real} "
+                           "tokens: pass a larger max_bytes, or fewer tokens")
+    return page

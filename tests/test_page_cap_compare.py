@@ -1,0 +1,45 @@
+"""max_bytes is a cap on every exported page, compare included (issue 39 item 8): the compare view is kept
+layer by layer while the budget lasts and the page says which layers it left out; a page whose always-kept
+part is over the cap is refused before anything is written."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import bertviz_lite as bv
+from bertviz_lite.views import export
+
+CONFIG = {"hidden_size": 96, "num_layers": 4, "num_heads": 6, "ffn_size": 192}
+
+
+@pytest.fixture(scope="module")
+def pair():
+    m = bv.load("random", seed=1, config=CONFIG)
+    text = " ".join(["the cat sat on a mat"] * 25)  # 152 tokens: above the 128 kept in full
+    return m.trace(text), m.trace(text, edits=bv.ablate(heads={1: [2]}))
+
+
+def note(page: str) -> str:
+    return json.loads(re.search(r'id="bvl-data">(.*?)</script>', page, re.S).group(1))["state"]["info"]["page_note"]
+
+
+def test_a_compare_page_stays_under_max_bytes_and_says_what_it_left_out(pair):
+    a, b = pair
+    whole = export.build_page(a, compare=b)  # the default 14 MB holds every layer of it
+    assert "compare view: every layer" in note(whole)
+    cap = len(whole.encode()) * 2 // 3
+    page = export.build_page(a, compare=b, max_bytes=cap)
+    assert len(page.encode()) <= cap
+    said = note(page)
+    assert re.search(r"compare view: (layers [\d, ]+|no layer) \(.*over the size budget", said), said
+
+
+def test_a_cap_below_what_is_always_kept_is_refused_before_writing(pair, tmp_path):
+    a, b = pair
+    target = tmp_path / "page.html"
+    with pytest.raises(bv.BertVizError, match=r"over max_bytes=200,000.*larger max_bytes, or fewer tokens"):
+        bv.export_html(a, target, compare=b, max_bytes=200_000, progress=False)
+    assert not target.exists()
