@@ -202,6 +202,9 @@ def _widget_class():
         key = t.Unicode("").tag(sync=True)
         query = t.Int(0).tag(sync=True)
         heads = t.List(t.Int()).tag(sync=True)  # the head view's heads; [] = every head (bertviz's start)
+        # the view data of the tab it opens on, in the widget's state (its arrays as binary buffers): the
+        # first picture needs no round trip to a kernel that may still be busy (first_view)
+        first = t.Dict().tag(sync=True)
 
         def __init__(self, trace: Trace, *, model=None, ledger=None, compare=None, tab="attention", layer=0, head=0,
                      kind="probs", pair_filter="all", key=None, query=0, pretty=True, include_layers=None,
@@ -263,6 +266,17 @@ def _widget_class():
             return [check_shown(self.trace.check_head(h), self.info.get("heads_shown"), "head")
                     for h in proposal["value"]]
 
+        def first_view(self) -> dict:
+            """The starting tab's view data as the front-end asks for it ({key, header, buffers}), for `first`."""
+            tab = self.tab
+            view = data.REQUESTS[tab][0]
+            args = data.request(tab, layer=self.layer, head=self.head, query=self.query, kind=self.kind,
+                                key=self.key)
+            with data.pretty_labels(self.pretty):
+                header, buffers = answer(self.trace, dict(view=view, args=args), trace_b=self.trace_b,
+                                         ledger=self.ledger)
+            return dict(key=header["request_key"], header=header, buffers=[bytes(b) for b in buffers])
+
         def view_data(self, tab: str | None = None) -> dict:
             """The view data of a tab at the current selection."""
             tab = check_tab(tab or self.tab, self.trace_b is not None)
@@ -300,7 +314,7 @@ def _widget_class():
             return (f"<bertviz-lite explorer: {self.trace.n_real} tokens, {self.trace.num_layers} layers x "
                     f"{self.trace.num_heads} heads; tab={self.tab!r} layer={self.layer} head={self.head}>")
 
-        def _repr_mimebundle_(self, **kwargs):
+        def _repr_mimebundle_(self, picture: bool = True, **kwargs):
             bundle = super()._repr_mimebundle_(**kwargs)
             out = bundle[0] if isinstance(bundle, tuple) else bundle
             tr = self.trace
@@ -311,10 +325,11 @@ def _widget_class():
                 "This is a Jupyter widget: it draws in JupyterLab 4, "
                 "Notebook 7 or VS Code with its kernel running; elsewhere use bv.explore(tr, static=True) or "
                 "bv.export_html(tr, 'page.html').".format(self.layer, self.head))
-            try:
-                out["image/png"] = base64.b64encode(fallback_png(tr, self.layer, self.head)).decode("ascii")
-            except ImportError:  # no matplotlib: the text alone
-                pass
+            if picture:
+                try:
+                    out["image/png"] = base64.b64encode(fallback_png(tr, self.layer, self.head)).decode("ascii")
+                except ImportError:  # no matplotlib: the text alone
+                    pass
             return bundle
 
         def state(self) -> dict:
@@ -390,11 +405,17 @@ def _widget_class():
             widget manager's placeholder for the widget output, and that line then sits under the
             page instead of above it."""
             from IPython.display import display
-            bundle = self._repr_mimebundle_()
+            import uuid
+            if not self.first:
+                self.first = self.first_view()  # drawn as soon as the widget output arrives
+            bundle = self._repr_mimebundle_(picture=False)  # the saved output carries the picture
             data_, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
-            data_.pop("image/png", None)
-            display(self.saved_bundle(), raw=True)
+            # the saved output's place first, then the widget, then what the saved output holds: the page and
+            # its PNG take a second or more to build, and the widget draws meanwhile (first picture)
+            place = uuid.uuid4().hex
+            display({"text/plain": ""}, raw=True, display_id=place)
             display(data_, metadata=meta, raw=True)
+            display(self.saved_bundle(), raw=True, display_id=place, update=True)
 
     Explorer.__qualname__ = "Explorer"
     _EXPLORER = Explorer

@@ -809,6 +809,10 @@ function render({ model, el: host }) {
     try { drawTab(C[tab] ? tab : "attention"); } catch (e) { fail(e); }
   }
   for (const name of STATE) model.on(`change:${name}`, show);
+  // the starting tab's view data, in the widget's state (Explorer.first_view): the first picture needs no round
+  // trip to the kernel, which may still be building the saved page
+  const first = model.get("first");
+  if (first && first.header) onMessage({ ...first.header, type: "view", request_key: first.key }, first.buffers);
   show();
   // canvas labels take the theme's ink when drawn: redraw at once when JupyterLab's theme (or the
   // system's colour scheme) changes
