@@ -43,3 +43,19 @@ def test_a_cap_below_what_is_always_kept_is_refused_before_writing(pair, tmp_pat
     with pytest.raises(bv.BertVizError, match=r"over max_bytes=200,000.*larger max_bytes, or fewer tokens"):
         bv.export_html(a, target, compare=b, max_bytes=200_000, progress=False)
     assert not target.exists()
+
+
+def test_a_buffer_two_views_share_is_counted_once_in_the_budget():
+    # the neuron view's weights are the attention maps (codec.pack_page stores them once): the budget counted
+    # them again, so a saved page at 100-128 tokens kept the neuron view of one layer or none
+    from bertviz_lite.views import export as ex
+    a = bv.load("random", seed=1, config=CONFIG).trace("the cat sat on the mat because it was warm")
+    alone = ex.Payloads(a, None, None)
+    assert alone.add("neuron", dict(layer=0))
+    after = ex.Payloads(a, None, None)
+    after.add("attention", dict(layer=0, kind="probs"))
+    before = after.size
+    assert after.add("neuron", dict(layer=0))
+    shared = set(alone.items['neuron|{"layer":0}']["data"]) & set(after.items['attention|{"kind":"probs","layer":0}']["data"])
+    assert shared  # up to 128 tokens the neuron view carries the attention maps as its weights
+    assert alone.size - (after.size - before) == sum(len(d) for d in shared)

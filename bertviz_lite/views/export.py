@@ -67,6 +67,9 @@ class Payloads:
         self.layouts: dict[str, dict] = {}
         self._layout_ids: dict[str, str] = {}
         self.size = 0
+        # buffers already counted: a view that carries another's arrays (the neuron view's scores and weights are
+        # the attention maps) adds only what is new, as codec.pack_page stores a shared buffer once
+        self.counted: set[str] = set()
         self.small = trace.n_real > FULL_UP_TO  # above, maps travel as block means (and steps do)
         self.maps_dtype = "u1" if self.small else "u2"
 
@@ -93,10 +96,12 @@ class Payloads:
         new = layouts not in self._layout_ids
         lid = self._layout_ids.get(layouts, f"L{len(self._layout_ids)}")
         payload["header"]["layouts"] = lid
-        size = len(codec.to_json(payload)) + len(key) + 8 + (len(layouts) + len(lid) + 6 if new else 0)
+        shared = sum(len(d) for d in set(payload["data"]) & self.counted)
+        size = len(codec.to_json(payload)) - shared + len(key) + 8 + (len(layouts) + len(lid) + 6 if new else 0)
         old = len(codec.to_json(self.items[key])) if key in self.items else 0
         if budget is not None and self.size - old + size > budget:
             return False
+        self.counted.update(payload["data"])
         if new:
             self._layout_ids[layouts] = lid
             self.layouts[lid] = layout
