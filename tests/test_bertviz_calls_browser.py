@@ -82,6 +82,10 @@ def test_head_view_of_bertvizs_readme_call(browser, tmp_path):
         boxes.nth(2).dblclick()
         wait_head(page, "s.bvl.heads.join() === '2'")
         assert "bvl-on" not in boxes.nth(0).get_attribute("class")
+        boxes.nth(2).dblclick()  # double-click on the head shown alone: every head again (bertviz's)
+        wait_head(page, "s.bvl.heads.length === 4")
+        boxes.nth(2).dblclick()
+        wait_head(page, "s.bvl.heads.join() === '2'")
         page.click(f"{HEAD} .bvl-all-heads")
         wait_head(page, "s.bvl.heads.length === 4")
         # hovering a token draws only its lines (the canvas changes, and back when the mouse leaves)
@@ -120,6 +124,13 @@ def test_model_view_of_bertvizs_readme_call(browser, tmp_path):
         page.locator(f"{MODEL} canvas.bvl-thumb[data-layer='2'][data-head='1']").click()
         page.wait_for_function("() => { const b = document.querySelector('.bvl-attn-heat')?.bvl; "
                                "return b && b.layer === 2 && b.head === 1; }", timeout=20_000)
+        # bertviz's line thumbnails: a click enlarges one in place (the tab stays the model view)
+        page.click(".bvl-x-tab[data-tab='model']")
+        page.select_option(f"{MODEL} select.bvl-model-thumbs", "lines")
+        page.wait_for_function(f"() => document.querySelectorAll(\"{MODEL} canvas.bvl-thumb-lines\").length === 12")
+        page.locator(f"{MODEL} canvas.bvl-thumb[data-layer='1'][data-head='2']").click()
+        page.wait_for_function(f"() => document.querySelector(\"{MODEL} canvas.bvl-thumb-big\")?.dataset.head === '2'")
+        assert page.evaluate("() => document.querySelector('.bvl-x').dataset.tab") == "model"
         # attention alone: no neuron view, no step-through, no parameters tab
         tabs = page.evaluate("() => [...document.querySelectorAll('.bvl-x-tab')].map(b => b.dataset.tab)")
         assert tabs == ["attention", "model", "head", "token"]

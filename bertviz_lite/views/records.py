@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # the selection widgets a tab can show, in the order the front-end draws them
-CONTROLS = ("layer", "head", "heads", "all_heads", "kind", "pair_filter", "query", "key", "step_head")
+CONTROLS = ("layer", "head", "heads", "all_heads", "kind", "pair_filter", "query", "key", "step_head", "thumbs")
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ RECORDS = (
     ViewRecord("attention", "attention", "attention", "attention_layout", request=("layer", "kind"),
                meta=("layer", "head", "kind", "pair_filter"), controls=("layer", "head", "kind", "pair_filter")),
     ViewRecord("model", "model view", "model", "model_layout", request=("kind",), meta=("kind", "pair_filter"),
-               controls=("kind", "pair_filter")),
+               controls=("kind", "pair_filter", "thumbs")),  # thumbs: maps, or bertviz's lines
     ViewRecord("head", "head view", "head", "head_layout", request=("layer",), fixed={"kind": "probs"},
                meta=("layer", "heads", "pair_filter"), controls=("layer", "heads", "all_heads", "pair_filter"),
                data_from="attention", priority=None),

@@ -79,6 +79,24 @@ function decode(header, buffers) {
 }
 
 // ---------------------------------------------------------------- painting
+// a model view thumbnail as bertviz draws it: a line from each query (left) to each key (right), opacity its weight
+// within the panel's limits, in the layer's colour; size: CSS pixels a side
+function paintLines(canvas, values, R, C, clim, colour, size) {
+  const dpr = window.devicePixelRatio || 1, [lo, hi] = clim, k = 1 / ((hi - lo) || 1);
+  canvas.width = canvas.height = Math.round(size * dpr);
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, size, size);
+  ctx.strokeStyle = colour; ctx.lineWidth = size > 120 ? 1.5 : 1;
+  const xl = size * 0.12, xr = size * 0.88, yl = (i) => size * (i + 0.5) / R, yr = (j) => size * (j + 0.5) / C;
+  for (let i = 0; i < R; i++) for (let j = 0; j < C; j++) {
+    const a = (values[i * C + j] - lo) * k;
+    if (!(a >= 0.04)) continue;
+    ctx.globalAlpha = Math.min(1, a);
+    ctx.beginPath(); ctx.moveTo(xl, yl(i)); ctx.lineTo(xr, yr(j)); ctx.stroke();
+  }
+  ctx.globalAlpha = 1;
+}
 function paint(canvas, values, R, C, lut, clim, rowClim) {
   if (canvas.width !== C || canvas.height !== R) { canvas.width = C; canvas.height = R; }
   const ctx = canvas.getContext("2d"), img = ctx.createImageData(C, R), px = img.data;
@@ -562,6 +580,7 @@ function render({ model, el: host }) {
 
   // ---------------------------------------------------------------- each view's controls (what it selects)
   const C = {}; // tab -> {controls: [nodes], sync(sel)}
+  const thumbs = { lines: false, big: null }; // the model view's thumbnails: lines or maps; the one enlarged (lines)
   const onHeads = (box, on) => { for (const b of box.children) b.classList.toggle("bvl-on", on(+b.dataset.head)); };
   // the head view's chosen heads: every head at the start (bertviz's), or the model's "heads" when set
   const allHeads = info.heads_shown || range(info.heads);
@@ -613,6 +632,12 @@ function render({ model, el: host }) {
         const i = info.keys.indexOf(x.key);
         key.value = x.key; pos.textContent = `step ${i + 1} of ${info.keys.length}`; prev.disabled = i <= 0; next.disabled = i >= info.keys.length - 1;
       } };
+    },
+    thumbs: () => { // the model view's thumbnails: heat maps, or bertviz's lines (a click then enlarges one in place)
+      const s = el("select", { class: "bvl-model-thumbs", "aria-label": "thumbnails" });
+      options(s, ["maps", "lines"], (v) => (v === "maps" ? "heat maps" : "lines (bertviz)"));
+      s.addEventListener("change", () => { thumbs.lines = s.value === "lines"; thumbs.big = null; show(); });
+      return { nodes: [lab("thumbnails ", s)], sync: () => { s.value = thumbs.lines ? "lines" : "maps"; } };
     },
     step_head: () => { // the step-through's head: hidden for a tensor without heads
       const head = el("select", { class: "bvl-step-head", "aria-label": "head" });
@@ -720,11 +745,16 @@ function render({ model, el: host }) {
       const part = p.parts[i], [, , , cs] = panel.at;
       if (panel.type === "heatmap" && panel.thumb) {
         const cv = part.canvas;
-        paint(cv, panel.values, panel.R, panel.C, info.luts[panel.scale], panel.clim);
-        cv.style.width = cv.style.height = `${thumbPx}px`;
+        const id = `${panel.meta.layer},${panel.meta.head}`, big = thumbs.lines && thumbs.big === id;
+        const px = big ? Math.min(full, thumbPx * 4) : thumbPx;
+        if (thumbs.lines) paintLines(cv, panel.values, panel.R, panel.C, panel.clim, info.colours[panel.meta.layer % info.colours.length], px);
+        else paint(cv, panel.values, panel.R, panel.C, info.luts[panel.scale], panel.clim);
+        cv.classList.toggle("bvl-thumb-lines", thumbs.lines); cv.classList.toggle("bvl-thumb-big", big);
+        cv.style.width = cv.style.height = `${px}px`;
         cv.classList.toggle("bvl-on", !!panel.marked); cv.setAttribute("aria-selected", String(!!panel.marked));
-        cv.title = panel.hover; cv.dataset.layer = String(panel.meta.layer); cv.dataset.head = String(panel.meta.head);
-        cv.onclick = () => setSel(panel.click);
+        cv.title = thumbs.lines ? panel.hover.replace("click to open", "click to enlarge or shrink") : panel.hover; cv.dataset.layer = String(panel.meta.layer); cv.dataset.head = String(panel.meta.head);
+        // maps: a click opens the map in the attention tab; lines (bertviz's): a click enlarges it in place
+        cv.onclick = thumbs.lines ? () => { thumbs.big = thumbs.big === id ? null : id; show(); } : () => setSel(panel.click);
         cv.limits = [panel.clim]; cv.bvl = panel.meta;
         limits.push(panel.clim);
       } else if (panel.type === "heatmap") {
