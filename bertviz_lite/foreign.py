@@ -183,39 +183,6 @@ def check_rows(a, what: str) -> None:
                      f"{sums.max():.3g}): pass the attention weights after the softmax, not the scores")
 
 
-def bert_from_transformers(model, tokenizer, model_type=None, what: str = "neuron_view()"):
-    """A bertviz-lite model with the weights and tokenizer of a Hugging Face transformers model of the
-    BERT family (bertviz's neuron_view(model, model_type, tokenizer, ...) arguments), read through
-    `load()` from the files the model and tokenizer write with `save_pretrained`, so every check of a
-    checkpoint applies."""
-    import tempfile
-
-    from .errors import BertVizError
-    from .families import FAMILIES
-    from .loading import load
-    runs = ", ".join(sorted(FAMILIES))
-    other = "; for any other model, head_view(outputs.attentions, tokens) and model_view draw its attention"
-    if model_type is not None and model_type not in FAMILIES:
-        raise BertVizError(f"{what} traces the sentences through bertviz-lite's own BERT, which runs the model types "
-                           f"{runs}; got model_type {shorten(str(model_type))!r}{other}")
-    for name, obj in (("model", model), ("tokenizer", tokenizer)):
-        if not callable(getattr(obj, "save_pretrained", None)):
-            raise TypeError(f"{what}: {name} must be a Hugging Face transformers {name} (with save_pretrained), or "
-                            f"pass a bertviz-lite model (bv.load(...)) or a Trace; got {type(obj).__name__}")
-    with tempfile.TemporaryDirectory(prefix="bertviz-lite-hf-") as folder:
-        try:
-            model.save_pretrained(folder)
-            tokenizer.save_pretrained(folder)
-        except Exception as e:
-            raise BertVizError(f"{what} could not write the model's files with save_pretrained "
-                               f"({type(e).__name__}: {e})") from e
-        try:
-            return load(folder)
-        except (BertVizError, ValueError, KeyError, OSError) as e:
-            raise BertVizError(f"{what} traces the sentences through bertviz-lite's own BERT, which cannot load this "
-                               f"{type(model).__name__} (it runs the model types {runs}): {e}{other}") from e
-
-
 def shorten(text: str, n: int = 40) -> str:
     """text cut to n characters, the last one an ellipsis."""
     return text if len(text) <= n else text[:n - 1] + "\u2026"

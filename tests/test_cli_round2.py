@@ -11,6 +11,8 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite.cli import main
 
+from .test_cli_flags import no_forward  # noqa: F401 (a fixture: fails the test if a model is loaded)
+
 
 def run(capsys, argv):
     try:
@@ -21,17 +23,6 @@ def run(capsys, argv):
     return code, out, err
 
 
-@pytest.fixture
-def no_work(monkeypatch):
-    """Fails the test if a model is loaded (so a refusal came before any work)."""
-    from bertviz_lite import loading
-
-    def refuse(*a, **k):
-        raise AssertionError("work began before the options were checked")
-
-    monkeypatch.setattr(loading, "load", refuse)
-
-
 @pytest.mark.parametrize("argv, hint", [
     (["trac", "hi"], "did you mean 'trace'?"),
     (["fill-msk", "a [MASK]"], "did you mean 'fill-mask'?"),
@@ -39,7 +30,7 @@ def no_work(monkeypatch):
     (["trace", "hi", "--head", "1", "--veiw", "head"], "did you mean --view for --veiw?"),
     (["fill-mask", "a [MASK]", "--topk", "3"], "did you mean --top-k for --topk?"),
 ])
-def test_a_mistyped_command_or_option_gets_did_you_mean(capsys, no_work, argv, hint):
+def test_a_mistyped_command_or_option_gets_did_you_mean(capsys, no_forward, argv, hint):
     code, out, err = run(capsys, argv)
     assert code == 2 and out == "" and hint in err
 
@@ -56,13 +47,13 @@ def test_a_mistyped_command_or_option_gets_did_you_mean(capsys, no_work, argv, h
     (["trace", "hi", "--heads", "1"], "--heads goes with --view head"),
     (["trace", "hi", "--view", "head", "--heads", "a,b"], "not a list of head indices"),
 ])
-def test_bad_options_are_refused_in_one_line_before_any_work(capsys, no_work, argv, message):
+def test_bad_options_are_refused_in_one_line_before_any_work(capsys, no_forward, argv, message):
     code, out, err = run(capsys, argv)
     assert code == 2 and out == "" and message in err
     assert len([x for x in err.splitlines() if "error" in x]) == 1
 
 
-def test_a_name_too_long_for_the_file_system_is_refused_before_work(capsys, no_work, tmp_path):
+def test_a_name_too_long_for_the_file_system_is_refused_before_work(capsys, no_forward, tmp_path):
     code, out, err = run(capsys, ["trace", "hi", "--html", str(tmp_path / ("a" * 300 + ".html"))])
     assert code == 2 and out == "" and "the file name is 305 bytes long" in err and "OSError" not in err
 
