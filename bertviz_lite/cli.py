@@ -2,10 +2,12 @@
 
     bertviz-lite trace "The cat sat on the mat." [--pair TEXT] [--model minilm] [--pad-to N] [--truncate] [--all]
                  [--html out.html] [--png out.png --view attention --layer L --head H]
+                 [--png out.png --view head --heads 2,5]
     bertviz-lite params [--model random]
     bertviz-lite --version
     bertviz-lite fill-mask "The capital of France is [MASK]." [--model minilm-mlm] [--top-k 5]
 
+A mistyped command or option gets "did you mean"; bad options are refused before any model is loaded.
 Output fits the terminal's width (or $COLUMNS); formulas are printed with Unicode sub- and
 superscripts. Errors (a model that cannot be loaded, an input that is too long) print one
 line to stderr and exit with status 2.
