@@ -120,8 +120,8 @@ def head_layout(vd: dict) -> dict:
     return dict(title="head view, layer {layer}{pair}: query (left) \u2192 key (right)", formula=None, grid=[1, 1],
                 panels=[panel], notes=[f"a line per weight A \u2265 {vd['min_weight']}: darker and wider for a larger "
                                        "weight; one colour per head"],
-                live=["click a head's box to add or remove it, double-click it to see it alone; hover a token to see "
-                      "only its lines"], edited="")
+                live=["click a head's box to add or remove it, double-click it to see it alone (again: every head); "
+                      "hover a token to see only its lines"], edited="")
 
 
 def token_layout(vd: dict) -> dict:
@@ -157,7 +157,8 @@ def model_layout(vd: dict) -> dict:
                 panels=panels, notes=[blocks + ("each panel from white (0) to its own largest weight (in the sentences "
                                                 "shown)" if vd["kind"] ==
                                                 "probs" else "each panel symmetric around 0")],
-                live=["click a panel to open it in the attention tab"], edited="")
+                live=["click a panel to open it in the attention tab (thumbnails as lines: to enlarge it in place)"],
+                edited="")
 
 
 def neuron_layout(vd: dict) -> dict:
