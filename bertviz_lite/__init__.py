@@ -46,20 +46,22 @@ from .trace import Trace
 
 __version__ = "0.1.0"
 
+_VIEWS_API = ("explore", "export_html", "head_view", "model_view", "neuron_view")  # in bertviz_lite.views
+# the modules a user reaches into (bv.analysis.head_summary, bv.corpus.head_stats, bv.engine's formula lines,
+# bv.schema.STEPS, bv.views); the others are the package's insides, importable but not listed by dir()
+_USER_MODULES = ("analysis", "corpus", "engine", "schema", "views")
+
 __all__ = [
-    "BackendError", "BatchTrace", "Bert", "BertConfig", "BertVizError", "CheckpointError", "Edit", "EditError", "Edits",
-    "InputTooLongError", "MaskPrediction", "ModelTooLargeError", "NotARegularFileError", "OutOfRangeError", "PatternError",
-    "STEPS", "Table", "Trace", "TraceTooLargeError", "WeightsNotFoundError", "ablate", "compare", "component_counts",
-    "count_params", "family_ledgers", "load", "prettify_tokens",
-    "reconcile", "replace", "scale", "trace_keys",
+    "BackendError", "BatchTrace", "Bert", "BertConfig", "BertVizError", "CheckpointError", "Comparison", "Edit",
+    "EditError", "Edits", "InputTooLongError", "MaskPrediction", "ModelTooLargeError", "NotARegularFileError",
+    "OutOfRangeError", "PatternError", "STEPS", "Table", "Trace", "TraceTooLargeError", "WeightsNotFoundError",
+    "ablate", "compare", "component_counts", "count_params", "family_ledgers", "load", "prettify_tokens",
+    "reconcile", "replace", "scale", "trace_keys", *_VIEWS_API, *_USER_MODULES,
 ]
 
 
-_VIEWS_API = ("explore", "export_html", "head_view", "model_view", "neuron_view")  # in bertviz_lite.views
-
-
-def __dir__():  # dir(bv) lists the views' entry points too, though they load on first use
-    return sorted(set(globals()) | set(__all__) | set(_VIEWS_API) | {"views"})
+def __dir__():  # what a user calls: __all__ (the views' entry points load on first use) and the version
+    return sorted(set(__all__) | {"__version__"})
 
 
 def __getattr__(name):
@@ -70,4 +72,7 @@ def __getattr__(name):
     if name in _VIEWS_API:
         from . import views
         return getattr(views, name)
+    if name in _USER_MODULES:  # engine and schema are loaded already; listed here for `from bertviz_lite import *`
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'bertviz_lite' has no attribute {name!r}")

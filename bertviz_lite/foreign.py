@@ -99,13 +99,14 @@ def _index(value, name: str) -> int:
     return int(value)
 
 
-def read_attentions(attentions, tokens, *, sentence_b_start=None, batch_index=0):
+def read_attentions(attentions, tokens, *, sentence_b_start=None, batch_index=None):
     """Check attention computed elsewhere (`Trace.from_attentions`'s arguments) and read it:
     (maps: L float32 arrays [heads, n, n], tokens: n strings, sentence_b_start: int or None).
 
     attentions: a sequence of L tensors [batch, heads, n, n] or [heads, n, n] of any framework
     (`host_numpy`), or one array [L, batch, heads, n, n] / [L, heads, n, n]; tokens: a list of n
-    strings (one string is refused: it would become one token per character)."""
+    strings (one string is refused: it would become one token per character). batch_index: which
+    example of a batch; None takes a batch of one and refuses a larger one (bertviz refuses it too)."""
     from .backend import host_bad_values, host_real_array
     from .errors import OutOfRangeError
     if tokens is None:
@@ -125,7 +126,8 @@ def read_attentions(attentions, tokens, *, sentence_b_start=None, batch_index=0)
     n = len(tokens)
     if n == 0:
         raise ValueError("tokens is empty: pass the n token strings the attention is over")
-    batch_index = _index(batch_index, "batch_index")
+    if batch_index is not None:
+        batch_index = _index(batch_index, "batch_index")
     if sentence_b_start is not None:
         sentence_b_start = _index(sentence_b_start, "sentence_b_start")
         if not 0 < sentence_b_start < n:
@@ -138,6 +140,12 @@ def read_attentions(attentions, tokens, *, sentence_b_start=None, batch_index=0)
         what = f"attentions[{layer}]"
         a = host_real_array(host_numpy(a, what), f"{what} (NumPy, or a tensor of torch, TensorFlow, JAX, CuPy)")
         if a.ndim == 4:
+            if batch_index is None and a.shape[0] != 1:  # a padded batch shown as its first example would mislead
+                raise ValueError(f"{what} holds a batch of {a.shape[0]} examples (tokenizer(..., padding=True)?); "
+                                 "the views draw one: pass one example's attention ([a[i:i + 1] for a in "
+                                 "outputs.attentions]) with its tokens, or Trace.from_attentions(..., batch_index=i)")
+            if batch_index is None:
+                batch_index = 0
             if not 0 <= batch_index < a.shape[0]:
                 raise OutOfRangeError(f"batch_index {batch_index} is out of range: {what} holds a batch of "
                                       f"{a.shape[0]}")
@@ -149,14 +157,30 @@ def read_attentions(attentions, tokens, *, sentence_b_start=None, batch_index=0)
             raise ValueError(f"{what} holds NaN or inf values")
         if maps and a.shape[0] != maps[0].shape[0]:
             raise ValueError(f"{what} has {a.shape[0]} heads, attentions[0] has {maps[0].shape[0]}")
-        sums = a.sum(axis=-1)
-        if a.min() < -1e-6 or abs(sums - 1).max() > 1e-2:  # float16 and bfloat16 maps round to ~3e-3
-            raise ValueError(f"{what}'s rows do not sum to 1 (they run {sums.min():.3g}.."
-                             f"{sums.max():.3g}): pass the attention weights after the softmax, not the scores")
+        check_rows(a, what)
         maps.append(a)
     if not maps:
         raise ValueError("attentions is empty: pass one array per layer")
     return maps, tokens, sentence_b_start
+
+
+# dropout on attention weights (a model left in train mode) zeroes some weights and scales the rest by
+# 1/(1-p): the rows stay non-negative and sum to 1 on average, which scores (negative, unbounded) never do
+DROPOUT_MEAN_TOLERANCE = 0.1
+
+
+def check_rows(a, what: str) -> None:
+    """Attention weights: rows that are non-negative and sum to 1, or one error saying what was given
+    instead (dropout's rows: call model.eval(); anything else: the scores before the softmax)."""
+    sums = a.sum(axis=-1)
+    if a.min() >= -1e-6 and abs(sums - 1).max() <= 1e-2:  # float16 and bfloat16 maps round to ~3e-3
+        return
+    if a.min() >= -1e-6 and abs(float(sums.mean()) - 1) <= DROPOUT_MEAN_TOLERANCE:
+        raise ValueError(f"{what}'s rows do not sum to 1 (they run {sums.min():.3g}..{sums.max():.3g}, "
+                         f"{sums.mean():.3g} on average, none negative): that is dropout, the model is in "
+                         "training mode; call model.eval() before running it, then pass outputs.attentions again")
+    raise ValueError(f"{what}'s rows do not sum to 1 (they run {sums.min():.3g}.."
+                     f"{sums.max():.3g}): pass the attention weights after the softmax, not the scores")
 
 
 def shorten(text: str, n: int = 40) -> str:

@@ -286,7 +286,7 @@ class Trace:
 
     @classmethod
     def from_attentions(cls, attentions, tokens: Sequence[str], *, sentence_b_start: int | None = None,
-                        batch_index: int = 0, config=None, model_name: str = "attention",
+                        batch_index: int | None = None, config=None, model_name: str = "attention",
                         max_bytes: float | None = None) -> "Trace":
         """A trace holding only attention maps computed elsewhere, for every attention view.
 
@@ -295,7 +295,8 @@ class Trace:
         of any framework (torch tensors that track gradients on any device, TensorFlow, JAX, CuPy:
         `foreign.host_numpy` detaches them and moves them to the host).
         tokens: the n token strings. sentence_b_start: where sentence B starts (bertviz's
-        argument), for the pair filters. The trace records `layer.{l}.attn.probs` only, so the
+        argument), for the pair filters. batch_index: which example of a batch (a batch of more than
+        one without it is refused, naming the choice). The trace records `layer.{l}.attn.probs` only, so the
         views that need more (neuron, step, compare of other keys) say what is missing.
         max_bytes: the budget for the float32 maps the trace holds (default 2 GiB, as trace()'s):
         attentions over it are refused before anything is copied, with the estimate.

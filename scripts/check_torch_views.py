@@ -25,6 +25,11 @@ def arguments(argv=None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def fail(what: str) -> int:
+    print(f"FAILED: {what}")
+    return 1
+
+
 def main(argv=None) -> int:
     args = arguments(argv)  # first: --help and a wrong argument need no torch
     import torch  # before the rest: its own numpy wins
@@ -61,12 +66,49 @@ def main(argv=None) -> int:
     except ImportError:
         print("skipped: head_view/model_view need anywidget (pass the views venv's site-packages)")
         return 0
-    w = bv.views.head_view(att, tokens, sentence_b_start=6)
+    import IPython.display
+    shown = []
+    IPython.display.display = lambda obj, **kw: shown.append(obj)  # what bertviz's calls display
+    assert bv.views.head_view(att, tokens, sentence_b_start=6) is None  # bertviz's: displayed, returns None
+    w = shown[-1]
     assert w.tab == "head" and w.info["tokens"][3] == "##s" and w.info["has_pair"], (w.tab, w.info["tokens"])
-    print(f"ok: head_view -> {w!r}")
-    m = bv.views.model_view(att, tokens)
-    assert m.tab == "model"
-    print(f"ok: model_view -> {m!r}")
+    print(f"ok: head_view displays {w!r}")
+    assert bv.views.model_view(att, tokens) is None and shown[-1].tab == "model"
+    print(f"ok: model_view displays {shown[-1]!r}")
+    page = bv.views.model_view(att, tokens, html_action="return")
+    assert page.data.startswith("<!DOCTYPE html>")
+    print("ok: html_action='return' gives the page's HTML")
+    # a model left in training mode: dropout on the weights is named as such
+    model.train()
+    cfg_drop = model(ids, output_attentions=True).attentions
+    try:
+        bv.views.head_view(cfg_drop, tokens)
+        return fail("train-mode attention was accepted")
+    except ValueError as e:
+        assert "model.eval()" in str(e), e
+        print("ok: train mode ->", str(e)[:100])
+    model.eval()
+    # bertviz's neuron_view call with the transformers model and its tokenizer, traced through bertviz-lite
+    import tempfile
+    from transformers import BertTokenizerFast
+    with tempfile.TemporaryDirectory() as d:
+        vocab = Path(d) / "vocab.txt"
+        vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "it", "slept"]
+                                    + [f"w{i}" for i in range(90)]) + "\n")
+        tok = BertTokenizerFast(vocab=str(vocab))  # transformers 5 ignores vocab_file=
+        assert bv.views.neuron_view(model, "bert", tok, "the cat sat", "it slept", layer=1, head=2) is None
+        nv = shown[-1]
+        assert (nv.tab, nv.layer, nv.head) == ("neuron", 1, 2), (nv.tab, nv.layer, nv.head)
+        enc = tok("the cat sat", "it slept", return_tensors="pt")
+        ref = model(**enc, output_attentions=True).attentions
+        np.testing.assert_allclose(nv.trace.get("attn.probs", layer=1), ref[1][0].detach().numpy(), atol=1e-5)
+        print("ok: neuron_view(model, 'bert', tokenizer, a, b) traces it; attention equals transformers' to 1e-5")
+    from transformers import GPT2Config, GPT2Model
+    try:
+        bv.views.neuron_view(GPT2Model(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50)), "gpt2", tok, "hi")
+        return fail("gpt2 accepted")
+    except bv.BertVizError as e:
+        print("ok: gpt2 ->", str(e)[:120])
     e = bv.explore(att, tokens=tokens)
     assert "neuron" not in e.info["views"] and "params" not in e.info["views"]
     print("ok: explore(attention, tokens=) hides the tabs attention alone cannot fill:", e.info["views"])

@@ -1,8 +1,9 @@
 """bertviz's calls for real (issue 32 §1, §4; issue 31 item 4, N10, N11): `head_view(outputs.attentions,
 tokens)`, `model_view`, `neuron_view` and `explore` take any framework's tensors (a stand-in for a
 torch tensor that tracks gradients: its `__array__` refuses, `.detach().cpu().numpy()` works; the real
-torch case is scripts/check_torch_views.py), return the explorer opened on that view, label tokens
-prettified, and refuse bad input with one clear error before any work."""
+torch case is scripts/check_torch_views.py), display the explorer opened on that view and return None
+(as bertviz's; `shown` catches what they display), label tokens prettified, and refuse bad input with
+one clear error before any work."""
 
 from __future__ import annotations
 
@@ -50,6 +51,15 @@ class GradTensor:
 TOKENS = ["[CLS]", "\u0120the", "\u2581cat", "##s", "sat", "[SEP]", "it", "[SEP]"]
 
 
+@pytest.fixture
+def shown(monkeypatch):
+    """What bertviz's calls display (IPython.display.display), in order."""
+    import IPython.display
+    out = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: out.append(obj))
+    return out
+
+
 def attentions(n=len(TOKENS), layers=3, heads=4, seed=0):
     rng = np.random.default_rng(seed)
     out = []
@@ -64,23 +74,27 @@ def test_the_stand_in_refuses_numpy_as_a_grad_tensor_does():
         np.asarray(GradTensor(np.zeros(2)))
 
 
-def test_head_view_takes_bertvizs_readme_call_and_opens_the_head_tab():
+def test_head_view_takes_bertvizs_readme_call_and_opens_the_head_tab(shown):
     att = attentions()
-    w = bv.views.head_view([GradTensor(a) for a in att], TOKENS, sentence_b_start=6)
+    assert bv.views.head_view([GradTensor(a) for a in att], TOKENS, sentence_b_start=6) is None
+    w = shown.pop()
     assert type(w).__name__ == "Explorer" and w.tab == "head" and w.heads == []  # [] = every head
     np.testing.assert_array_equal(to_host(w.trace.get("attn.probs", layer=2)), att[2][0])
     assert w.info["has_pair"] and w.info["pair_filters"][1:] == ["A->A", "A->B", "B->A", "B->B"]
     assert w.info["tokens"] == ["[CLS]", "the", "cat", "##s", "sat", "[SEP]", "it", "[SEP]"]  # prettified
-    raw = bv.views.head_view([GradTensor(a) for a in att], TOKENS, prettify_tokens=False)
+    bv.views.head_view([GradTensor(a) for a in att], TOKENS, prettify_tokens=False)
+    raw = shown.pop()
     assert raw.info["tokens"] == TOKENS and raw.view_data("head")["labels"][1] == "1 \u0120the"
     assert w.view_data("head")["labels"][1] == "1 the"
-    w2 = bv.views.head_view(tuple(GradTensor(a) for a in att), TOKENS, layer=1, heads=[0, 2])
+    bv.views.head_view(tuple(GradTensor(a) for a in att), TOKENS, layer=1, heads=[0, 2])
+    w2 = shown.pop()
     assert (w2.layer, w2.heads) == (1, [0, 2])
 
 
-def test_model_view_and_explore_take_tensors_too():
+def test_model_view_and_explore_take_tensors_too(shown):
     att = [GradTensor(a) for a in attentions()]
-    m = bv.views.model_view(att, TOKENS, sentence_b_start=6)
+    bv.views.model_view(att, TOKENS, sentence_b_start=6)
+    m = shown.pop()
     assert m.tab == "model" and m.view_data("model")["segments"] == [0] * 6 + [1] * 2
     e = bv.explore(att, tokens=TOKENS)
     # attention alone: no parameter count, no step-through, no neuron view (it has no q and k)
@@ -103,9 +117,10 @@ def test_model_view_filters_thumbnails_by_sentence():
     assert panels.resolve(vd, "model")["panels"][0]["clim"] == vd["scale"]["clim"][0][0]
 
 
-def test_neuron_view_opens_the_neuron_tab_and_says_what_attention_alone_lacks(small):
+def test_neuron_view_opens_the_neuron_tab_and_says_what_attention_alone_lacks(small, shown):
     tr = small.trace("The cat sat.")
-    w = bv.views.neuron_view(tr, layer=1, head=2, query=1)
+    bv.views.neuron_view(tr, layer=1, head=2, query=1)
+    w = shown.pop()
     assert (w.tab, w.layer, w.head, w.query) == ("neuron", 1, 2, 1)
     only = bv.Trace.from_attentions([to_host(tr.get("attn.probs", layer=ly))[None] for ly in range(2)], tr.tokens)
     for call in (lambda: bv.views.neuron_view(only), lambda: bv.views.neuron_view_figure(only, 0, 0, 0)):
@@ -212,17 +227,15 @@ def test_plotly_model_view_adds_its_maps_in_one_step(monkeypatch):
     assert all(len(t.colorscale) == 9 for t in fig.data)
 
 
-def test_the_old_plotly_calls_still_run(small, monkeypatch):
-    # head_view(tr, layer, heads=[...]) and fig.show() (the lessons' calls) open the explorer instead
-    import IPython.display
-    shown = []
-    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append(obj))
+def test_the_old_plotly_calls_still_run(small, shown):
+    # head_view(tr, layer, heads=[...]) (the plotly figure's old call) displays the explorer; explore() returns it
     tr = small.trace("The cat sat.")
-    w = bv.views.head_view(tr, 1, heads=[2])
+    assert bv.views.head_view(tr, 1, heads=[2]) is None
+    w = shown[-1]
     assert (w.tab, w.layer, w.heads) == ("head", 1, [2])
     w.show()
-    bv.views.model_view(tr).show()
-    assert [x.tab for x in shown] == ["head", "model"]
+    bv.explore(tr, tab="model").show()
+    assert [x.tab for x in shown] == ["head", "head", "model"]
 
 
 def test_a_saved_notebook_keeps_the_page_under_its_cap(small):

@@ -58,7 +58,7 @@ def wait_head(page, check: str):
 
 def test_head_view_of_bertvizs_readme_call(browser, tmp_path):
     att = [GradTensor(a) for a in attentions(layers=3, heads=4)]
-    w = bv.views.head_view(att, TOKENS, sentence_b_start=6)  # bertviz's call, with a pair
+    w = bv.explore(att, tokens=TOKENS, sentence_b_start=6, tab="head")  # what head_view(att, TOKENS, 6) shows
     page, errors = open_widget(browser, w, tmp_path, "head")
     try:
         wait_head(page, "s.bvl.heads.length === 4")
@@ -82,6 +82,10 @@ def test_head_view_of_bertvizs_readme_call(browser, tmp_path):
         boxes.nth(2).dblclick()
         wait_head(page, "s.bvl.heads.join() === '2'")
         assert "bvl-on" not in boxes.nth(0).get_attribute("class")
+        boxes.nth(2).dblclick()  # double-click on the head shown alone: every head again (bertviz's)
+        wait_head(page, "s.bvl.heads.length === 4")
+        boxes.nth(2).dblclick()
+        wait_head(page, "s.bvl.heads.join() === '2'")
         page.click(f"{HEAD} .bvl-all-heads")
         wait_head(page, "s.bvl.heads.length === 4")
         # hovering a token draws only its lines (the canvas changes, and back when the mouse leaves)
@@ -105,7 +109,7 @@ def test_head_view_of_bertvizs_readme_call(browser, tmp_path):
 
 def test_model_view_of_bertvizs_readme_call(browser, tmp_path):
     att = [GradTensor(a) for a in attentions(layers=3, heads=4)]
-    w = bv.views.model_view(att, TOKENS, sentence_b_start=6)
+    w = bv.explore(att, tokens=TOKENS, sentence_b_start=6, tab="model")  # what model_view(...) shows
     page, errors = open_widget(browser, w, tmp_path, "model")
     try:
         page.wait_for_function(f"() => document.querySelector(\"{MODEL}\")?.fig !== undefined", timeout=20_000)
@@ -120,6 +124,13 @@ def test_model_view_of_bertvizs_readme_call(browser, tmp_path):
         page.locator(f"{MODEL} canvas.bvl-thumb[data-layer='2'][data-head='1']").click()
         page.wait_for_function("() => { const b = document.querySelector('.bvl-attn-heat')?.bvl; "
                                "return b && b.layer === 2 && b.head === 1; }", timeout=20_000)
+        # bertviz's line thumbnails: a click enlarges one in place (the tab stays the model view)
+        page.click(".bvl-x-tab[data-tab='model']")
+        page.select_option(f"{MODEL} select.bvl-model-thumbs", "lines")
+        page.wait_for_function(f"() => document.querySelectorAll(\"{MODEL} canvas.bvl-thumb-lines\").length === 12")
+        page.locator(f"{MODEL} canvas.bvl-thumb[data-layer='1'][data-head='2']").click()
+        page.wait_for_function(f"() => document.querySelector(\"{MODEL} canvas.bvl-thumb-big\")?.dataset.head === '2'")
+        assert page.evaluate("() => document.querySelector('.bvl-x').dataset.tab") == "model"
         # attention alone: no neuron view, no step-through, no parameters tab
         tabs = page.evaluate("() => [...document.querySelectorAll('.bvl-x-tab')].map(b => b.dataset.tab)")
         assert tabs == ["attention", "model", "head", "token"]

@@ -11,7 +11,7 @@ from bertviz_lite.backend import to_host
 
 def test_threads_give_bit_identical_traces(small, monkeypatch):
     # a fixed thread count: on a busy machine the thread policy gives BLAS fewer threads, whose rounding
-    # may differ (README, "What is bit-stable"); what is tested here is that threads share nothing
+    # may differ (docs/benchmarks.md, "What is bit-stable"); what is tested here is that threads share nothing
     monkeypatch.setenv("BERTVIZ_LITE_THREADS", "2")
     sentences = [f"thread {i}: the cat sat on the mat" + " and slept" * (i % 4) for i in range(12)]
     alone = [small.trace(s) for s in sentences]

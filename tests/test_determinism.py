@@ -1,4 +1,4 @@
-"""What is bit-stable, as README ("What is bit-stable") and head_stats' docstring promise (N9), and a
+"""What is bit-stable, as docs/benchmarks.md ("What is bit-stable") and head_stats' docstring promise (N9), and a
 worker lost while the model is sent to the cluster (N16)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_blas_threads_change_bits_only_by_rounding(small, monkeypatch):
 def test_head_stats_adds_the_batches_in_the_clusters_order(small, monkeypatch):
     # the local run adds the partial sums in pairwise_sum's tree, as the cluster does (it added them one
     # after another before, 4.4e-15 from the cluster's result while the docstring promised the same).
-    # A fixed thread count: bits are promised when BLAS runs the same threads (README, "What is bit-stable");
+    # A fixed thread count: bits are promised when BLAS runs the same threads (docs/benchmarks.md, "What is bit-stable");
     # on a busy machine the thread policy would change them between the two runs
     monkeypatch.setenv("BERTVIZ_LITE_THREADS", "2")
     groups = corpus.batches(SENTENCES, 8)

@@ -249,12 +249,17 @@ def test_the_explorer_shows_its_picture_then_the_widget(padded, monkeypatch):
     # a saved notebook reopened without its kernel cannot draw the widget output in JupyterLab 4 or
     # Notebook 7: the separate PNG output is what a reader sees (tests/test_saved_notebook_browser.py),
     # first, above the placeholder JupyterLab draws for the widget output
+    # (its place comes first, the widget then, and the page and the PNG fill the place once built: the widget
+    # draws meanwhile from the view data in its state)
     import IPython.display
     shown = []
-    monkeypatch.setattr(IPython.display, "display", lambda data, raw=False, **kw: shown.append(data))
-    explore(padded, layer=1, head=3)._ipython_display_()
-    picture, widget = shown
+    monkeypatch.setattr(IPython.display, "display", lambda data, raw=False, **kw: shown.append((data, kw)))
+    w = explore(padded, layer=1, head=3)
+    w._ipython_display_()
+    (place, at), (widget, _), (picture, update) = shown
+    assert place == {"text/plain": ""} and update == dict(display_id=at["display_id"], update=True)
     assert "application/vnd.jupyter.widget-view+json" in widget and "image/png" not in widget
+    assert w.first["key"] == 'attention|{"kind":"probs","layer":1}' and w.first["buffers"]  # the first picture's data
     # the saved output: the exported page (every tab, no kernel needed) with the PNG for GitHub
     assert set(picture) == {"image/png", "text/html", "text/plain"} and "layer 1, head 3" in picture["text/plain"]
     assert "bvl-saved-page" in picture["text/html"] and picture["image/png"] in picture["text/html"]

@@ -54,6 +54,8 @@ def test_cli_prints_prettified_tokens(capsys, monkeypatch):
     assert "\u0120" not in text and "\u2581" not in text
 
     class Stub:
+        has_mlm = True
+
         def fill_mask(self, text, top_k):
             return [[MaskPrediction("\u0120Paris", 11, 0.5, 6), MaskPrediction("\u0120Lyon", 12, 0.25, 6)]]
 

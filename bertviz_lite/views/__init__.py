@@ -37,8 +37,8 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+def __dir__():  # what a user calls; the modules behind them (data, codec, panels, ...) stay importable
+    return sorted(__all__)
 
 
 def to_png(*args, **kwargs):

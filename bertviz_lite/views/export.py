@@ -13,13 +13,16 @@ Size. A 512-token BERT-base trace holds 144 attention maps of 512 x 512 (37.7 M 
 (each view record's `priority`: `records.PAGE_ORDER`), and says on the page what it kept:
 1. always: every layer's maps (in full up to FULL_UP_TO tokens, else block means of SMALL_MAPS a side),
    the model view, every step (block means of at most STEP_ROWS x STEP_CELLS / STEP_ROWS cells
-   per head, uint8; statistics at full precision), the parameters, the compare view;
-2. full-resolution maps and the neuron view's q and k of the first and the last layer;
-3. the neuron view of the other layers: q and k with the model's own scores and weights, which it prints
+   per head, uint8; statistics at full precision), the parameters;
+2. the compare view (with compare=), layer by layer: the first, the last, the middle, then the others;
+3. full-resolution maps and the neuron view's q and k of the first and the last layer;
+4. the neuron view of the other layers: q and k with the model's own scores and weights, which it prints
    (uint16 above FULL_UP_TO tokens; up to FULL_UP_TO the scores and weights are the attention maps, and q and k,
    drawn as colours only, travel as uint8, the step-through's copy);
-4. full-resolution maps of the other layers;
-5. the one-token view, token by token.
+5. full-resolution maps of the other layers;
+6. the one-token view, token by token.
+max_bytes is a cap on the whole page: what did not fit is named on the page, and a page whose part that is
+always kept (1.) is over the cap is refused before anything is written, with its size.
 Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<= range / 508).
 """
 
@@ -63,6 +66,9 @@ class Payloads:
         self.layouts: dict[str, dict] = {}
         self._layout_ids: dict[str, str] = {}
         self.size = 0
+        # buffers already counted: a view that carries another's arrays (the neuron view's scores and weights are
+        # the attention maps) adds only what is new, as codec.pack_page stores a shared buffer once
+        self.counted: set[str] = set()
         self.small = trace.n_real > FULL_UP_TO  # above, maps travel as block means (and steps do)
         self.maps_dtype = "u1" if self.small else "u2"
 
@@ -89,10 +95,12 @@ class Payloads:
         new = layouts not in self._layout_ids
         lid = self._layout_ids.get(layouts, f"L{len(self._layout_ids)}")
         payload["header"]["layouts"] = lid
-        size = len(codec.to_json(payload)) + len(key) + 8 + (len(layouts) + len(lid) + 6 if new else 0)
+        shared = sum(len(d) for d in set(payload["data"]) & self.counted)
+        size = len(codec.to_json(payload)) - shared + len(key) + 8 + (len(layouts) + len(lid) + 6 if new else 0)
         old = len(codec.to_json(self.items[key])) if key in self.items else 0
         if budget is not None and self.size - old + size > budget:
             return False
+        self.counted.update(payload["data"])
         if new:
             self._layout_ids[layouts] = lid
             self.layouts[lid] = layout
@@ -140,10 +148,19 @@ def _attention(p: Payloads, budget, views) -> list[str]:
 
 
 def _compare(p: Payloads, budget, views) -> list[str]:
-    if p.trace_b is not None:
-        for layer in range(p.trace.num_layers):
-            p.add("compare", dict(layer=layer))
-    return []
+    """The compare view, layer by layer (layer_order) while the budget lasts (at 512 tokens one BERT-base
+    layer's A, B and difference take megabytes)."""
+    if p.trace_b is None or "compare" not in views:
+        return []
+    L, kept = p.trace.num_layers, []
+    for layer in layer_order(L):
+        if not p.add("compare", dict(layer=layer), budget):
+            break
+        kept.append(layer)
+    if not kept:
+        return ["compare view: no layer (one layer is over the size budget: a larger max_bytes, or fewer tokens)"]
+    return [f"compare view: {_layers(sorted(kept), L)}" + ("" if len(kept) == L else " (the other layers are over the "
+                                                              "size budget: a larger max_bytes, or fewer tokens)")]
 
 
 def _model(p: Payloads, budget, views) -> list[str]:
@@ -340,4 +357,10 @@ def build_page(trace, *, ledger=None, compare=None, title=None, max_bytes: int =
     start = dict(tab="attention", layer=0, head=0, heads=[], kind="probs", pair_filter="all",
                  key=data.stepper_steps(trace)[0], query=0)
     start.update(state or {})
-    return render_page(info, start, payloads, title, layouts)
+    page = render_page(info, start, payloads, title, layouts)
+    size = len(page.encode())
+    if size > max_bytes:  # the budget counts payloads before compression, so only the part always kept gets here
+        raise BertVizError(f"the page would take {size:,} bytes, over max_bytes={max_bytes:,}, with only the views "
+                           f"that are always kept (every layer's maps, the model view, every step) at {trace.n_real} "
+                           "tokens: pass a larger max_bytes, or fewer tokens")
+    return page

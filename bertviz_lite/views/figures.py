@@ -91,22 +91,24 @@ def _heatmap(fig, p, row, col, dom, acc=None) -> None:
 
 
 def _lines(fig, p, row, col, dom) -> None:
-    a0, a1 = p["alpha"]
     w0, w1 = p["width"]
     lo = p["min_weight"]
     edges = np.append(np.arange(lo, 1.0, 0.05), 1.0 + 1e-9)  # one trace per 0.05 of weight: plotly styles traces
-    for s in p["series"]:
-        z = s["z"]
-        for low, high in zip(edges[:-1], edges[1:]):
+    k = len(p["series"])
+    # weakest bins first, every head's: the strongest weights of any head on top (panels.line_order's rule)
+    for low, high in zip(edges[:-1], edges[1:]):
+        for s in p["series"]:
+            z = s["z"]
             qi, ki = np.nonzero((z >= low) & (z < high))  # every bin gets its trace, empty or not
             mid = min(1.0, (low + high) / 2)
             xs = np.tile([0.03, 0.97, np.nan], len(qi))
             ys = np.column_stack([-qi.astype(float), -ki.astype(float), np.full(len(qi), np.nan)]).ravel()
             fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=s["colour"], width=w0 + w1 * mid),
-                                     opacity=min(1.0, a0 + a1 * mid), legendgroup=f"head {s['head']}", showlegend=False,
-                                     hoverinfo="skip",
+                                     opacity=float(panels.line_alpha(p["alpha"], mid, k)),
+                                     legendgroup=f"head {s['head']}", showlegend=False, hoverinfo="skip",
                                      meta=dict(head=s["head"], low=float(low), high=float(min(high, 1)))),
                           row=row, col=col)
+    for s in p["series"]:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=s["colour"], width=4),
                                  legendgroup=f"head {s['head']}", name=f"head {s['head']}",
                                  meta=dict(head=s["head"], legend=True)), row=row, col=col)

@@ -43,8 +43,25 @@ HEAD_COLOURS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100"
 PRIMITIVES = ("heatmap", "lines", "bars", "table")
 CELL_CHARS = 40  # a table cell wraps after this many characters (in the pictures)
 STACK_ABOVE = 60  # the compare view's three maps side by side up to this many tokens; above, one per line
-# the head view's line rule: a weight w >= min_weight is a line of opacity min(1, 0.1 + 0.9 w), width 0.5 + 3 w
+# the head view's line rule: a weight w >= min_weight is a line of opacity min(1, 0.1 / k + 0.9 w), width 0.5 + 3 w,
+# with k heads shown (the faint floor is shared among them, as bertviz divides by the heads shown), drawn weakest
+# first so that the strongest weights of any head are on top (line_alpha, line_order)
 LINE_ALPHA, LINE_WIDTH = (0.1, 0.9), (0.5, 3.0)
+
+
+def line_alpha(alpha, w, k: int):
+    """The head view's opacity of a line of weight w with k heads shown (LINE_ALPHA's rule)."""
+    a0, a1 = alpha
+    return np.minimum(1.0, a0 / max(1, k) + a1 * np.asarray(w))
+
+
+def line_order(series, min_weight: float):
+    """Every line of every head shown as (weight, series index, query, key), weakest first."""
+    out = []
+    for si, s in enumerate(series):
+        qi, ki = np.nonzero(np.asarray(s["z"]) >= min_weight)
+        out += [(float(s["z"][i, j]), si, int(i), int(j)) for i, j in zip(qi, ki)]
+    return sorted(out)
 # outline: mark the selected head where a view can (the model view); the explorer does, a picture only when asked
 SELECTION = dict(layer=0, head=0, heads=None, query=0, kind="probs", key=None, pair_filter="all", outline=False)
 WORDS = ("layer", "head", "query", "query_label", "pair", "key")
@@ -103,8 +120,8 @@ def head_layout(vd: dict) -> dict:
     return dict(title="head view, layer {layer}{pair}: query (left) \u2192 key (right)", formula=None, grid=[1, 1],
                 panels=[panel], notes=[f"a line per weight A \u2265 {vd['min_weight']}: darker and wider for a larger "
                                        "weight; one colour per head"],
-                live=["click a head's box to add or remove it, double-click it to see it alone; hover a token to see "
-                      "only its lines"], edited="")
+                live=["click a head's box to add or remove it, double-click it to see it alone (again: every head); "
+                      "hover a token to see only its lines"], edited="")
 
 
 def token_layout(vd: dict) -> dict:
@@ -140,7 +157,8 @@ def model_layout(vd: dict) -> dict:
                 panels=panels, notes=[blocks + ("each panel from white (0) to its own largest weight (in the sentences "
                                                 "shown)" if vd["kind"] ==
                                                 "probs" else "each panel symmetric around 0")],
-                live=["click a panel to open it in the attention tab"], edited="")
+                live=["click a panel to open it in the attention tab (thumbnails as lines: to enlarge it in place)"],
+                edited="")
 
 
 def neuron_layout(vd: dict) -> dict:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # the selection widgets a tab can show, in the order the front-end draws them
-CONTROLS = ("layer", "head", "heads", "all_heads", "kind", "pair_filter", "query", "key", "step_head")
+CONTROLS = ("layer", "head", "heads", "all_heads", "kind", "pair_filter", "query", "key", "step_head", "thumbs")
 
 
 @dataclass(frozen=True)
@@ -58,19 +58,19 @@ RECORDS = (
     ViewRecord("attention", "attention", "attention", "attention_layout", request=("layer", "kind"),
                meta=("layer", "head", "kind", "pair_filter"), controls=("layer", "head", "kind", "pair_filter")),
     ViewRecord("model", "model view", "model", "model_layout", request=("kind",), meta=("kind", "pair_filter"),
-               controls=("kind", "pair_filter")),
+               controls=("kind", "pair_filter", "thumbs")),  # thumbs: maps, or bertviz's lines
     ViewRecord("head", "head view", "head", "head_layout", request=("layer",), fixed={"kind": "probs"},
                meta=("layer", "heads", "pair_filter"), controls=("layer", "heads", "all_heads", "pair_filter"),
                data_from="attention", priority=None),
     ViewRecord("token", "one token", "token", "token_layout", request=("query",), meta=("query",),
-               controls=("query",), priority=2),
+               controls=("query",), priority=3),
     ViewRecord("neuron", "neuron view", "neuron", "neuron_layout", request=("layer",), meta=("layer", "head", "query"),
-               controls=("layer", "head", "query"), wire="u2", priority=1),
+               controls=("layer", "head", "query"), wire="u2", priority=2),
     ViewRecord("step", "step-through", None, "step_layout", request=("key",), meta=("key", "head"),
                controls=("key", "step_head"), wire="u1"),
     ViewRecord("params", "parameters", None, "params_layout", request=(), meta=(), controls=()),
     ViewRecord("compare", "compare", None, "compare_layout", request=("layer",), meta=("layer", "head"),
-               controls=("layer", "head"), wire="u2", second_trace=True),
+               controls=("layer", "head"), wire="u2", second_trace=True, priority=1),  # asked for: first
 )
 
 BY_NAME = {r.name: r for r in RECORDS}

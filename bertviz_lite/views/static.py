@@ -106,15 +106,12 @@ def _wrap(text: str, inches: float) -> str:
 
 
 def _lines(mfig, ax, p) -> None:
-    a0, a1 = p["alpha"]
     w0, w1 = p["width"]
-    handles = []
-    for s in p["series"]:
-        z = s["z"]
-        qi, ki = np.nonzero(z >= p["min_weight"])
-        for i, j in zip(qi, ki):
-            ax.plot([0.03, 0.97], [-i, -j], color=s["colour"], alpha=min(1.0, a0 + a1 * z[i, j]), lw=w0 + w1 * z[i, j])
-        handles.append(Line2D([], [], color=s["colour"], lw=3, label=f"head {s['head']}"))
+    k = len(p["series"])
+    for w, si, i, j in panels.line_order(p["series"], p["min_weight"]):  # weakest first: the strongest on top
+        ax.plot([0.03, 0.97], [-i, -j], color=p["series"][si]["colour"], alpha=float(panels.line_alpha(p["alpha"], w, k)),
+                lw=w0 + w1 * w)
+    handles = [Line2D([], [], color=s["colour"], lw=3, label=f"head {s['head']}") for s in p["series"]]
     for x, labels, groups, ha in ((-0.01, p["left"], p["left_groups"], "right"),
                                   (1.01, p["right"], p["right_groups"], "left")):
         for i, (s, g) in enumerate(zip(_words(labels), groups)):

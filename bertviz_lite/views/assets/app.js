@@ -79,6 +79,24 @@ function decode(header, buffers) {
 }
 
 // ---------------------------------------------------------------- painting
+// a model view thumbnail as bertviz draws it: a line from each query (left) to each key (right), opacity its weight
+// within the panel's limits, in the layer's colour; size: CSS pixels a side
+function paintLines(canvas, values, R, C, clim, colour, size) {
+  const dpr = window.devicePixelRatio || 1, [lo, hi] = clim, k = 1 / ((hi - lo) || 1);
+  canvas.width = canvas.height = Math.round(size * dpr);
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, size, size);
+  ctx.strokeStyle = colour; ctx.lineWidth = size > 120 ? 1.5 : 1;
+  const xl = size * 0.12, xr = size * 0.88, yl = (i) => size * (i + 0.5) / R, yr = (j) => size * (j + 0.5) / C;
+  for (let i = 0; i < R; i++) for (let j = 0; j < C; j++) {
+    const a = (values[i * C + j] - lo) * k;
+    if (!(a >= 0.04)) continue;
+    ctx.globalAlpha = Math.min(1, a);
+    ctx.beginPath(); ctx.moveTo(xl, yl(i)); ctx.lineTo(xr, yr(j)); ctx.stroke();
+  }
+  ctx.globalAlpha = 1;
+}
 function paint(canvas, values, R, C, lut, clim, rowClim) {
   if (canvas.width !== C || canvas.height !== R) { canvas.width = C; canvas.height = R; }
   const ctx = canvas.getContext("2d"), img = ctx.createImageData(C, R), px = img.data;
@@ -256,6 +274,15 @@ function expand(panels) {
   }
   return out;
 }
+// bertviz's include_layers / include_heads: the model view keeps those rows and columns of its grid
+function onlyShown(fig, layers, heads) {
+  if (!layers && !heads) return fig;
+  const keep = (x, list) => !list || list.includes(x);
+  const panels = fig.panels.filter((p) => !p.meta || (keep(p.meta.layer, layers) && keep(p.meta.head, heads)))
+    .map((p) => (p.meta ? { ...p, at: [layers ? layers.indexOf(p.meta.layer) : p.at[0], heads ? heads.indexOf(p.meta.head) : p.at[1], p.at[2], p.at[3]] } : p));
+  const rows = layers || range(fig.grid[0]), cols = heads || range(fig.grid[1]);
+  return { ...fig, panels, grid: [rows.length, cols.length], row_titles: fig.row_titles && rows.map((r) => fig.row_titles[r]), col_titles: fig.col_titles && cols.map((c) => fig.col_titles[c]) };
+}
 function resolve(lay, vd, sel) {
   const words = { layer: sel.layer, head: sel.head, query: sel.query, key: sel.key || "", pair: sel.pair_filter === "all" ? "" : ` [${sel.pair_filter}]`,
     query_label: vd.labels && vd.labels[sel.query] !== undefined ? vd.labels[sel.query] : String(sel.query) };
@@ -357,18 +384,23 @@ function Lines() {
       l.pick = (x, yy) => { const i = Math.floor((yy - top) / rowH); if (i < 0 || i >= N) return null; return x < W / 2 ? { side: "q", i } : { side: "k", i }; };
       const hov = l.hover, C = p.right.length, [a0, a1] = p.alpha, [w0, w1] = p.width;
       ctx.fillStyle = colour; ctx.textAlign = "center"; ctx.fillText(p.left_title, xl - 50, 10); ctx.fillText(p.right_title, xr + 50, 10);
-      for (const s of p.series) {
-        ctx.strokeStyle = s.colour;
+      // the layout's rule (panels.line_alpha, line_order; the plotly and PNG head views use it too): every head's
+      // lines weakest first, so the strongest weights of any head are on top; the faint floor shared by the k heads
+      const lines = [], k = p.series.length;
+      p.series.forEach((s, si) => {
         for (let i = 0; i < p.left.length; i++) {
           if (hov && hov.side === "q" && hov.i !== i) continue;
           for (let j = 0; j < C; j++) {
             if (hov && hov.side === "k" && hov.i !== j) continue;
             const w = s.z[i * C + j];
-            if (!(w >= p.min_weight)) continue; // the layout's rule (the plotly and PNG head views use it too)
-            ctx.globalAlpha = Math.min(1, a0 + a1 * w); ctx.lineWidth = w0 + w1 * w;
-            ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
+            if (w >= p.min_weight) lines.push([w, si, i, j]);
           }
         }
+      });
+      lines.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+      for (const [w, si, i, j] of lines) {
+        ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = Math.min(1, a0 / Math.max(1, k) + a1 * w); ctx.lineWidth = w0 + w1 * w;
+        ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
       }
       ctx.globalAlpha = 1;
       const label = (s) => (s.length > 22 ? s.slice(0, 21) + "\u2026" : s);
@@ -434,7 +466,7 @@ function render({ model, el: host }) {
   const waiting = new Map(); // request key -> {resolve, reject, promise}
   let cacheBytes = 0, waitTimer = null, nextId = 1;
 
-  const root = el("div", { class: "bvl-x" });
+  const root = el("div", { class: info.mode ? `bvl-x bvl-mode-${info.mode}` : "bvl-x" }); // bertviz's display_mode
   const short = info.title.length > 140 ? info.title.slice(0, 139) + "\u2026" : info.title;
   const header = el("div", { class: "bvl-x-header", title: info.title }, [el("b", { text: short }),
     el("span", { text: `  ${n} tokens${info.n_total > n ? ` (+${info.n_total - n} [PAD] not shown)` : ""}, ` +
@@ -516,13 +548,13 @@ function render({ model, el: host }) {
   const controls = (...kids) => el("div", { class: "bvl-x-controls" }, kids);
   function layerSelect(cls) {
     const s = el("select", { class: cls, "aria-label": "layer" });
-    options(s, range(info.layers));
+    options(s, info.layers_shown || range(info.layers));
     s.addEventListener("change", () => setSel({ layer: +s.value }));
     return s;
   }
   function headButtons(onpick, colours) {
     const box = el("div", { class: "bvl-heads", role: "group", "aria-label": "head" });
-    for (const h of range(info.heads)) {
+    for (const h of info.heads_shown || range(info.heads)) {
       const b = el("button", { class: "bvl-head", "data-head": String(h), text: String(h), onclick: () => onpick(h) });
       if (colours) b.style.setProperty("--bvl-head-colour", colours[h % colours.length]);
       box.appendChild(b);
@@ -546,9 +578,10 @@ function render({ model, el: host }) {
 
   // ---------------------------------------------------------------- each view's controls (what it selects)
   const C = {}; // tab -> {controls: [nodes], sync(sel)}
+  const thumbs = { lines: false, big: null }; // the model view's thumbnails: lines or maps; the one enlarged (lines)
   const onHeads = (box, on) => { for (const b of box.children) b.classList.toggle("bvl-on", on(+b.dataset.head)); };
   // the head view's chosen heads: every head at the start (bertviz's), or the model's "heads" when set
-  const allHeads = range(info.heads);
+  const allHeads = info.heads_shown || range(info.heads);
   const headsOf = () => { const h = model.get("heads"); return h && h.length ? [...h] : allHeads; };
   const sel = () => ({ outline: true, layer: model.get("layer"), head: model.get("head"), heads: headsOf(), query: model.get("query"), kind: model.get("kind"), key: model.get("key"), pair_filter: model.get("pair_filter") });
   function pairSelect(cls) { // the sentence-pair filter (one selection, shared by the tabs that have it)
@@ -565,10 +598,17 @@ function render({ model, el: host }) {
     head: () => { const hb = headButtons((h) => setSel({ head: h })); return { nodes: [headLabel(), hb], sync: (x) => onHeads(hb, (h) => h === x.head) }; },
     heads: () => { // click a head's box: add or remove it; double-click: that head alone (bertviz's)
       const hb = headButtons((h) => { const on = new Set(headsOf()); on.has(h) ? on.delete(h) : on.add(h); setHeads([...on].sort((a, b) => a - b)); }, info.colours);
-      for (const b of hb.children) { b.addEventListener("dblclick", () => setHeads([+b.dataset.head])); b.title = "click: add or remove this head; double-click: this head alone"; }
+      // double-click: that head alone, or every head when it was already alone (the heads before the clicks that
+      // came with the double-click, which toggled it twice)
+      let before = null;
+      for (const b of hb.children) {
+        b.addEventListener("mousedown", (ev) => { if (ev.detail <= 1) before = headsOf(); });
+        b.addEventListener("dblclick", () => { const h = +b.dataset.head, was = before || headsOf(); setHeads(was.length === 1 && was[0] === h ? allHeads : [h]); });
+        b.title = "click: add or remove this head; double-click: this head alone (again: every head)";
+      }
       return { nodes: [el("span", { class: "bvl-x-label", text: "heads" }), hb], sync: (x) => onHeads(hb, (h) => x.heads.includes(h)) };
     },
-    all_heads: () => { const all = el("button", { class: "bvl-all-heads", text: "all heads", onclick: () => setHeads(allHeads) }); return { nodes: [all], sync: (x) => { all.disabled = x.heads.length === info.heads; } }; },
+    all_heads: () => { const all = el("button", { class: "bvl-all-heads", text: "all heads", onclick: () => setHeads(allHeads) }); return { nodes: [all], sync: (x) => { all.disabled = x.heads.length === allHeads.length; } }; },
     kind: (tab, cls) => { const s = kindSelect(cls("kind")); return { nodes: info.kinds.length > 1 ? [lab("show ", s)] : [], sync: (x) => { s.value = x.kind; } }; },
     pair_filter: (tab, cls) => { const s = pairSelect(cls("pair")); return { nodes: info.has_pair ? [lab("sentences ", s)] : [], sync: (x) => { s.value = x.pair_filter; } }; },
     query: (tab, cls) => {
@@ -590,6 +630,12 @@ function render({ model, el: host }) {
         const i = info.keys.indexOf(x.key);
         key.value = x.key; pos.textContent = `step ${i + 1} of ${info.keys.length}`; prev.disabled = i <= 0; next.disabled = i >= info.keys.length - 1;
       } };
+    },
+    thumbs: () => { // the model view's thumbnails: heat maps, or bertviz's lines (a click then enlarges one in place)
+      const s = el("select", { class: "bvl-model-thumbs", "aria-label": "thumbnails" });
+      options(s, ["maps", "lines"], (v) => (v === "maps" ? "heat maps" : "lines (bertviz)"));
+      s.addEventListener("change", () => { thumbs.lines = s.value === "lines"; thumbs.big = null; show(); });
+      return { nodes: [lab("thumbnails ", s)], sync: () => { s.value = thumbs.lines ? "lines" : "maps"; } };
     },
     step_head: () => { // the step-through's head: hidden for a tensor without heads
       const head = el("select", { class: "bvl-step-head", "aria-label": "head" });
@@ -697,11 +743,16 @@ function render({ model, el: host }) {
       const part = p.parts[i], [, , , cs] = panel.at;
       if (panel.type === "heatmap" && panel.thumb) {
         const cv = part.canvas;
-        paint(cv, panel.values, panel.R, panel.C, info.luts[panel.scale], panel.clim);
-        cv.style.width = cv.style.height = `${thumbPx}px`;
+        const id = `${panel.meta.layer},${panel.meta.head}`, big = thumbs.lines && thumbs.big === id;
+        const px = big ? Math.min(full, thumbPx * 4) : thumbPx;
+        if (thumbs.lines) paintLines(cv, panel.values, panel.R, panel.C, panel.clim, info.colours[panel.meta.layer % info.colours.length], px);
+        else paint(cv, panel.values, panel.R, panel.C, info.luts[panel.scale], panel.clim);
+        cv.classList.toggle("bvl-thumb-lines", thumbs.lines); cv.classList.toggle("bvl-thumb-big", big);
+        cv.style.width = cv.style.height = `${px}px`;
         cv.classList.toggle("bvl-on", !!panel.marked); cv.setAttribute("aria-selected", String(!!panel.marked));
-        cv.title = panel.hover; cv.dataset.layer = String(panel.meta.layer); cv.dataset.head = String(panel.meta.head);
-        cv.onclick = () => setSel(panel.click);
+        cv.title = thumbs.lines ? panel.hover.replace("click to open", "click to enlarge or shrink") : panel.hover; cv.dataset.layer = String(panel.meta.layer); cv.dataset.head = String(panel.meta.head);
+        // maps: a click opens the map in the attention tab; lines (bertviz's): a click enlarges it in place
+        cv.onclick = thumbs.lines ? () => { thumbs.big = thumbs.big === id ? null : id; show(); } : () => setSel(panel.click);
         cv.limits = [panel.clim]; cv.bvl = panel.meta;
         limits.push(panel.clim);
       } else if (panel.type === "heatmap") {
@@ -760,7 +811,7 @@ function render({ model, el: host }) {
     C[tab].sync(s, vd);
     if (!vd) { P[tab].title.textContent = `${info.titles[tab]}: loading\u2026`; later(view, args, () => model.get("tab") === tab && show()); return; }
     const t0 = performance.now();
-    const fig = resolve(vd.layouts[tab], vd, s);
+    const fig = tab === "model" ? onlyShown(resolve(vd.layouts[tab], vd, s), info.layers_shown, info.heads_shown) : resolve(vd.layouts[tab], vd, s);
     const p = drawPanels(tab, fig, s);
     const record = { layer: s.layer, head: s.head, query: s.query, kind: s.kind, pair: s.pair_filter, key: s.key, heads: [...s.heads] };
     const first = p.parts[0], main = first && first.canvas;
@@ -786,6 +837,10 @@ function render({ model, el: host }) {
     try { drawTab(C[tab] ? tab : "attention"); } catch (e) { fail(e); }
   }
   for (const name of STATE) model.on(`change:${name}`, show);
+  // the starting tab's view data, in the widget's state (Explorer.first_view): the first picture needs no round
+  // trip to the kernel, which may still be building the saved page
+  const first = model.get("first");
+  if (first && first.header) onMessage({ ...first.header, type: "view", request_key: first.key }, first.buffers);
   show();
   // canvas labels take the theme's ink when drawn: redraw at once when JupyterLab's theme (or the
   // system's colour scheme) changes
