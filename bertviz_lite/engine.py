@@ -141,8 +141,9 @@ def padding_mask(mask, xp, dtype):
     A mask [n] gives [1, 1, n]; a batch's masks [B, n] give [B, 1, 1, n] (one per example).
     None when every key is real: there is nothing to add, and the scores are not touched. That is decided on the
     host (all_positive): reading it back from a device array would synchronise every trace on a GPU."""
-    if all_positive(mask):
-        return None
+    on_host = isinstance(mask, (list, tuple)) or backend.is_host_array(mask)
+    if on_host and all_positive(mask):
+        return None  # (a device array's mask is never read back: 0 is added where every key is real)
     m = xp.asarray(mask)
     zero = xp.zeros(m.shape, dtype=dtype)
     return xp.reshape(xp.where(m > 0, zero, zero - math.inf), (*m.shape[:-1], 1, 1, m.shape[-1]))

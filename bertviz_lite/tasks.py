@@ -20,8 +20,6 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-import numpy as np
-
 from . import mlm
 
 SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..3: the ids BertConfig and the engine expect for [PAD]
@@ -82,14 +80,15 @@ class MirrorTask:
         """The sentences as one training batch for every layer of `model` (first = 0: the embeddings are the
         input the layers train on; they, and the tied decoder W_T, stay as initialised)."""
         xp = model.xp
-        ids = np.array([m.ids for m in masked], dtype=np.int64)  # [B, n]: every sentence is `length` long
-        if ids.shape[1:] != (self.length,):
-            raise ValueError(f"the sentences are {ids.shape[1:]} long, the task's are {self.length}")
-        mask = np.ones(ids.shape, dtype=np.int64)
-        Z = mlm.frozen_layers(model, xp.asarray(ids), xp.asarray(mask), 0)  # [B, n, H]
-        rows = np.array([b * self.length + p for b, m in enumerate(masked) for p in m.positions], dtype=np.int64)
-        targets = np.array([t for m in masked for t in m.targets], dtype=np.int64)
-        return mlm.Batch(Z, xp.asarray(mask), xp.asarray(rows), xp.asarray(targets), 0)
+        ids = [m.ids for m in masked]  # [B, n]: every sentence is `length` long
+        if any(len(row) != self.length for row in ids):
+            raise ValueError(f"the sentences are {sorted({len(r) for r in ids})} long, the task's are {self.length}")
+        mask = [[1] * self.length for _ in ids]  # no padding: every sentence has the task's length
+        Z = mlm.frozen_layers(model, xp.asarray(ids, dtype=xp.int64), mask, 0)  # [B, n, H]
+        rows = [b * self.length + p for b, m in enumerate(masked) for p in m.positions]
+        targets = [t for m in masked for t in m.targets]
+        return mlm.Batch(Z, xp.asarray(mask, dtype=xp.int64), xp.asarray(rows, dtype=xp.int64),
+                         xp.asarray(targets, dtype=xp.int64), 0)
 
 
 def accuracy(params: dict, frozen: dict, batch: mlm.Batch, c, xp) -> float:
