@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import bertviz_lite as bv
 
 INSIDES = ("backend", "kernels", "threads", "loading", "weights", "families", "foreign", "batch", "trace", "errors",
@@ -22,6 +24,7 @@ def test_dir_lists_what_a_user_calls_and_nothing_inside():
     assert "data" not in dir(bv.views) and "head_view" in dir(bv.views)
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_a_star_import_loads_no_widget_library():
     code = ("import sys; from bertviz_lite import *; head_view; "
             "print(sorted(m for m in ('anywidget', 'plotly', 'matplotlib', 'ipywidgets') if m in sys.modules))")

@@ -97,6 +97,7 @@ PANICS = {
 }
 
 
+@pytest.mark.slow  # a fresh interpreter
 @pytest.mark.parametrize("when", sorted(PANICS))
 def test_a_caught_panic_prints_no_panic_text_in_the_cli(tmp_path, when):
     # N32: the panic was caught, yet Rust's panic hook wrote ~60 lines (panic text, "stack backtrace") to fd 2
