@@ -2,11 +2,12 @@
 import numpy as np
 
 from course import close, equals, exercise, within
+from exercises._common import f64
 
 
 def _pair(a_trace, b_trace):
-    a = np.asarray(a_trace.get("ffn.act", layer=0), dtype=np.float64)
-    b = np.asarray(b_trace.get("ffn.act", layer=0), dtype=np.float64)
+    a = f64(a_trace.get("ffn.act", layer=0))
+    b = f64(b_trace.get("ffn.act", layer=0))
     return a, b
 
 
@@ -36,12 +37,14 @@ def _byte_mistakes(model, text):
     return {"that is the number of entries: each float32 takes 4 bytes": nbytes // 4,
             "that is float64 (8 bytes); the trace stores float32, 4 bytes each": nbytes * 2,
             "that is MiB: the question asks for bytes": nbytes / 2 ** 20,
-            "that is one layer's maps: the trace keeps attn.probs of all L layers": nbytes // model.config.num_layers}
+            "that is one layer's maps: the trace keeps attn.probs of all L layers": nbytes // model.config.num_layers,
+            "that is one map: the trace keeps one per head per layer":
+                nbytes // (model.config.num_layers * model.config.num_heads)}
 
 
 @exercise("18.2", hint=("attn.probs holds one n x n map per head per layer, each entry a float32 of 4 bytes",
-                        "how many maps are there (L times ___), how many numbers in each, and how many bytes per "
-                        "number?"), mistakes=_byte_mistakes)
+                        "how many maps are there, how many numbers are in each, and how many bytes does one float32 "
+                        "take?"), mistakes=_byte_mistakes)
 def _(answer, *, model, text):
     return equals(answer, model.trace(text, keep=["attn.probs"]).nbytes)
 
