@@ -35,8 +35,8 @@ def _shared_mistakes(config):
                 lambda V, H, L, F, P: (V + P) * H + 2 * H + _one(H, F) + H * H + H,
             "you left out the layer's biases: each of its six matrix products adds one (4 H for attention, F + H for "
             "the feed-forward)": lambda V, H, L, F, P: _emb(V, H, P) + 4 * H * H + 2 * H * F + 4 * H + H * H + H,
-            "a layer has two LayerNorms (after attention and after the feed-forward), each 2 H":
-                lambda V, H, L, F, P: _emb(V, H, P) + _one(H, F) - 2 * H + H * H + H}
+            "b^up is as long as W^up's output, F = d_ffnn, not H":
+                lambda V, H, L, F, P: _emb(V, H, P) + _one(H, F) - F + H + H * H + H}
 
 
 @exercise("09.1", hint=("with sharing, the model stores the embeddings, ONE encoder layer and the pooler: the L "
