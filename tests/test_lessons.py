@@ -541,6 +541,7 @@ def test_vectors_picture_draws_rows_heads_and_the_concatenation():
     assert len(fig.axes) == 4
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert titles[0].startswith("embed.ln  [5 x 32]") and "split into 4 heads" in titles[2], titles
+    assert "[4 x 5 x 8] put side by side: [5 x 32]" in titles[1] and "[5 x 32]: the heads' blocks of d_k = 8" in titles[3]
     heads = [t.get_text() for t in fig.axes[2].texts]
     assert heads == [f"head {h}" for h in range(4)]
     assert [tick.get_text() for tick in fig.axes[0].get_yticklabels()] == list(tr.tokens)
