@@ -71,8 +71,7 @@ def _tables():
         plogp = A * np.log(np.where(A > 0, A, 1.0))
         return [("no minus sign", plogp.sum(-1).mean(), "minus"), ("summed rows", -plogp.sum(), "sum"),
                 ("log2", -(A * np.log2(np.where(A > 0, A, 1.0))).sum(-1).mean(), "base 2"),
-                ("mean over keys", -plogp.mean(), "keys"), ("summed over queries then mean", -plogp.sum(0).mean(), None),
-                ("entropy of every head's mean", -plogp.sum(-1).max(), "mean")]
+                ("mean over keys", -plogp.mean(), "keys"), ("entropy of every head's mean", -plogp.sum(-1).max(), "mean")]
 
     def t01_1(c):
         tr = c.context["tr"]
@@ -80,7 +79,7 @@ def _tables():
         return [("first [SEP] in B", [0] * s + [1] * (n - s), "first [SEP]"),
                 ("closing [SEP] in A", [0] * (s + 1) + [1] * (n - s - 2) + [0], "closing"),
                 ("all zeros", [0] * n, "segment 1"), ("1 and 2", [1] * (s + 1) + [2] * (n - s - 1), "from 0"),
-                ("one short", [0] * (s + 1) + [1] * (n - s - 2), "items"),
+                ("one short", [0] * (s + 1) + [1] * (n - s - 2), "closing"),
                 ("booleans", [False] * (s + 1) + [True] * (n - s - 1), None)]
 
     def t01_2(c):
@@ -141,7 +140,7 @@ def _tables():
         dg = lambda M, ks, fn=np.mean: np.array([fn(np.diagonal(M, offset=k)) for k in ks])  # noqa: E731
         return [("dot products", dg(D, range(1, 33)), "dot"), ("k from 0", dg(C, range(0, 32)), "offset"),
                 ("summed", dg(C, range(1, 33), np.sum), "summed"), ("k = 1..31", dg(C, range(1, 32)), "32"),
-                ("normalised columns", dg((W_P / np.linalg.norm(W_P, axis=0)).dot((W_P / np.linalg.norm(W_P, axis=0)).T), range(1, 33)), "rows")]
+                ("normalised columns", dg((W_P / np.linalg.norm(W_P, axis=0)).dot((W_P / np.linalg.norm(W_P, axis=0)).T), range(1, 33)), "columns")]
 
     def t04_1(c):
         a = c.context["actual"]
@@ -153,7 +152,7 @@ def _tables():
         d = Q.shape[-1]
         return [("BERT-base's sqrt(64) = 8", Q @ K.T / 8, "8"), ("sqrt(H)", Q @ K.T / np.sqrt(tr.config.hidden_size), "sqrt(H)"),
                 ("no scale", Q @ K.T, "scale"), ("K Q^T", K @ Q.T / np.sqrt(d), "K Q^T"), ("/ d_k", Q @ K.T / d, "square root"),
-                ("softmaxed", softmax(Q @ K.T / np.sqrt(d)), "softmax"), ("Q^T K", Q.T @ K / np.sqrt(d), "transpose")]
+                ("softmaxed", softmax(Q @ K.T / np.sqrt(d)), "softmax"), ("Q^T K", Q.T @ K / np.sqrt(d), "Q^T K")]
 
     def t04_3(c):
         tr, l, h = c.context["tr"], c.context["layer"], c.context["head"]
@@ -172,8 +171,8 @@ def _tables():
         nh, n, d = Zh.shape
         return [("reshape without transpose", Zh.reshape(n, nh * d), "token axis"), ("stacked rows", Zh.reshape(nh * n, d), "rows"),
                 ("summed heads", Zh.sum(0), "added"), ("[n, heads, d_k]", Zh.transpose(1, 0, 2), "flatten"),
-                ("mean of heads", Zh.mean(0), "mean"), ("concatenate along the tokens", np.concatenate(list(Zh), 0), "rows"),
-                ("transposed then flattened wrong way", Zh.transpose(1, 2, 0).reshape(n, nh * d), "order")]
+                ("mean of heads", Zh.mean(0), "averaged"), ("concatenate along the tokens", np.concatenate(list(Zh), 0), "rows"),
+                ("transposed then flattened wrong way", Zh.transpose(1, 2, 0).reshape(n, nh * d), "interleaves")]
 
     def t05_2(c):
         tr, l, W = c.context["tr"], c.context["layer"], c.context["weights"]
@@ -208,7 +207,7 @@ def _tables():
         x = g(tr, "ffn.up", layer=l)
         return [("relu", np.maximum(x, 0), "ReLU"), ("tanh", tanh_gelu(x), "tanh"), ("sigmoid", x / (1 + np.exp(-1.702 * x)), "sigmoid"),
                 ("Phi only", 0.5 * (1 + erf(x / np.sqrt(2))), "Phi"), ("erf(x/2)", 0.5 * x * (1 + erf(x / 2)), "2"),
-                ("no 0.5", x * (1 + erf(x / np.sqrt(2))), "half"), ("GELU of ffn.act", gelu(g(tr, "ffn.act", layer=l)), "ffn.up")]
+                ("no 0.5", x * (1 + erf(x / np.sqrt(2))), "1/2"), ("GELU of ffn.act", gelu(g(tr, "ffn.act", layer=l)), "ffn.up")]
 
     def t07_3(c):
         tr, l = c.context["tr"], c.context["layer"]
@@ -348,7 +347,7 @@ def _tables():
         return [("lower", sm(fut.T), "lower"), ("axis -2", sm(fut, -2), "queries"), ("no mask", sm(np.zeros((n, n), bool)), "without"),
                 ("k=0 (hides the diagonal too)", sm(np.triu(np.ones((n, n), bool), 0)), "diagonal"),
                 ("masked scores, no softmax", s + np.where(fut, -np.inf, 0.0), "softmax"),
-                ("-1e9 then softmax", softmax(s + np.where(fut, -1e9, 0.0)), None)]
+                ]
 
     def t14_3(c):
         B, L, nh, n, _ = c.context["actual"]

@@ -16,6 +16,13 @@ def _sinusoids(n, d, *, swap=False, half=False, start=0, blocks=False):
     return pe
 
 
+def _sinusoids_times(n, d):
+    angle = np.arange(n)[:, None] * 10000 ** (np.arange(0, d, 2)[None, :] / d)
+    pe = np.zeros((n, d))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
+    return pe
+
+
 def _pe_mistakes():
     return {"sin and cos are swapped: even columns (0, 2, ...) hold sin, odd columns cos":
             _sinusoids(64, 16, swap=True),
@@ -23,6 +30,8 @@ def _pe_mistakes():
             "positions start at 0, not 1": _sinusoids(64, 16, start=1),
             "sin and cos interleave (columns 0::2 and 1::2); you put all the sines first, then the cosines":
                 _sinusoids(64, 16, blocks=True),
+            "you multiplied p by 10000^(2i/d): the angle divides it, p / 10000^(2i/d)":
+                _sinusoids_times(64, 16),
             "every column holds a sine: the odd columns 1, 3, ... hold the cosine of the same angle":
                 np.sin(np.arange(64)[:, None] / 10000 ** ((np.arange(16) // 2 * 2)[None, :] / 16))}
 

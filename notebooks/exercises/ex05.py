@@ -60,7 +60,11 @@ def _(answer, *, tr, layer, weights):
         return False, "my_head_part must be a function of the head index h"
     heads, bias = tr.config.num_heads, weights[f"layer.{layer}.attn.b_O"]
     n, H = tr.n, tr.config.hidden_size
-    first = answer(0)
+    try:
+        first = answer(0)
+    except ValueError as e:  # a product whose shapes do not meet: say which shapes must meet
+        return False, (f"my_head_part(0) raised ValueError ({str(e)[:80]}): Zh[h] is [n, d_k], so it meets d_k rows "
+                       "of W^O (stored [in, out]), not d_k of its columns")
     if first is Ellipsis:  # the committed stub, `return ...`: not an answer yet
         return False, STUB
     first = np.shape(first)

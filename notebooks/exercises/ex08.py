@@ -52,8 +52,13 @@ def _(answer, *, tr):
 @exercise("08.3", hint=("predict first: the layer (1..L) whose output is least like its input, "
                         "cos(Z_l, Z_l-1) smallest; a whole number",),
           prediction=True, wrong=lambda answer, tr: [answer - 1, answer + 1, str(answer)],
-          mistakes=lambda tr: {"layers count 1..L here: formula layer l is trace layer.{l-1}, so layer.0 is layer 1":
-                               0})
+          mistakes=lambda tr: {"layers count 1..L here: formula layer l is trace layer.{l-1}, so a trace index k is "
+                               "layer k + 1": _least_alike(tr) - 1})
 def _(answer, *, tr):
+    return equals(answer, _least_alike(tr))
+
+
+def _least_alike(tr):
+    """The layer 1..L whose output is least like its input."""
     to_prev = np.asarray(analysis.representation_similarity(tr, against="previous"))
-    return equals(answer, int(np.argmin(to_prev.mean(axis=1)[1:])) + 1)
+    return int(np.argmin(to_prev.mean(axis=1)[1:])) + 1

@@ -31,10 +31,10 @@ def _self_mistakes(tr):
     diag = np.diagonal(A0, axis1=1, axis2=2)  # [n_h, n]
     return {"you summed the diagonal: average it over the n queries": diag.sum(1),
             "that is the weight on [CLS] (the first key column), not on the query itself": A0[:, :, 0].mean(1),
-            "you averaged the whole map (every row sums to 1, so that is 1/n): take its diagonal": A0.mean((1, 2)),
+            "every number of yours is 1/n, the mean of whole rows of the map (the whole map averaged, or the diagonal "
+            "of axes 0 and 1, head and query, averaged over the keys): a token's weight on itself is A[h, q, q], the "
+            "diagonal of axes 1 and 2": A0.mean((1, 2)),
             "you averaged over the heads: the answer has one number per head, [n_h]": diag.mean(0),
-            "you took the diagonal of axes 0 and 1 (head and query): a token's weight on itself is A[h, q, q], axes 1 "
-            "and 2": np.diagonal(A0, axis1=0, axis2=1).mean(0),
             "that is the last layer's map: this exercise reads layer 0":
                 np.diagonal(f64(tr.get("attn.probs", layer=tr.num_layers - 1)), axis1=1, axis2=2).mean(1)}
 

@@ -53,6 +53,10 @@ def _(answer, *, tr):
           prediction=True,
           wrong=lambda answer, **ctx: [(ctx["actual"][0] // 2, ctx["actual"][1]), (ctx["actual"][0], 0),
                                        (ctx["actual"][0], ctx["actual"][1] + ctx["actual"][0] // 2),
-                                       (ctx["actual"][0] * 6, 0)])
+                                       (ctx["actual"][0] * 6, 0)],
+          mistakes=lambda actual: {"that is one head's block, d_k columns: two neighbouring heads own twice that":
+                                   (actual[0] // 2, actual[1]),
+                                   "the pair's block does not start at column 0: head h's block starts at h * d_k":
+                                   (actual[0], 0)})
 def _(answer, *, actual):
     return sequence(answer, tuple(actual), "your (columns, first column)")

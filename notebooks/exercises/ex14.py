@@ -75,6 +75,8 @@ def _(answer, *, tr):
           mistakes=lambda actual: {"the batch axis comes first: (B, layer, head, query, key)":
                                    (actual[1], actual[0], *actual[2:]),
                                    "t.stack adds the layer axis before the heads: (B, layer, head, query, key)":
-                                   (actual[0], actual[2], actual[1], *actual[3:])})
+                                   (actual[0], actual[2], actual[1], *actual[3:]),
+                                   "the batch keeps its own axis in front: five axes, (B, layer, head, query, key)":
+                                   tuple(actual[1:])})
 def _(answer, *, actual):
     return sequence(answer, tuple(actual), "your shape")

@@ -52,6 +52,9 @@ def _(answer, *, model, text):
 @exercise("18.3", hint=("predict first: one map is n x n numbers, and there is one per head per layer; a MiB is 2**20 bytes",
                         "BERT-base's float32 maps at 512 tokens are 144 MiB (lesson 04): which of L, n_h and the bytes "
                         "per number change, and by how much?"),
-          prediction=True, wrong=lambda answer, **ctx: [ctx["actual"] * 2, ctx["actual"] / 2, 144, ctx["actual"] * 0.75])
+          prediction=True, wrong=lambda answer, **ctx: [ctx["actual"] * 2, ctx["actual"] / 2, 144, ctx["actual"] * 0.75],
+          mistakes=lambda actual: {"that is 4 bytes per number (float32): these maps take 2 bytes each": actual * 2,
+                                   "144 MiB is BERT-base's float32 maps: count BERT-large's layers and heads, at 2 "
+                                   "bytes each": 144})
 def _(answer, *, actual):
     return within(answer, 0.95 * actual, 1.05 * actual, "your prediction (MiB)")
