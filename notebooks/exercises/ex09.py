@@ -32,7 +32,11 @@ def _shared_mistakes(config):
             "you left out the pooler, an H x H matrix and its bias":
                 lambda V, H, L, F, P: _emb(V, H, P) + _one(H, F),
             "you left out the segment table W_S (2 rows of H)":
-                lambda V, H, L, F, P: (V + P) * H + 2 * H + _one(H, F) + H * H + H}
+                lambda V, H, L, F, P: (V + P) * H + 2 * H + _one(H, F) + H * H + H,
+            "you left out the layer's biases: each of its six matrix products adds one (4 H for attention, F + H for "
+            "the feed-forward)": lambda V, H, L, F, P: _emb(V, H, P) + 4 * H * H + 2 * H * F + 4 * H + H * H + H,
+            "b^up is as long as W^up's output, F = d_ffnn, not H":
+                lambda V, H, L, F, P: _emb(V, H, P) + _one(H, F) - F + H + H * H + H}
 
 
 @exercise("09.1", hint=("with sharing, the model stores the embeddings, ONE encoder layer and the pooler: the L "
@@ -52,13 +56,15 @@ def _bias_mistakes(config):
             "LayerNorm's beta is not counted as a bias here: count the b of the matrix products only":
                 lambda L, H, F: L * (5 * H + F) + H + (2 * L + 1) * H,
             "that is one layer's biases (and the pooler's): each of the L layers has its own":
-                lambda L, H, F: 5 * H + F + H}
+                lambda L, H, F: 5 * H + F + H,
+            "a layer has four attention biases, b^Q, b^K, b^V and b^O, each H long":
+                lambda L, H, F: L * (4 * H + F) + H}
 
 
 @exercise("09.2", hint=("a bias is a vector added after a matrix product: find every b in the formula lines of one "
                         "layer (attention and feed-forward), then the pooler's; LayerNorm's beta is not one here",
-                        "how long is each of a layer's four attention biases, and how long are b^up and b^down "
-                        "(each as long as its matrix's ___)?"), mistakes=_bias_mistakes)
+                        "how long is each of a layer's four attention biases, and how long are b^up and b^down: as "
+                        "long as their matrix's input, or its output?"), mistakes=_bias_mistakes)
 def _(answer, *, config):
     def biases(c):
         return sum(n for _, name, _, n in ledger_for_config(c).rows if name.rsplit(".", 1)[-1] == "b" or name.rsplit(".", 1)[-1].startswith("b_"))  # not LayerNorm beta

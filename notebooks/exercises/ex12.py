@@ -14,12 +14,14 @@ def _entropy_mistakes(tr, layer, head):
     return {"you dropped the minus sign": -h,
             "you summed over the rows: divide by n": h * tr.n,
             "you used log base 2 (bits): entropy here is in nats, np.log": h / np.log(2),
-            "you averaged p log p over the keys: a row's entropy sums over its keys": h / tr.n}
+            "you averaged p log p over the keys: a row's entropy sums over its keys": h / tr.n,
+            "you took the largest row entropy: the head's entropy is the mean over its rows":
+                -(A * np.log(np.where(A > 0, A, 1.0))).sum(-1).max()}
 
 
 @exercise("12.1", hint=("a row's entropy is -sum_j p_j log p_j; the head's entropy is the mean over the n rows",
-                        "0 log 0 counts as 0: which entries must you keep away from the log (np.where(A > 0, ___, "
-                        "___))? and over which axis do you sum?"), mistakes=_entropy_mistakes)
+                        "0 log 0 counts as 0: how do you keep the zero weights away from the log, and how do the "
+                        "n row entropies become the head's one number?"), mistakes=_entropy_mistakes)
 def _(answer, *, tr, layer, head):
     return close(answer, analysis.head_entropy(tr)[layer, head], atol=1e-6)
 
@@ -29,14 +31,18 @@ def _self_mistakes(tr):
     diag = np.diagonal(A0, axis1=1, axis2=2)  # [n_h, n]
     return {"you summed the diagonal: average it over the n queries": diag.sum(1),
             "that is the weight on [CLS] (the first key column), not on the query itself": A0[:, :, 0].mean(1),
-            "you averaged the whole map (every row sums to 1, so that is 1/n): take its diagonal": A0.mean((1, 2)),
-            "you averaged over the heads: the answer has one number per head, [n_h]": diag.mean(0)}
+            "every number of yours is 1/n, the mean of whole rows of the map (the whole map averaged, or the diagonal "
+            "of axes 0 and 1, head and query, averaged over the keys): a token's weight on itself is A[h, q, q], the "
+            "diagonal of axes 1 and 2": A0.mean((1, 2)),
+            "you averaged over the heads: the answer has one number per head, [n_h]": diag.mean(0),
+            "that is the last layer's map: this exercise reads layer 0":
+                np.diagonal(f64(tr.get("attn.probs", layer=tr.num_layers - 1)), axis1=1, axis2=2).mean(1)}
 
 
 @exercise("12.2", hint=("attention to itself is the map's diagonal, A[q, q]; average it over the queries, one "
                         "number per head",
-                        "A0 is [head, query, key]: which two axes does np.diagonal(A0, axis1=___, axis2=___) need, "
-                        "and which axis of the result do you average?"), mistakes=_self_mistakes)
+                        "A0 is [head, query, key]: which two axes hold a token's weight on itself, A[h, q, q], and "
+                        "which axis is left to average once you take that diagonal?"), mistakes=_self_mistakes)
 def _(answer, *, tr):
     return close(answer, analysis.attention_to(tr, ["self"])["self"][0], atol=1e-6)
 

@@ -10,12 +10,13 @@ from exercises._common import f64
 
 def _pool_mistakes(tr):
     Z = f64(tr.get("ffn.ln", layer=tr.num_layers - 1))
-    m = np.asarray(tr.mask, dtype=np.float64)
+    m = f64(tr.mask)
     return {"you averaged over [PAD] too: weight each row by the mask and divide by the real tokens": Z.mean(axis=0),
             "you took the [CLS] row: this model's sentence vector is the mean of its real tokens": Z[0],
             "you summed the real rows: divide by the number of real tokens, m.sum()": (Z * m[:, None]).sum(0),
             "you masked the [PAD] rows but divided by n, [PAD] included: divide by the real tokens, m.sum()":
-                (Z * m[:, None]).sum(0) / len(m)}
+                (Z * m[:, None]).sum(0) / len(m),
+            "you averaged over the features (axis -1): the sentence vector has H numbers, one per feature": Z.mean(-1)}
 
 
 @exercise("15.1", hint=("mean pooling averages the last layer's rows of the real tokens only: [PAD] rows get weight 0",
@@ -38,7 +39,8 @@ def _sim_mistakes(model, pairs):
     return {"those are dot products: divide each by the two lengths to get the cosine": dots,
             "that is 1 - cos, the cosine distance: the exercise asks for the similarity itself": 1 - dots / norms,
             "those are Euclidean distances: the cosine compares directions, a . b / (|a| |b|)":
-                np.array([np.linalg.norm(emb[a] - emb[b]) for a, b in pairs])}
+                np.array([np.linalg.norm(emb[a] - emb[b]) for a, b in pairs]),
+            "you divided by the squared lengths: the cosine divides by the lengths themselves": dots / norms ** 2}
 
 
 @exercise("15.2", hint=("the cosine of two sentence vectors: dot product over the product of lengths, one per pair",

@@ -2,12 +2,13 @@
 import numpy as np
 
 from course import close, equals, exercise
+from exercises._common import f64
 
 
 def _next_mistakes(expected, A=None):
     if A is None:
         return {}
-    A = np.asarray(A, dtype=np.float64)
+    A = f64(A)
     n = len(A)
     return {"that is the diagonal below the main one, A[i, i-1]: the previous token; the next is A[i, i+1] (offset=1)":
             np.diagonal(A, offset=-1).sum() / n,
@@ -20,8 +21,8 @@ def _next_mistakes(expected, A=None):
 
 @exercise("16.1", hint=("query i's weight on the next token is A[i, i+1]: those entries form the diagonal just above "
                         "the main one",
-                        "np.diagonal(A, offset=___) gives that diagonal; it has n - 1 entries: do you divide its sum "
-                        "by n - 1 or by n?"), mistakes=_next_mistakes)
+                        "that diagonal has n - 1 entries, since the last token has no next one: do you divide its "
+                        "sum by n - 1 or by n, and why?"), mistakes=_next_mistakes)
 def _(answer, *, expected, A=None):
     return close(answer, expected, atol=1e-6)
 

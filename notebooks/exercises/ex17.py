@@ -2,6 +2,7 @@
 import numpy as np
 
 from course import close, equals, exercise, sequence
+from exercises._common import f64
 
 
 def _totals(c):
@@ -21,7 +22,9 @@ def _albert_mistakes(config):
             "L layers now, but the embeddings are still 128 wide: make them H wide (no projection)": t["E = 128"],
             f"that is BERT-base's BertModel ({bert:,}): you used BERT's "
             f"30,522-piece vocabulary; ALBERT's has {config.vocab_size:,} (configs['albert-base-v2'].vocab_size)":
-                t["BERT's vocabulary"]}
+                t["BERT's vocabulary"],
+            "you left out the pooler, an H x H matrix and its bias":
+                t["neither"] - config.hidden_size ** 2 - config.hidden_size}
 
 
 @exercise("17.1", hint=("count ALBERT as if it had neither of its savings: embeddings of width H (no projection) and "
@@ -39,12 +42,13 @@ def _row_mistakes(model, n):
     return {"those are BERT's rows 0..n-1; RoBERTa starts at padding_idx + 1": list(range(n)),
             "you started at the padding row itself, padding_idx: RoBERTa starts one after it":
                 list(range(o - 1, o - 1 + n)),
-            "every token reads its own row: o, o + 1, ..., not o for all": [o] * n}
+            "every token reads its own row: o, o + 1, ..., not o for all": [o] * n,
+            "that is n + 1 rows: one row per token, n in all": list(range(o, o + n + 1))}
 
 
 @exercise("17.2", hint=("RoBERTa's position ids do not start at 0: they start after the padding row",
-                        "what is rob.config.pad_token_id, and so which row does the first token read: "
-                        "padding_idx + ___?"),
+                        "what is rob.config.pad_token_id, and which row after the padding row does the first token "
+                        "read?"),
           wrong=lambda answer, model, n: [list(range(n)), list(range(1, n + 1))], mistakes=_row_mistakes)
 def _(answer, *, model, n):
     o = model.config.position_offset
@@ -52,13 +56,15 @@ def _(answer, *, model, n):
 
 
 def _logit_mistakes(tr, model):
-    p = np.asarray(tr["pooler.out"], dtype=np.float64)
-    W, b = (np.asarray(model.weights[k], dtype=np.float64) for k in ("head.W", "head.b"))
-    Z_L = np.asarray(tr[f"layer.{model.config.num_layers - 1}.ffn.ln"], dtype=np.float64)
+    p = f64(tr["pooler.out"])
+    W, b = (f64(model.weights[k]) for k in ("head.W", "head.b"))
+    Z_L = f64(tr[f"layer.{model.config.num_layers - 1}.ffn.ln"])
     return {"you left out the bias b": p @ W,
             "you read the [CLS] row of Z_L: the head reads the pooled vector p = pooler.out": Z_L[0] @ W + b,
             "those are probabilities (a softmax): the head's output y is the logits before it":
-                np.exp(p @ W + b) / np.exp(p @ W + b).sum()}
+                np.exp(p @ W + b) / np.exp(p @ W + b).sum(),
+            "that is the predicted label (the argmax): the answer is the two logits themselves":
+                int(np.argmax(p @ W + b))}
 
 
 @exercise("17.3", hint=("the sequence-classification line reads the pooled vector p (pooler.out, shape [H]), not the "
