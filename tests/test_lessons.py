@@ -504,8 +504,8 @@ def test_strips_are_drawn_at_the_lessons_model():
     not BertConfig(); a strip shows no label cut by its edge (every text lies inside the picture) and the labels on
     arrows sit on a white box, so no line runs through them."""
     for lesson in LESSONS[1:]:
-        if lesson.name[:2] in BERT_BASE_STRIPS or lesson.name.startswith("11_"):
-            continue  # lesson 11 is rewritten in another branch; it follows this when it lands
+        if lesson.name[:2] in BERT_BASE_STRIPS:
+            continue
         nb = nbformat.read(lesson, as_version=4)
         strips = [c.source for c in nb.cells if c.source.startswith("# PICTURE") and "strip=True" in c.source]
         assert strips and all('model_config("minilm")' in s for s in strips), f"{lesson.name}: {strips}"
@@ -554,8 +554,8 @@ def test_vectors_picture_draws_rows_heads_and_the_concatenation():
 
 def test_lessons_show_their_figures_through_the_course():
     """issue 41 item 6: no lesson defines its own png(mfig); course.picture shows a Figure, saved tight."""
-    own = [lesson.name for lesson in LESSONS if not lesson.name.startswith("11_")  # lesson 11: another branch
-           and any("def png(" in c.source for c in nbformat.read(lesson, as_version=4).cells)]
+    own = [lesson.name for lesson in LESSONS
+           if any("def png(" in c.source for c in nbformat.read(lesson, as_version=4).cells)]
     assert not own, f"lessons with their own png(): {own}; use course.picture(fig)"
 
 

@@ -722,8 +722,9 @@ def _loop_mistakes(**context):
 @exercise("11.11", hint=("a step is: a fresh minibatch, its loss and gradients, the optimiser's step; a row of the "
                          "curve every `every` steps and after the last, with the training losses since the last row "
                          "averaged and the held-out number of the parameters now",
-                         "inside the loop over the steps, what does params become after the step, and on which steps "
-                         "(s % every == ___, or the last) does a row go on the curve?"), mistakes=_loop_mistakes)
+                         "inside the loop over the steps, what does params become after the step, and which step "
+                         "numbers put a row on the curve (think of the last step when steps is not a multiple of "
+                         "every)?"), mistakes=_loop_mistakes)
 def _(answer, *, params, minibatch, grad_fn, heldout):
     if not callable(answer):
         return False, "write a function, my_train(params, step, steps, rng, *, minibatch, grad_fn, heldout, every)"
