@@ -32,7 +32,9 @@ may round the float32 products differently.
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
+import re
 import json
 import math
 import os
@@ -54,10 +56,16 @@ from bertviz_lite import loading, mlm, schema  # noqa: E402
 OUT = ROOT / "bertviz_lite" / "data" / loading.MINILM_MLM_FILE
 THREADS = 1  # one BLAS thread: on this shared 2-core machine two ran the products up to 10x slower (data/README.md)
 CLOZE = ROOT / "data" / "cloze_sentences.tsv"
+EVERYDAY = ROOT / "data" / "cloze_everyday.tsv"  # issue 38's fresh set: answer and accepted alternatives
+USAGE = ROOT / "data" / "wordnet_usage.txt.gz"  # every WordNet usage example of >= USAGE_WORDS words (--make-usage)
+USAGE_WORDS = 4
 SMOKE_LOG = ROOT / "tests" / "fixtures" / "mlm" / "train_smoke_log.json"
 LAYERS = 3  # k: the last k layers are trained (data/README.md says why 3)
 SENTENCES = None  # the whole corpus (124,171 sentences of at most MAX_TOKENS pieces, 5% held out): data/README.md
 DRAWS = 1  # masking draws per training sentence (the second epoch shows each draw again, in a new order)
+MASKING = "pieces"  # training draws: "pieces" (BERT's original) or "words" (whole-word masking); held-out: pieces
+RATES = (0.8, 0.1)  # of the chosen pieces of a training draw: -> [MASK], -> a random piece (the rest kept)
+TEXT = "wordnet"  # "wordnet": definitions + examples (T.corpus); "wordnet+usage": + every usage example (USAGE)
 EPOCHS = 2
 BATCH = 128  # masked sentences per Adam step
 LR_LAYERS, LR_HEAD = 5e-4, 1e-3  # the probe's (scripts/probe_mlm_adaptation.py)
@@ -94,6 +102,18 @@ def _rate(text: str) -> float:
     return v
 
 
+def _rates(text: str) -> tuple[float, float]:
+    parts = text.split("/")
+    try:
+        pm, pr, pk = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected three whole percentages MASK/RANDOM/KEEP, e.g. 80/10/10, "
+                                         f"got {text!r}") from None
+    if min(pm, pr, pk) < 0 or pm + pr + pk != 100:
+        raise argparse.ArgumentTypeError(f"the three percentages must be >= 0 and add up to 100, got {text!r}")
+    return pm / 100, pr / 100
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=_whole(1, 6), default=LAYERS, help="k, how many last layers to train (1..6)")
@@ -101,6 +121,14 @@ def parse_args(argv=None):
                     help="sentences sampled (default: all of them; 5%% held out)")
     ap.add_argument("--draws", type=_whole(1, 20), default=DRAWS, help="masking draws per training sentence")
     ap.add_argument("--epochs", type=_whole(1, 50), default=EPOCHS)
+    ap.add_argument("--masking", choices=("pieces", "words"), default=MASKING,
+                    help="training draws: pieces one by one (BERT) or whole words; held-out draws are always pieces")
+    ap.add_argument("--rates", type=_rates, default=RATES, metavar="MASK/RANDOM/KEEP",
+                    help="of the chosen pieces of a training draw, percent to [MASK], to a random piece, kept "
+                         "(default 80/10/10, BERT's)")
+    ap.add_argument("--text", choices=("wordnet", "wordnet+usage"), default=TEXT,
+                    help="training text: WordNet's definitions and examples, or those plus every usage example "
+                         f"of >= {USAGE_WORDS} words ({USAGE.relative_to(ROOT)}); the held-out split is the same")
     ap.add_argument("--batch", type=_whole(1, 4096), default=BATCH, help="masked sentences per step")
     ap.add_argument("--lr-layers", type=_rate, default=LR_LAYERS)
     ap.add_argument("--lr-head", type=_rate, default=LR_HEAD)
@@ -114,14 +142,18 @@ def parse_args(argv=None):
     what.add_argument("--smoke", action="store_true", help="a few steps on a tiny subset, checked against "
                       f"{SMOKE_LOG.relative_to(ROOT)} (--smoke --write-log rewrites it)")
     what.add_argument("--report", action="store_true", help="print the JSON's numbers as markdown, train nothing")
+    what.add_argument("--evaluate", action="store_true", help="score the model at --out (and MiniLM's frozen head) "
+                      "on the cloze sets and the held-out split: top-1, top-5, echo rate; train nothing")
+    what.add_argument("--make-usage", action="store_true", help=f"write {USAGE.relative_to(ROOT)} from WordNet's "
+                      "data files in /usr/share/wordnet (Debian's wordnet-base), train nothing")
     ap.add_argument("--write-log", action="store_true", help="with --smoke: rewrite the committed smoke log")
     args = ap.parse_args(argv)
     if args.write_log and not args.smoke:
         ap.error("--write-log goes with --smoke")
     if args.out.suffix != ".safetensors":
         ap.error(f"--out must name a .safetensors file, got {args.out}")
-    if (args.check or args.report) and not args.out.is_file():
-        ap.error(f"{'--check' if args.check else '--report'} needs the file {args.out}, which does not exist")
+    if (args.check or args.report or args.evaluate) and not args.out.is_file():
+        ap.error(f"{'--check' if args.check else '--report' if args.report else '--evaluate'} needs the file {args.out}, which does not exist")
     if not args.check and not args.smoke and not args.report and not args.out.parent.is_dir():
         ap.error(f"the folder of --out does not exist: {args.out.parent}")
     if args.smoke:
@@ -135,18 +167,60 @@ def parse_args(argv=None):
 # ------------------------------------------------------------------------------------------
 
 
-def masked_draws(model, encs, n_held: int, draws: int, rng):
-    """[(sentence index, Masked)]: one draw per held-out sentence (the first n_held), `draws` per training one."""
+def masked_draws(model, encs, n_held: int, draws: int, rng, masking: str = MASKING, rates=RATES):
+    """[(sentence index, Masked)]: one draw per held-out sentence (the first n_held; always BERT's piece
+    masking at 80/10/10, so the held-out rows stay those of earlier runs), `draws` per training one
+    (`masking`: "pieces" or "words", at `rates` (to [MASK], to a random piece))."""
     tok = model.tokenizer
     special = {tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")}
+    common = {"vocab_size": model.config.vocab_size, "mask_id": tok.token_to_id("[MASK]"), "special_ids": special}
     out = []
     for d in range(draws):
         for i, e in enumerate(encs):
-            if i < n_held and d > 0:
+            if i < n_held:
+                if d == 0:
+                    out.append((i, mlm.choose_masks(e.ids, rng, **common)))
                 continue
-            out.append((i, mlm.choose_masks(e.ids, rng, vocab_size=model.config.vocab_size,
-                                            mask_id=tok.token_to_id("[MASK]"), special_ids=special)))
+            words = mlm.word_ids(e.tokens) if masking == "words" else None
+            out.append((i, mlm.choose_masks(e.ids, rng, p_mask=rates[0], p_random=rates[1], words=words, **common)))
     return out
+
+
+def usage_sentences() -> list[str]:
+    """Every WordNet usage example of >= USAGE_WORDS words, as committed (--make-usage writes it)."""
+    with gzip.open(USAGE, "rt", encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def make_usage(wordnet: Path = Path("/usr/share/wordnet")) -> int:
+    """data/wordnet_usage.txt.gz: every distinct quoted usage example of WordNet 3.0's glosses with at least
+    USAGE_WORDS words, in file order (make_corpus keeps only those that start with a capital and have >= 5)."""
+    import make_corpus as MC
+    if not (wordnet / "data.noun").exists():
+        print(f"no WordNet data files in {wordnet}: apt-get install -y wordnet-base", file=sys.stderr)
+        return 2
+    out, seen = [], set()
+    for name in MC.FILES:
+        for gloss in MC.glosses(wordnet / name):
+            for ex in MC.EXAMPLE.findall(gloss):
+                ex = " ".join(ex.split())
+                if len(ex.split()) >= USAGE_WORDS and ex not in seen:
+                    seen.add(ex)
+                    out.append(ex)
+    with open(USAGE, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
+        f.write(("\n".join(out) + "\n").encode("utf-8"))
+    print(f"wrote {USAGE} ({len(out):,} usage examples)")
+    return 0
+
+
+def training_text(model, sentences, rng) -> list:
+    """The usage examples that are not already in the corpus, tokenized (at most MAX_TOKENS pieces): extra
+    training sentences, after the corpus's (never held out). sentences: the corpus sample's size (None: all),
+    so a sample takes the same share of them as of the corpus."""
+    corpus = T.corpus()
+    known = set(corpus)
+    fresh = [u for u in usage_sentences() if u not in known]
+    return T.encode(model, fresh, None if sentences is None else round(sentences * len(fresh) / len(corpus)), rng)
 
 
 def features(model, draws, first: int, progress: bool = True) -> list:
@@ -209,21 +283,70 @@ def heldout_groups(model, draws, held) -> tuple[dict, np.ndarray]:
     return groups, targets
 
 
-def read_cloze(path: Path = CLOZE) -> list[tuple[str, str]]:
+def read_cloze(path: Path = CLOZE) -> list[tuple[str, list[str]]]:
+    """(sentence, accepted answers): the intended answer first, then the alternatives (comma-separated)."""
     lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln and not ln.startswith("#")]
-    return [tuple(ln.split("\t")) for ln in lines]
+    return [(s, a.split(",")) for s, a in (ln.split("\t") for ln in lines)]
 
 
 def predict(model, sentences, top_k: int = 5) -> dict:
     return {s: [p.token for p in model.fill_mask(s, top_k=top_k)[0]] for s in sentences}
 
 
-def cloze_score(model) -> dict:
-    items = read_cloze()
+def sentence_words(sentence: str) -> set:
+    """The words a sentence shows, lower-cased, [MASK] left out."""
+    return set(re.findall(r"[a-z]+", sentence.lower().replace("[mask]", " ")))
+
+
+def is_echo(guess: str, accepted, words) -> bool:
+    """A wrong guess that repeats a word the sentence already shows ("We eat soup with a [MASK]." -> soup)."""
+    return guess not in accepted and guess in words
+
+
+def cloze_score(model, path: Path = CLOZE) -> dict:
+    """Top-1 and top-5 (any accepted answer) and the echo rate (the top-1 guess is wrong and a word of the
+    sentence) on a cloze file."""
+    items = read_cloze(path)
     top = predict(model, [s for s, _ in items])
-    hits = [answer in top[s] for s, answer in items]
-    return {"sentences": len(items), "top5_hits": int(sum(hits)), "top5": sum(hits) / len(items),
-            "per_sentence": [[s, a, top[s]] for s, a in items]}
+    top1 = [top[s][0] in ok for s, ok in items]
+    top5 = [any(a in top[s] for a in ok) for s, ok in items]
+    echo = [is_echo(top[s][0], ok, sentence_words(s)) for s, ok in items]
+    n = len(items)
+    return {"file": path.name, "sentences": n, "top1_hits": int(sum(top1)), "top1": sum(top1) / n,
+            "top5_hits": int(sum(top5)), "top5": sum(top5) / n, "echoes": int(sum(echo)), "echo": sum(echo) / n,
+            "per_sentence": [[s, ok, top[s]] for s, ok in items]}
+
+
+def cloze_scores(model) -> dict:
+    return {"cloze_sentences": cloze_score(model, CLOZE), "everyday": cloze_score(model, EVERYDAY)}
+
+
+def heldout_others(model, encs, draws, held) -> list:
+    """Per held-out row (in heldout_groups' order), the whole-word pieces the sentence shows elsewhere:
+    a wrong top-1 among them is an echo."""
+    tok = model.tokenizer
+    words = [tok.id_to_token(i) for i in range(model.config.vocab_size)]
+    out = []
+    for i in sorted(held, key=lambda i: (len(draws[i][1].ids), i)):
+        ids = encs[draws[i][0]].ids
+        for p in draws[i][1].positions:
+            out.append({t for q, t in enumerate(ids) if q != p and words[t].isalpha()})
+    return out
+
+
+def heldout_scores(params, frozen, batches, c, groups, targets, others) -> dict:
+    """T.summarise's top-1 / top-5 / loss per group, and the echo rate: the top-1 is wrong and a piece the
+    sentence shows elsewhere."""
+    ranks, losses, best = mlm.ranks_and_losses(params, frozen, batches, c, np, top1=True)
+    out = T.summarise(ranks, losses, groups)
+    echo = np.array([b != t and b in o for b, t, o in zip(best.tolist(), targets.tolist(), others)])
+    for name, sel in {"all": np.ones(len(echo), bool), **groups}.items():
+        out[name]["echo"] = float(np.mean(echo[sel])) if sel.any() else None
+    return out
+
+
+def finite(params: dict) -> bool:
+    return all(bool(np.isfinite(v).all()) for v in params.values())
 
 
 # ------------------------------------------------------------------------------------------
@@ -236,11 +359,13 @@ def main(argv=None) -> int:
     if args.report:
         print(report(json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))))
         return 0
+    if args.make_usage:
+        return make_usage()
     before = os.environ.get("BERTVIZ_LITE_THREADS")
     os.environ["BERTVIZ_LITE_THREADS"] = str(args.threads)  # the engine's kernels; threadpoolctl fixes BLAS's
     try:
         with threadpool_limits(limits=args.threads, user_api="blas"):
-            return run(args)
+            return evaluate(args) if args.evaluate else run(args)
     finally:
         if before is None:
             del os.environ["BERTVIZ_LITE_THREADS"]
@@ -248,21 +373,52 @@ def main(argv=None) -> int:
             os.environ["BERTVIZ_LITE_THREADS"] = before
 
 
+def prepare(args, published):
+    """The sentences (held-out first, then the corpus's training ones, then any extra text) and their draws."""
+    encs = T.encode(published, T.corpus(), args.sentences, np.random.default_rng(args.seed))
+    n_held = int(round(T.HELDOUT * len(encs)))
+    n_corpus = len(encs)
+    if args.text == "wordnet+usage":
+        encs = encs + training_text(published, args.sentences, np.random.default_rng([args.seed, 4]))
+    draws = masked_draws(published, encs, n_held, args.draws, np.random.default_rng([args.seed, 1]),
+                         args.masking, args.rates)
+    held = [j for j, (i, _) in enumerate(draws) if i < n_held]
+    train = [j for j, (i, _) in enumerate(draws) if i >= n_held]
+    return encs, n_held, n_corpus, draws, held, train
+
+
+def evaluate(args) -> int:
+    """--evaluate: the model at --out and MiniLM's frozen head on the cloze sets and the held-out split."""
+    published = bv.load("minilm", backend="numpy")
+    c = published.config
+    trained = loading.read_minilm_mlm(args.out, c)
+    first = min((int(k.split(".")[1]) for k in trained if k.startswith("layer.")), default=c.num_layers)
+    encs, n_held, _, draws, held, _ = prepare(args, published)
+    Zs = dict(zip(held, features(published, [draws[i] for i in held], first, progress=False)))
+    batches = build_batches(draws, Zs, held, 256, first)
+    groups, targets = heldout_groups(published, draws, held)
+    others = heldout_others(published, encs, draws, held)
+    frozen = {"embed.W_T": np.asarray(published.weights["embed.W_T"])}
+    start = {k: np.asarray(published.weights[k]) for k in trained}
+    info = {"heldout": {"model": heldout_scores(trained, frozen, batches, c, groups, targets, others),
+                        "frozen head": heldout_scores(start, frozen, batches, c, groups, targets, others)},
+            "cloze": {"model": cloze_scores(loading.minilm_mlm_from(published, trained)),
+                      "frozen head": cloze_scores(published)}}
+    print(f"{args.out} (layers {first}..{c.num_layers - 1} trained) against MiniLM's frozen head:")
+    print(goals_table(info["heldout"], info["cloze"], ("model", "frozen head")))
+    return 0
+
+
 def run(args) -> int:
     t_start = time.perf_counter()
     published = bv.load("minilm", backend="numpy")  # the published encoder + the head fitted on it (the start)
-    c, tok = published.config, published.tokenizer
+    c = published.config
     L, k = c.num_layers, args.layers
     first = L - k
-    rng = np.random.default_rng(args.seed)
-    encs = T.encode(published, T.corpus(), args.sentences, rng)
-    n_held = int(round(T.HELDOUT * len(encs)))
-    draws = masked_draws(published, encs, n_held, args.draws, np.random.default_rng([args.seed, 1]))
-    held = [j for j, (i, _) in enumerate(draws) if i < n_held]
-    train = [j for j, (i, _) in enumerate(draws) if i >= n_held]
+    encs, n_held, n_corpus, draws, held, train = prepare(args, published)
     say = (lambda *a: None) if args.smoke else (lambda *a: print(*a, flush=True))
-    say(f"corpus: {len(encs):,} sentences ({n_held:,} held out), {len(draws):,} masked draws; k = {k} "
-        f"(layers {first}..{L - 1} trained)")
+    say(f"corpus: {n_corpus:,} sentences ({n_held:,} held out) + {len(encs) - n_corpus:,} usage examples, "
+        f"{len(draws):,} masked draws ({args.masking}); k = {k} (layers {first}..{L - 1} trained)")
     t_feat = time.perf_counter()
     Z = cached_features(published, draws, first, args.seed, args.cache, progress=not args.smoke)
     feat_s = time.perf_counter() - t_feat
@@ -289,38 +445,51 @@ def run(args) -> int:
         say(f"  step {entry[0]:>5,}  train loss {entry[1]:.4f}" +
             (f"  held-out {entry[2]:.4f}" if len(entry) > 2 and entry[2] is not None else "") +
             f"  ({time.perf_counter() - t_fit:.0f} s)")
+        if not all(math.isfinite(v) for v in entry[1:] if v is not None):
+            raise Diverged(f"the loss is not finite at step {entry[0]} ({entry[1:]})")
 
-    params, log = mlm.train(start, frozen, train_batches, c, np, rng=np.random.default_rng([args.seed, 3]),
-                            epochs=args.epochs, peak_lr=lambda key: args.lr_head if key.startswith("mlm.") else
-                            args.lr_layers, log_every=1 if args.smoke else LOG_EVERY, on_log=on_log,
-                            steps=args.steps, heldout=None if args.smoke else heldout_loss,
-                            heldout_every=None if args.smoke else 8 * LOG_EVERY)
+    try:
+        params, log = mlm.train(start, frozen, train_batches, c, np, rng=np.random.default_rng([args.seed, 3]),
+                                epochs=args.epochs, peak_lr=lambda key: args.lr_head if key.startswith("mlm.") else
+                                args.lr_layers, log_every=1 if args.smoke else LOG_EVERY, on_log=on_log,
+                                steps=args.steps, heldout=None if args.smoke else heldout_loss,
+                                heldout_every=None if args.smoke else 8 * LOG_EVERY)
+    except Diverged as e:
+        print(f"training diverged: {e}; nothing written (try lower --lr-layers / --lr-head)", file=sys.stderr)
+        return 1
+    if not finite(params):
+        print("training diverged: a trained weight is not finite; nothing written (try lower --lr-layers / "
+              "--lr-head)", file=sys.stderr)
+        return 1
     fit_s = time.perf_counter() - t_fit
     if args.smoke:
         return smoke_check([[s, round(l, 5)] for s, l, *_ in log], args.write_log)
 
     # held-out numbers: the adapted model, the frozen head (load("minilm") as it ships), the unigram guess
     groups, targets = heldout_groups(published, draws, held)
+    others = heldout_others(published, encs, draws, held)
     tr_targets = np.concatenate([b.targets for b in train_batches])
-    results = {"minilm-mlm": T.summarise(*mlm.ranks_and_losses(params, frozen, held_batches, c, np), groups),
-               "frozen head": T.summarise(*mlm.ranks_and_losses(start, frozen, held_batches, c, np), groups),
-               "unigram": T.summarise(*T.unigram_ranks(tr_targets, targets, c.vocab_size), groups)}
     stored = {key: np.asarray(v, dtype=np.float16) for key, v in params.items()}
     as_stored = {key: v.astype(np.float32) for key, v in stored.items()}
-    results["minilm-mlm, float16 storage"] = T.summarise(*mlm.ranks_and_losses(as_stored, frozen, held_batches, c, np),
-                                                         groups)
+    if not finite(as_stored):
+        print("a trained weight overflows float16 storage; nothing written", file=sys.stderr)
+        return 1
+    results = {"minilm-mlm": heldout_scores(params, frozen, held_batches, c, groups, targets, others),
+               "frozen head": heldout_scores(start, frozen, held_batches, c, groups, targets, others),
+               "unigram": T.summarise(*T.unigram_ranks(tr_targets, targets, c.vocab_size), groups),
+               "minilm-mlm, float16 storage": heldout_scores(as_stored, frozen, held_batches, c, groups, targets,
+                                                             others)}
     adapted = loading.minilm_mlm_from(published, as_stored)
-    shown, cloze = predict(adapted, EXAMPLES), cloze_score(adapted)
-    shown_frozen, cloze_frozen = predict(published, EXAMPLES), cloze_score(published)
+    shown, cloze = predict(adapted, EXAMPLES), cloze_scores(adapted)
+    shown_frozen, cloze_frozen = predict(published, EXAMPLES), cloze_scores(published)
     total_s = time.perf_counter() - t_start
 
-    with tempfile.TemporaryDirectory() as d:
-        fresh = Path(d) / args.out.name
-        loading.save_minilm_mlm(fresh, stored, first=first)
-        data = fresh.read_bytes()
+    data = safetensors_bytes(stored, first)
     meta = {
         "encoder": loading.MINILM_REPO, "trained_layers": list(range(first, L)), "k": k, "seed": args.seed,
-        "sentences": len(encs), "heldout_sentences": n_held, "draws": args.draws, "max_tokens": T.MAX_TOKENS,
+        "text": args.text, "sentences": n_corpus, "heldout_sentences": n_held, "extra_sentences": len(encs) - n_corpus,
+        "draws": args.draws, "masking": args.masking, "rates": [round(100 * r) for r in args.rates],
+        "max_tokens": T.MAX_TOKENS,
         "epochs": args.epochs, "batch": args.batch, "steps": len(train_batches) * args.epochs
         if args.steps is None else min(args.steps, len(train_batches) * args.epochs),
         "lr_layers": args.lr_layers, "lr_head": args.lr_head, "warmup": 0.05, "optimizer": "Adam (no weight decay)",
@@ -338,11 +507,26 @@ def run(args) -> int:
         same = data == args.out.read_bytes()
         print(f"{args.out}: {'the same bytes' if same else 'DIFFERENT bytes'} after training again ({total_s:.0f} s)")
         return 0 if same else 1
-    args.out.write_bytes(data)
-    args.out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    write_outputs(args.out, data, json.dumps(meta, indent=1) + "\n")
     print(report(meta))
     print(f"wrote {args.out} ({len(data):,} bytes) and its .json; {total_s:.0f} s in all")
     return 0
+
+
+class Diverged(Exception):
+    """The training loss or a weight is not finite."""
+
+
+def safetensors_bytes(stored: dict, first: int) -> bytes:
+    with tempfile.TemporaryDirectory() as d:
+        fresh = Path(d) / "m.safetensors"
+        loading.save_minilm_mlm(fresh, stored, first=first)
+        return fresh.read_bytes()
+
+
+def write_outputs(out: Path, data: bytes, info: str) -> None:
+    out.write_bytes(data)
+    out.with_suffix(".json").write_text(info, encoding="utf-8")
 
 
 def smoke_check(log, write: bool) -> int:
@@ -356,6 +540,21 @@ def smoke_check(log, write: bool) -> int:
         all(abs(a[1] - b[1]) <= 1e-3 * abs(b[1]) for a, b in zip(log, want))
     print(f"smoke run: losses {[l for _, l in log]}; committed {[l for _, l in want]}: {'match' if ok else 'DIFFER'}")
     return 0 if ok else 1
+
+
+def goals_table(heldout: dict, cloze: dict, who) -> str:
+    """Issue 38's measures, one row per model: the cloze sets' top-1 / top-5 / echo rate, the held-out rows'."""
+    def pct(x):
+        return "-" if x is None else f"{100 * x:.1f}%"
+    lines = ["| | everyday (30): top-1 / top-5 / echo | cloze_sentences (30): top-1 / top-5 / echo | held-out "
+             "content [MASK]: top-1 / top-5 / echo | held-out all: top-5 / echo / loss |", "|---|---|---|---|---|"]
+    for w in who:
+        cl, h = cloze[w], heldout[w]
+        cells = [" / ".join(pct(cl[f][m]) for m in ("top1", "top5", "echo")) for f in ("everyday", "cloze_sentences")]
+        cells.append(" / ".join(pct(h["content [MASK]"][m]) for m in ("top1", "top5", "echo")))
+        cells.append(f"{pct(h['all']['top5'])} / {pct(h['all']['echo'])} / {h['all']['loss']:.2f}")
+        lines.append(f"| {w} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def report(info: dict) -> str:
@@ -372,6 +571,10 @@ def report(info: dict) -> str:
     lines.append("| held-out loss (nats): minilm-mlm / frozen head / unigram | " + " | ".join(
         " / ".join(f"{held[w][g]['loss']:.2f}" for w in who) for g in groups) + " |")
     cl = info["cloze"]
+    if "everyday" in cl["minilm-mlm"]:  # runs from issue 38 on: the echo rate and the fresh everyday set
+        lines += ["", goals_table(held, {"minilm-mlm": cl["minilm-mlm"], "frozen head": cl["minilm"]},
+                                  ("minilm-mlm", "frozen head"))]
+        cl = {w: v["cloze_sentences"] for w, v in cl.items()}
     lines += ["", f"Cloze sentences (data/cloze_sentences.tsv): the answer in the top 5 for "
               f"{cl['minilm-mlm']['top5_hits']} of {cl['minilm-mlm']['sentences']} with minilm-mlm "
               f"({100 * cl['minilm-mlm']['top5']:.0f}%), {cl['minilm']['top5_hits']} with minilm's frozen head.",
