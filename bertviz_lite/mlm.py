@@ -166,6 +166,10 @@ def check_batch(batch, c) -> None:
         raise ValueError("mlm trains layers that have weights of their own (layer.{l}.*); this config has "
                          "shared_layers=True (ALBERT: one layer's weights run L times), which it cannot train: "
                          "train the head alone (Batch.first = num_layers) or use a model without shared layers")
+    if not c.tie_word_embeddings:
+        raise ValueError("mlm trains the head with the tied decoder (the token table W_T, frozen); this config "
+                         "has tie_word_embeddings=False (a decoder W_out of its own), which its backward does not "
+                         "cover")
     shape = tuple(batch.Z.shape)
     if len(shape) != 3 or shape[-1] != c.hidden_size:
         raise ValueError(f"Batch.Z must be [sentences, tokens, {c.hidden_size}], got shape {shape}")

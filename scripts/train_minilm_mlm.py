@@ -32,15 +32,20 @@ may round the float32 products differently.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import gzip
 import hashlib
-import re
 import json
 import math
 import os
+import re
+import shutil
+import stat
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +76,7 @@ BATCH = 128  # masked sentences per Adam step
 LR_LAYERS, LR_HEAD = 5e-4, 1e-3  # the probe's (scripts/probe_mlm_adaptation.py)
 FORWARD_BATCH = 256  # sentences per frozen forward
 LOG_EVERY = 25
+FREE_MARGIN = 16 * 2**20  # bytes left free on the disk after a write
 SMOKE = {"sentences": 64, "layers": 2, "draws": 1, "epochs": 1, "batch": 8, "steps": 6}
 EXAMPLES = T.EXAMPLES_TO_SHOW + ("The doctor gave the patient some [MASK].", "A [MASK] is a large animal with a trunk.")
 
@@ -102,6 +108,29 @@ def _rate(text: str) -> float:
     return v
 
 
+MLM_V, MLM_H, MLM_FFN, MLM_HEADS = 30_522, 384, 1_536, 12  # all-MiniLM-L6-v2 (checked against the config in run)
+
+
+def step_bytes(batch: int, layers: int, n: int = T.MAX_TOKENS) -> int:
+    """About how many bytes one training step holds at its peak, for `batch` sentences of n pieces: per
+    layer and token the tape's float32 lines (q, k, v, context, output, two LayerNorms and their inputs:
+    ~12 H; the FFN's two 4H lines) and the attention scores and weights (2 x heads x n), twice (the backward's
+    gradients beside them); the chosen rows' logits, log-probabilities, probabilities, one-hot and gradient
+    (5 x rows x V)."""
+    tokens, rows = batch * n, batch * math.ceil(mlm.MASK_RATE * n)
+    per_token_layer = 4 * (12 * MLM_H + 2 * MLM_FFN + 2 * MLM_HEADS * n)
+    return 2 * tokens * layers * per_token_layer + 5 * 4 * rows * MLM_V
+
+
+def available_memory() -> int:
+    """MemAvailable from /proc/meminfo (bytes); the physical memory where that cannot be read."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/meminfo", encoding="ascii") as f:
+            line = next(ln for ln in f if ln.startswith("MemAvailable:"))
+        return int(line.split()[1]) * 1024
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def _rates(text: str) -> tuple[float, float]:
     parts = text.split("/")
     try:
@@ -119,6 +148,12 @@ def parse_args(argv=None):
     ap.add_argument("--layers", type=_whole(1, 6), default=LAYERS, help="k, how many last layers to train (1..6)")
     ap.add_argument("--sentences", type=_whole(40), default=SENTENCES,
                     help="sentences sampled (default: all of them; 5%% held out)")
+    ap.add_argument("--train-sentences", type=_whole(1), default=None,
+                    help="train on only the first N training sentences of the split (the held-out ones stay all): "
+                         "a short probe measured on the same held-out rows as a full run")
+    ap.add_argument("--init", type=Path, default=None,
+                    help="start the trained layers and the head from this minilm-mlm file (e.g. the shipped one: "
+                         "longer training) instead of the published layers and the k = 0 head")
     ap.add_argument("--draws", type=_whole(1, 20), default=DRAWS, help="masking draws per training sentence")
     ap.add_argument("--epochs", type=_whole(1, 50), default=EPOCHS)
     ap.add_argument("--masking", choices=("pieces", "words"), default=MASKING,
@@ -136,7 +171,9 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=_whole(0), default=T.SEED)
     ap.add_argument("--threads", type=_whole(1, 64), default=THREADS, help="BLAS and kernel threads (fixed: --check)")
     ap.add_argument("--out", type=Path, default=OUT, help="the .safetensors file to write (a .json goes beside it)")
-    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bertviz-lite-mlm")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / f"bertviz-lite-mlm-{os.getuid()}",
+                    help="a private folder (mode 0700, yours, not a link) for the frozen layers' output; made if "
+                         "missing (default: %(default)s)")
     what = ap.add_mutually_exclusive_group()
     what.add_argument("--check", action="store_true", help="train again and compare with the file at --out")
     what.add_argument("--smoke", action="store_true", help="a few steps on a tiny subset, checked against "
@@ -152,13 +189,29 @@ def parse_args(argv=None):
         ap.error("--write-log goes with --smoke")
     if args.out.suffix != ".safetensors":
         ap.error(f"--out must name a .safetensors file, got {args.out}")
-    if (args.check or args.report or args.evaluate) and not args.out.is_file():
-        ap.error(f"{'--check' if args.check else '--report' if args.report else '--evaluate'} needs the file {args.out}, which does not exist")
-    if not args.check and not args.smoke and not args.report and not args.out.parent.is_dir():
-        ap.error(f"the folder of --out does not exist: {args.out.parent}")
+    reads = "--check" if args.check else "--report" if args.report else "--evaluate" if args.evaluate else None
+    if reads and not args.out.is_file():
+        ap.error(f"{reads} needs the file {args.out}, which does not exist")
+    if args.init is not None and not args.init.is_file():
+        ap.error(f"--init needs a minilm-mlm file; {args.init} does not exist")
+    extra = () if args.init is None else (args.init, args.init.with_suffix(".json"))
+    for path in (args.out, args.out.with_suffix(".json"), *extra):  # no link, FIFO or folder read or written through
+        try:
+            regular_or_absent(path)
+        except UnsafePath as e:
+            ap.error(str(e))
     if args.smoke:
         for k, v in SMOKE.items():
             setattr(args, k, v)
+    if not (reads or args.smoke or args.make_usage):
+        need = step_bytes(args.batch, args.layers)
+        if need > available_memory():
+            ap.error(f"--batch {args.batch} --layers {args.layers}: a training step needs about "
+                     f"{need / 2**30:.1f} GiB (the tape of {args.layers} layers over {args.batch} sentences of up "
+                     f"to {T.MAX_TOKENS} pieces, and the {MLM_V:,}-wide logits at the chosen rows), and "
+                     f"{available_memory() / 2**30:.1f} GiB is available: lower --batch or --layers")
+    if not args.check and not args.smoke and not args.report and not args.out.parent.is_dir():
+        ap.error(f"the folder of --out does not exist: {args.out.parent}")
     return args
 
 
@@ -246,18 +299,162 @@ def features(model, draws, first: int, progress: bool = True) -> list:
     return out
 
 
+# ------------------------------------------------------------------------------------------
+# files: a private feature cache, outputs written whole or not at all
+# ------------------------------------------------------------------------------------------
+
+
+class UnsafePath(Exception):
+    """A path the script will not read or write through (a link, a FIFO, someone else's folder, ...)."""
+
+
+def _kind(mode: int) -> str:
+    return ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else
+            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a regular file")
+
+
+def private_folder(path: Path) -> Path:
+    """`path` as a folder only this user can enter: made with mode 0700 if missing (its parent must exist);
+    refused (UnsafePath) if it is a link, not a folder, someone else's, or open to group or others."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        raise UnsafePath(f"the folder above {path} does not exist") from None
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafePath(f"{path} is {_kind(st.st_mode)}, not a folder of yours")
+    if st.st_uid != os.getuid():
+        raise UnsafePath(f"{path} belongs to user id {st.st_uid}, not to you ({os.getuid()}): someone could have "
+                         "planted features there")
+    if st.st_mode & 0o077:
+        raise UnsafePath(f"{path} is open to others (mode {stat.S_IMODE(st.st_mode):o}); chmod 700 it, or pass "
+                         "another --cache")
+    return path
+
+
+@contextlib.contextmanager
+def open_regular(path: Path, *, owned: bool = False):
+    """A regular file opened for reading, without following a link and without blocking on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise UnsafePath(f"{path} cannot be opened as a plain file ({e.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(f"{path} is {_kind(st.st_mode)}, not a regular file")
+        if owned and st.st_uid != os.getuid():
+            raise UnsafePath(f"{path} belongs to user id {st.st_uid}, not to you")
+        yield f
+
+
+def read_regular(path: Path) -> bytes:
+    with open_regular(path) as f:
+        return f.read()
+
+
+def regular_or_absent(path: Path) -> None:
+    """Writing onto `path` replaces a regular file or makes a new one; anything else is refused."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafePath(f"{path} exists and is {_kind(st.st_mode)}: the script writes only onto a regular file "
+                         "or a new name; remove it or choose another --out")
+
+
+def check_free_space(folder: Path, needed: int) -> None:
+    free = shutil.disk_usage(folder).free
+    if free < needed + FREE_MARGIN:
+        raise OSError(errno.ENOSPC, f"{folder} has {free / 2**20:.1f} MiB free; writing needs "
+                      f"{(needed + FREE_MARGIN) / 2**20:.1f} MiB (with a {FREE_MARGIN // 2**20} MiB margin)")
+
+
+def write_atomic(path: Path, data, size: int | None = None) -> None:
+    """`data` (bytes, or a function that writes into a binary file, `size` bytes about) into a temporary file
+    beside `path`, flushed to disk, then renamed onto it (os.replace): a reader sees the old file or the whole
+    new one, never a fragment; on any error the temporary file goes."""
+    regular_or_absent(path)
+    check_free_space(path.parent, len(data) if size is None else size)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data) if isinstance(data, bytes) else data(f)
+            f.flush()
+            os.fsync(f.fileno())
+        regular_or_absent(path)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def features_key(draws, first: int, seed: int, source: str) -> str:
+    """The sha256 of everything that determines the features: the seed, the layer, the model and every input id."""
+    return hashlib.sha256(json.dumps([seed, first, source, [m.ids for _, m in draws]]).encode()).hexdigest()
+
+
+def _cache_problem(f: dict, key: str, lengths, hidden: int):
+    """Why a cache file's arrays cannot be used (None: they can)."""
+    if set(f) != {"key", "offsets", "Z", "sha256"}:
+        return f"arrays {sorted(f)}"
+    if str(f["key"]) != key:
+        return "made from other inputs (its key differs)"
+    offsets, Z = f["offsets"], f["Z"]
+    want = np.concatenate([[0], np.cumsum(lengths)])
+    if offsets.dtype != np.int64 or offsets.shape != want.shape or not np.array_equal(offsets, want):
+        return "its offsets do not match the sentences' lengths"
+    if Z.dtype != np.float32 or Z.shape != (int(want[-1]), hidden):
+        return f"Z is {Z.dtype} {Z.shape}, expected float32 {(int(want[-1]), hidden)}"
+    if not np.isfinite(Z).all():
+        return "Z holds NaN or infinite values"
+    if _sha256(Z) != str(f["sha256"]):
+        return "Z's bytes do not match the sha256 stored with them"
+    return None
+
+
 def cached_features(model, draws, first: int, seed: int, cache: Path, progress: bool = True) -> list:
-    """features(), stored once in `cache` under a key of everything that determines them."""
-    key = json.dumps([seed, first, model.source, [m.ids for _, m in draws]])
-    folder = cache / f"layer-input-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    if (folder / "Z.npy").exists():
-        Z, offsets = np.load(folder / "Z.npy"), np.load(folder / "offsets.npy")
-        return [Z[offsets[i]:offsets[i + 1]] for i in range(len(draws))]
+    """features(), stored once in the private folder `cache` (private_folder) as one .npz per key, written
+    atomically; a cached file is used only if it is a regular file of ours whose key, offsets, shape, dtype,
+    values (finite) and sha256 all check out; otherwise the features are made afresh and replace it."""
+    key = features_key(draws, first, seed, model.source)
+    path = private_folder(cache) / f"layer-input-{key[:16]}.npz"
+    lengths = [len(m.ids) for _, m in draws]
+    if os.path.lexists(path):
+        try:
+            with open_regular(path, owned=True) as raw, np.load(raw, allow_pickle=False) as npz:
+                f = {name: npz[name] for name in npz.files}  # each read once
+            why = _cache_problem(f, key, lengths, model.config.hidden_size)
+            if why is None:
+                return _slices(f["Z"], f["offsets"])
+        except UnsafePath as e:
+            raise UnsafePath(f"the feature cache: {e}; remove it, or pass another --cache") from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            why = f"unreadable ({type(e).__name__}: {e})"
+        print(f"  the cached features {path} cannot be used ({why}): made afresh", flush=True)
     out = features(model, draws, first, progress)
-    folder.mkdir(parents=True, exist_ok=True)
-    np.save(folder / "offsets.npy", np.cumsum([0] + [len(z) for z in out]))
-    np.save(folder / "Z.npy", np.concatenate(out))
-    return out
+    Z = np.concatenate(out)
+    del out
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    arrays = {"key": np.array(key), "offsets": offsets, "Z": Z, "sha256": np.array(_sha256(Z))}
+    try:
+        write_atomic(path, lambda f: np.savez(f, **arrays), Z.nbytes + offsets.nbytes)
+    except OSError as e:  # the cache only saves time: a run without it is the same run
+        print(f"  the features were not cached ({e})", flush=True)
+    return _slices(Z, offsets)
+
+
+def _sha256(Z) -> str:
+    return hashlib.sha256(np.ascontiguousarray(Z).data).hexdigest()
+
+
+def _slices(Z, offsets) -> list:
+    return [Z[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
 
 
 def build_batches(draws, Z, which, size: int, first: int) -> list:
@@ -357,7 +554,7 @@ def finite(params: dict) -> bool:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.report:
-        print(report(json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))))
+        print(report(json.loads(read_regular(args.out.with_suffix(".json")).decode("utf-8"))))
         return 0
     if args.make_usage:
         return make_usage()
@@ -366,6 +563,14 @@ def main(argv=None) -> int:
     try:
         with threadpool_limits(limits=args.threads, user_api="blas"):
             return evaluate(args) if args.evaluate else run(args)
+    except UnsafePath as e:
+        print(f"refused: {e}; nothing written", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        print(f"not enough disk space: {e.strerror}; nothing written (any earlier file is unchanged)", file=sys.stderr)
+        return 1
     finally:
         if before is None:
             del os.environ["BERTVIZ_LITE_THREADS"]
@@ -377,9 +582,12 @@ def prepare(args, published):
     """The sentences (held-out first, then the corpus's training ones, then any extra text) and their draws."""
     encs = T.encode(published, T.corpus(), args.sentences, np.random.default_rng(args.seed))
     n_held = int(round(T.HELDOUT * len(encs)))
+    if args.train_sentences is not None:
+        encs = encs[:n_held + args.train_sentences]
     n_corpus = len(encs)
     if args.text == "wordnet+usage":
-        encs = encs + training_text(published, args.sentences, np.random.default_rng([args.seed, 4]))
+        share = args.sentences if args.train_sentences is None else args.train_sentences
+        encs = encs + training_text(published, share, np.random.default_rng([args.seed, 4]))
     draws = masked_draws(published, encs, n_held, args.draws, np.random.default_rng([args.seed, 1]),
                          args.masking, args.rates)
     held = [j for j, (i, _) in enumerate(draws) if i < n_held]
@@ -419,6 +627,14 @@ def run(args) -> int:
     say = (lambda *a: None) if args.smoke else (lambda *a: print(*a, flush=True))
     say(f"corpus: {n_corpus:,} sentences ({n_held:,} held out) + {len(encs) - n_corpus:,} usage examples, "
         f"{len(draws):,} masked draws ({args.masking}); k = {k} (layers {first}..{L - 1} trained)")
+    if (c.vocab_size, c.hidden_size, c.ffn_size, c.num_heads) != (MLM_V, MLM_H, MLM_FFN, MLM_HEADS):
+        raise AssertionError("step_bytes's sizes are not MiniLM's")
+    need = 2 * 4 * c.hidden_size * sum(len(m.ids) for _, m in draws) + step_bytes(args.batch, k)
+    if need > available_memory():
+        print(f"this run needs about {need / 2**30:.1f} GiB (the frozen layers' output for {len(draws):,} draws, "
+              f"twice: the cache and the batches; and a step) and {available_memory() / 2**30:.1f} GiB is "
+              "available: pass --sentences, or free memory; nothing done", file=sys.stderr)
+        return 1
     t_feat = time.perf_counter()
     Z = cached_features(published, draws, first, args.seed, args.cache, progress=not args.smoke)
     feat_s = time.perf_counter() - t_feat
@@ -430,14 +646,26 @@ def run(args) -> int:
     weights = {key: np.asarray(v) for key, v in published.weights.items()}
     trained_keys = [key for key in weights if key.startswith("mlm.") or
                     (schema.split_key(key)[0] is not None and schema.split_key(key)[0] >= first)]
-    start = {key: weights[key] for key in trained_keys}
+    start = {key: weights[key] for key in trained_keys}  # the published layers and the k = 0 head
     frozen = {"embed.W_T": weights["embed.W_T"]}
+    if not (args.smoke or args.check):  # the weights (float16) and their JSON must fit, before any work
+        check_free_space(args.out.parent, 2 * sum(v.size for v in start.values()) + 2**20)
+    init = start
+    if args.init is not None:
+        given = loading.read_minilm_mlm(args.init, c)
+        init = {**start, **given}
+        if set(init) != set(start):
+            lowest = min(schema.split_key(x)[0] for x in given if x.startswith("layer."))
+            print(f"--init {args.init} holds trained layers from {lowest} on, below the {first} that --layers {k} "
+                  f"trains: pass --layers {L - lowest} or more", file=sys.stderr)
+            return 2
 
     def heldout_loss(params):
         ranks, losses = mlm.ranks_and_losses(params, frozen, held_batches, c, np)
         return float(np.mean(losses))
 
     curve = []
+    curve_off = args.smoke or args.steps is not None  # a short measurement: no held-out curve
     t_fit = time.perf_counter()
 
     def on_log(entry, params=None):
@@ -449,11 +677,11 @@ def run(args) -> int:
             raise Diverged(f"the loss is not finite at step {entry[0]} ({entry[1:]})")
 
     try:
-        params, log = mlm.train(start, frozen, train_batches, c, np, rng=np.random.default_rng([args.seed, 3]),
+        params, log = mlm.train(init, frozen, train_batches, c, np, rng=np.random.default_rng([args.seed, 3]),
                                 epochs=args.epochs, peak_lr=lambda key: args.lr_head if key.startswith("mlm.") else
                                 args.lr_layers, log_every=1 if args.smoke else LOG_EVERY, on_log=on_log,
-                                steps=args.steps, heldout=None if args.smoke else heldout_loss,
-                                heldout_every=None if args.smoke else 8 * LOG_EVERY)
+                                steps=args.steps, heldout=None if curve_off else heldout_loss,
+                                heldout_every=None if curve_off else 8 * LOG_EVERY)
     except Diverged as e:
         print(f"training diverged: {e}; nothing written (try lower --lr-layers / --lr-head)", file=sys.stderr)
         return 1
@@ -487,6 +715,9 @@ def run(args) -> int:
     data = safetensors_bytes(stored, first)
     meta = {
         "encoder": loading.MINILM_REPO, "trained_layers": list(range(first, L)), "k": k, "seed": args.seed,
+        "init": None if args.init is None else {"file": args.init.name, "sha256": hashlib.sha256(
+            read_regular(args.init)).hexdigest()},
+        "train_sentences": args.train_sentences,
         "text": args.text, "sentences": n_corpus, "heldout_sentences": n_held, "extra_sentences": len(encs) - n_corpus,
         "draws": args.draws, "masking": args.masking, "rates": [round(100 * r) for r in args.rates],
         "max_tokens": T.MAX_TOKENS,
@@ -504,7 +735,7 @@ def run(args) -> int:
                  "dtype": "float16", "float32_bytes": 4 * int(sum(v.size for v in params.values()))},
     }
     if args.check:
-        same = data == args.out.read_bytes()
+        same = data == read_regular(args.out)
         print(f"{args.out}: {'the same bytes' if same else 'DIFFERENT bytes'} after training again ({total_s:.0f} s)")
         return 0 if same else 1
     write_outputs(args.out, data, json.dumps(meta, indent=1) + "\n")
@@ -525,8 +756,13 @@ def safetensors_bytes(stored: dict, first: int) -> bytes:
 
 
 def write_outputs(out: Path, data: bytes, info: str) -> None:
-    out.write_bytes(data)
-    out.with_suffix(".json").write_text(info, encoding="utf-8")
+    """The weights and their JSON, each written whole (write_atomic), after checking both targets and the space."""
+    text = info.encode("utf-8")
+    for path in (out, out.with_suffix(".json")):
+        regular_or_absent(path)
+    check_free_space(out.parent, len(data) + len(text))
+    write_atomic(out, data)
+    write_atomic(out.with_suffix(".json"), text)
 
 
 def smoke_check(log, write: bool) -> int:
@@ -542,17 +778,22 @@ def smoke_check(log, write: bool) -> int:
     return 0 if ok else 1
 
 
+def _pct(x) -> str:
+    """A share as a percentage; '-' for a group with no rows (a small run's held-out split)."""
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
 def goals_table(heldout: dict, cloze: dict, who) -> str:
     """Issue 38's measures, one row per model: the cloze sets' top-1 / top-5 / echo rate, the held-out rows'."""
-    def pct(x):
-        return "-" if x is None else f"{100 * x:.1f}%"
+    pct = _pct
     lines = ["| | everyday (30): top-1 / top-5 / echo | cloze_sentences (30): top-1 / top-5 / echo | held-out "
              "content [MASK]: top-1 / top-5 / echo | held-out all: top-5 / echo / loss |", "|---|---|---|---|---|"]
     for w in who:
         cl, h = cloze[w], heldout[w]
         cells = [" / ".join(pct(cl[f][m]) for m in ("top1", "top5", "echo")) for f in ("everyday", "cloze_sentences")]
         cells.append(" / ".join(pct(h["content [MASK]"][m]) for m in ("top1", "top5", "echo")))
-        cells.append(f"{pct(h['all']['top5'])} / {pct(h['all']['echo'])} / {h['all']['loss']:.2f}")
+        cells.append(f"{pct(h['all']['top5'])} / {pct(h['all']['echo'])} / "
+                     + ("-" if h['all']['loss'] is None else f"{h['all']['loss']:.2f}"))
         lines.append(f"| {w} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -565,11 +806,12 @@ def report(info: dict) -> str:
     lines = [f"| held-out, top-1 / top-5 | {head} |",
              "|---" * (len(groups) + 1) + "|"]
     for who in ("minilm-mlm", "minilm-mlm, float16 storage", "frozen head", "unigram"):
-        lines.append(f"| {who} | " + " | ".join(f"{100 * held[who][g]['top1']:.1f}% / {100 * held[who][g]['top5']:.1f}%"
+        lines.append(f"| {who} | " + " | ".join(f"{_pct(held[who][g]['top1'])} / {_pct(held[who][g]['top5'])}"
                                                for g in groups) + " |")
     who = ("minilm-mlm", "frozen head", "unigram")
     lines.append("| held-out loss (nats): minilm-mlm / frozen head / unigram | " + " | ".join(
-        " / ".join(f"{held[w][g]['loss']:.2f}" for w in who) for g in groups) + " |")
+        " / ".join("-" if held[w][g]['loss'] is None else f"{held[w][g]['loss']:.2f}" for w in who)
+        for g in groups) + " |")
     cl = info["cloze"]
     if "everyday" in cl["minilm-mlm"]:  # runs from issue 38 on: the echo rate and the fresh everyday set
         lines += ["", goals_table(held, {"minilm-mlm": cl["minilm-mlm"], "frozen head": cl["minilm"]},
