@@ -629,6 +629,9 @@ def run(args) -> int:
         f"{len(draws):,} masked draws ({args.masking}); k = {k} (layers {first}..{L - 1} trained)")
     if (c.vocab_size, c.hidden_size, c.ffn_size, c.num_heads) != (MLM_V, MLM_H, MLM_FFN, MLM_HEADS):
         raise AssertionError("step_bytes's sizes are not MiniLM's")
+    if not (args.smoke or args.check):  # the weights (float16) and their JSON must fit, before any work
+        check_free_space(args.out.parent, 2**20 + 2 * sum(int(np.size(published.weights[key]))
+                                                          for key in trained_names(published.weights, first)))
     need = 2 * 4 * c.hidden_size * sum(len(m.ids) for _, m in draws) + step_bytes(args.batch, k)
     if need > available_memory():
         print(f"this run needs about {need / 2**30:.1f} GiB (the frozen layers' output for {len(draws):,} draws, "
@@ -644,12 +647,8 @@ def run(args) -> int:
         f"{sum(len(b.targets) for b in train_batches):,} masked rows")
 
     weights = {key: np.asarray(v) for key, v in published.weights.items()}
-    trained_keys = [key for key in weights if key.startswith("mlm.") or
-                    (schema.split_key(key)[0] is not None and schema.split_key(key)[0] >= first)]
-    start = {key: weights[key] for key in trained_keys}  # the published layers and the k = 0 head
+    start = {key: weights[key] for key in trained_names(weights, first)}  # the published layers and the k = 0 head
     frozen = {"embed.W_T": weights["embed.W_T"]}
-    if not (args.smoke or args.check):  # the weights (float16) and their JSON must fit, before any work
-        check_free_space(args.out.parent, 2 * sum(v.size for v in start.values()) + 2**20)
     init = start
     if args.init is not None:
         given = loading.read_minilm_mlm(args.init, c)
@@ -742,6 +741,12 @@ def run(args) -> int:
     print(report(meta))
     print(f"wrote {args.out} ({len(data):,} bytes) and its .json; {total_s:.0f} s in all")
     return 0
+
+
+def trained_names(weights, first: int) -> list:
+    """The tensors a run trains: the head's and those of layers first .. L-1."""
+    return [key for key in weights if key.startswith("mlm.") or
+            (schema.split_key(key)[0] is not None and schema.split_key(key)[0] >= first)]
 
 
 class Diverged(Exception):
