@@ -10,13 +10,22 @@ virtual environment's site-packages after this interpreter's own (for anywidget,
 Prints one line per check and exits 1 on the first failure.
 """
 
+import argparse
 import sys
 from pathlib import Path
 
-import torch  # noqa: I001  (torch first: its own numpy wins)
+if __name__ == "__main__":  # the arguments first: --help or a wrong argument imports nothing and runs nothing
+    _ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    _ap.add_argument("site_packages", nargs="?", help="a virtual environment's site-packages, searched after this "
+                     "interpreter's own (for anywidget, scipy, ...)")
+    _SITE = _ap.parse_args().site_packages
+else:
+    _SITE = None
 
-if len(sys.argv) > 1:
-    sys.path.append(sys.argv[1])
+import torch  # noqa: E402, I001  (torch first: its own numpy wins)
+
+if _SITE:
+    sys.path.append(_SITE)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402

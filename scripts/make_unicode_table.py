@@ -13,6 +13,7 @@ its own and writes the characters where the answer differs from the rule applied
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import unicodedata
@@ -25,13 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bertviz_lite import tokenizer as T  # noqa: E402
 
-for _table in T.OVERRIDES.values():
-    _table.clear()  # probe the plain rules, not the previous overrides
-
 OUT = ROOT / "bertviz_lite" / "data" / "unicode_overrides.json"
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)  # first: --help does no work
+    for table in T.OVERRIDES.values():
+        table.clear()  # probe the plain rules, not the previous overrides
     clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False,
                                        lowercase=False)
     strip = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=True,

@@ -367,3 +367,17 @@ def test_echo_and_the_everyday_set(script):
     assert words == {"we", "eat", "soup", "with", "a"}
     assert script.is_echo("soup", ["spoon"], words) and not script.is_echo("spoon", ["spoon"], words)
     assert not script.is_echo("fork", ["spoon"], words)
+
+
+@pytest.mark.parametrize("name", ["train_minilm_mlm.py", "train_mlm_head.py", "make_unicode_table.py",
+                                  "check_torch_views.py", "make_corpus.py", "draw_forward_pass.py"])
+def test_scripts_parse_their_arguments_before_any_work(name, tmp_path):
+    """--help prints the usage and does nothing else: make_unicode_table.py used to probe every code point and
+    rewrite its JSON, check_torch_views.py to import torch first (absent here: a raw ImportError)."""
+    import subprocess
+    watched = ROOT / "bertviz_lite" / "data" / "unicode_overrides.json"
+    before = watched.stat().st_mtime_ns
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / name), "--help"], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr[-500:]
+    assert watched.stat().st_mtime_ns == before and list(tmp_path.iterdir()) == []
