@@ -154,6 +154,9 @@ def parse_args(argv=None):
     ap.add_argument("--init", type=Path, default=None,
                     help="start the trained layers and the head from this minilm-mlm file (e.g. the shipped one: "
                          "longer training) instead of the published layers and the k = 0 head")
+    ap.add_argument("--mask-seed", type=_whole(0), default=None,
+                    help="draw the training sentences' masks from their own seeded stream (a run that continues "
+                         "another with --init sees fresh masks); the held-out draws stay the same")
     ap.add_argument("--draws", type=_whole(1, 20), default=DRAWS, help="masking draws per training sentence")
     ap.add_argument("--epochs", type=_whole(1, 50), default=EPOCHS)
     ap.add_argument("--masking", choices=("pieces", "words"), default=MASKING,
@@ -220,10 +223,11 @@ def parse_args(argv=None):
 # ------------------------------------------------------------------------------------------
 
 
-def masked_draws(model, encs, n_held: int, draws: int, rng, masking: str = MASKING, rates=RATES):
+def masked_draws(model, encs, n_held: int, draws: int, rng, masking: str = MASKING, rates=RATES, train_rng=None):
     """[(sentence index, Masked)]: one draw per held-out sentence (the first n_held; always BERT's piece
     masking at 80/10/10, so the held-out rows stay those of earlier runs), `draws` per training one
-    (`masking`: "pieces" or "words", at `rates` (to [MASK], to a random piece))."""
+    (`masking`: "pieces" or "words", at `rates` (to [MASK], to a random piece)), from `train_rng` if given
+    (fresh masks for a run that continues another), else from the same stream as the held-out ones."""
     tok = model.tokenizer
     special = {tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")}
     common = {"vocab_size": model.config.vocab_size, "mask_id": tok.token_to_id("[MASK]"), "special_ids": special}
@@ -235,7 +239,8 @@ def masked_draws(model, encs, n_held: int, draws: int, rng, masking: str = MASKI
                     out.append((i, mlm.choose_masks(e.ids, rng, **common)))
                 continue
             words = mlm.word_ids(e.tokens) if masking == "words" else None
-            out.append((i, mlm.choose_masks(e.ids, rng, p_mask=rates[0], p_random=rates[1], words=words, **common)))
+            out.append((i, mlm.choose_masks(e.ids, rng if train_rng is None else train_rng, p_mask=rates[0],
+                                            p_random=rates[1], words=words, **common)))
     return out
 
 
@@ -245,24 +250,24 @@ def usage_sentences() -> list[str]:
         return f.read().splitlines()
 
 
-def make_usage(wordnet: Path = Path("/usr/share/wordnet")) -> int:
+def make_usage(wordnet: Path = Path("/usr/share/wordnet"), out: Path = USAGE) -> int:
     """data/wordnet_usage.txt.gz: every distinct quoted usage example of WordNet 3.0's glosses with at least
     USAGE_WORDS words, in file order (make_corpus keeps only those that start with a capital and have >= 5)."""
     import make_corpus as MC
     if not (wordnet / "data.noun").exists():
         print(f"no WordNet data files in {wordnet}: apt-get install -y wordnet-base", file=sys.stderr)
         return 2
-    out, seen = [], set()
+    examples, seen = [], set()
     for name in MC.FILES:
         for gloss in MC.glosses(wordnet / name):
             for ex in MC.EXAMPLE.findall(gloss):
                 ex = " ".join(ex.split())
                 if len(ex.split()) >= USAGE_WORDS and ex not in seen:
                     seen.add(ex)
-                    out.append(ex)
-    with open(USAGE, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
-        f.write(("\n".join(out) + "\n").encode("utf-8"))
-    print(f"wrote {USAGE} ({len(out):,} usage examples)")
+                    examples.append(ex)
+    with open(out, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
+        f.write(("\n".join(examples) + "\n").encode("utf-8"))
+    print(f"wrote {out} ({len(examples):,} usage examples)")
     return 0
 
 
@@ -589,7 +594,8 @@ def prepare(args, published):
         share = args.sentences if args.train_sentences is None else args.train_sentences
         encs = encs + training_text(published, share, np.random.default_rng([args.seed, 4]))
     draws = masked_draws(published, encs, n_held, args.draws, np.random.default_rng([args.seed, 1]),
-                         args.masking, args.rates)
+                         args.masking, args.rates,
+                         None if args.mask_seed is None else np.random.default_rng([args.seed, 1, args.mask_seed]))
     held = [j for j, (i, _) in enumerate(draws) if i < n_held]
     train = [j for j, (i, _) in enumerate(draws) if i >= n_held]
     return encs, n_held, n_corpus, draws, held, train
@@ -716,7 +722,7 @@ def run(args) -> int:
         "encoder": loading.MINILM_REPO, "trained_layers": list(range(first, L)), "k": k, "seed": args.seed,
         "init": None if args.init is None else {"file": args.init.name, "sha256": hashlib.sha256(
             read_regular(args.init)).hexdigest()},
-        "train_sentences": args.train_sentences,
+        "train_sentences": args.train_sentences, "mask_seed": args.mask_seed,
         "text": args.text, "sentences": n_corpus, "heldout_sentences": n_held, "extra_sentences": len(encs) - n_corpus,
         "draws": args.draws, "masking": args.masking, "rates": [round(100 * r) for r in args.rates],
         "max_tokens": T.MAX_TOKENS,

@@ -381,3 +381,11 @@ def test_scripts_parse_their_arguments_before_any_work(name, tmp_path):
                          timeout=120, cwd=tmp_path)
     assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr[-500:]
     assert watched.stat().st_mtime_ns == before and list(tmp_path.iterdir()) == []
+
+
+def test_the_usage_examples_are_what_wordnet_gives(script, tmp_path):
+    if not Path("/usr/share/wordnet/data.noun").exists():
+        pytest.skip("WordNet's data files are not installed (Debian's wordnet-base)")
+    out = tmp_path / "usage.txt.gz"
+    assert script.make_usage(out=out) == 0
+    assert out.read_bytes() == script.USAGE.read_bytes()  # the committed file, byte for byte
