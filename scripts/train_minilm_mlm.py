@@ -171,6 +171,9 @@ def parse_args(argv=None):
     ap.add_argument("--lr-layers", type=_rate, default=LR_LAYERS)
     ap.add_argument("--lr-head", type=_rate, default=LR_HEAD)
     ap.add_argument("--steps", type=_whole(1), default=None, help="stop after this many steps (a short measurement)")
+    ap.add_argument("--heldout-every", type=_whole(0), default=8 * LOG_EVERY,
+                    help="the held-out loss every this many steps, at the first and at the last (0: none; each "
+                         "costs a forward over the held-out split)")
     ap.add_argument("--seed", type=_whole(0), default=T.SEED)
     ap.add_argument("--threads", type=_whole(1, 64), default=THREADS, help="BLAS and kernel threads (fixed: --check)")
     ap.add_argument("--out", type=Path, default=OUT, help="the .safetensors file to write (a .json goes beside it)")
@@ -670,7 +673,7 @@ def run(args) -> int:
         return float(np.mean(losses))
 
     curve = []
-    curve_off = args.smoke or args.steps is not None  # a short measurement: no held-out curve
+    curve_off = args.smoke or args.heldout_every == 0
     t_fit = time.perf_counter()
 
     def on_log(entry, params=None):
@@ -686,7 +689,7 @@ def run(args) -> int:
                                 epochs=args.epochs, peak_lr=lambda key: args.lr_head if key.startswith("mlm.") else
                                 args.lr_layers, log_every=1 if args.smoke else LOG_EVERY, on_log=on_log,
                                 steps=args.steps, heldout=None if curve_off else heldout_loss,
-                                heldout_every=None if curve_off else 8 * LOG_EVERY)
+                                heldout_every=None if curve_off else args.heldout_every)
     except Diverged as e:
         print(f"training diverged: {e}; nothing written (try lower --lr-layers / --lr-head)", file=sys.stderr)
         return 1
