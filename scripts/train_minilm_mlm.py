@@ -6,23 +6,30 @@ by hand, and write the file `load("minilm-mlm")` ships.
     .venv/bin/python scripts/train_minilm_mlm.py --layers 2 --sentences 4000 --out /tmp/m/minilm_mlm.safetensors
     .venv/bin/python scripts/train_minilm_mlm.py --smoke    # 6 steps on 64 sentences (tests/test_minilm_mlm.py)
     .venv/bin/python scripts/train_minilm_mlm.py --report   # the JSON's numbers as markdown, train nothing
+    .venv/bin/python scripts/train_minilm_mlm.py --evaluate # the file at --out and the frozen head: top-1, top-5
+                                                            # and echo rate on both cloze sets and the held-out split
 
 What it does (every choice and its reason is in data/README.md, "minilm-mlm"):
 1. the corpus, sample and held-out split of scripts/train_mlm_head.py (WordNet's definitions and examples,
    at most MAX_TOKENS pieces, a seeded 5% held out, never trained on);
+   optionally WordNet's other usage examples as more training text (--text wordnet+usage);
 2. BERT's masking (mlm.choose_masks), DRAWS draws per training sentence, one per held-out sentence, seeded;
+   the training draws by pieces or whole words (--masking) at RATES (--rates); the held-out draws are always
+   BERT's, so every run is scored on the same rows;
 3. the frozen lower L-k layers run once per (sentence, draw) on the masked text: their output is the input
    Z of the first trained layer (engine.embeddings and engine.encoder_layer, nothing recorded); cached
-   in a temporary folder keyed by everything that determines it;
+   in a private folder (mode 0700, yours, no links), one file per key of everything that determines it,
+   written atomically and checked before use;
 4. batches of BATCH masked sentences of similar length (little padding); each step runs the last k layers
    and the head forward through the recorder (the tape), takes the logits only at the chosen rows, and
    runs bertviz_lite.backward in reverse (mlm.loss_and_grads); Adam with BERT's warm-up over 5% of the
    steps and linear decay, the layers at LR_LAYERS and the head at LR_HEAD; the layers start from the
    published MiniLM, the head from the one load("minilm") ships (scripts/train_mlm_head.py);
 5. held-out numbers by word class beside the frozen head (the shipped head on the published encoder) and
-   the unigram guess, the cloze sentences of data/cloze_sentences.tsv, example predictions, the cost of
-   float16 storage;
-6. the k adapted layers and the head as safetensors (float16) and a JSON beside it.
+   the unigram guess, with the echo rate; both cloze sets (data/cloze_sentences.tsv, data/cloze_everyday.tsv);
+   example predictions; the cost of float16 storage;
+6. the k adapted layers and the head as safetensors (float16) and a JSON beside it, each written to a
+   temporary file beside its name and renamed onto it; nothing is written after a non-finite loss or weight.
 
 Determinism: BLAS and the engine's kernels run on THREADS threads (threadpoolctl, BERTVIZ_LITE_THREADS), so
 the same machine, library versions and thread count give the same bytes (--check). Another CPU or BLAS
