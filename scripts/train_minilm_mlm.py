@@ -84,7 +84,8 @@ LR_LAYERS, LR_HEAD = 5e-4, 1e-3  # the probe's (scripts/probe_mlm_adaptation.py)
 FORWARD_BATCH = 256  # sentences per frozen forward
 LOG_EVERY = 25
 FREE_MARGIN = 16 * 2**20  # bytes left free on the disk after a write
-SMOKE = {"sentences": 64, "layers": 2, "draws": 1, "epochs": 1, "batch": 8, "steps": 6}
+SMOKE = {"sentences": 64, "layers": 2, "draws": 1, "epochs": 1, "batch": 8, "steps": 6, "masking": "pieces",
+         "rates": (0.8, 0.1), "text": "wordnet"}  # the committed log's settings, whatever the defaults
 EXAMPLES = T.EXAMPLES_TO_SHOW + ("The doctor gave the patient some [MASK].", "A [MASK] is a large animal with a trunk.")
 
 
