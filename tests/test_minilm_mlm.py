@@ -389,3 +389,9 @@ def test_the_usage_examples_are_what_wordnet_gives(script, tmp_path):
     out = tmp_path / "usage.txt.gz"
     assert script.make_usage(out=out) == 0
     assert out.read_bytes() == script.USAGE.read_bytes()  # the committed file, byte for byte
+
+
+def test_evaluate_scores_a_file_beside_the_frozen_head(script, capsys):
+    assert script.main(["--evaluate", "--sentences", "40"]) == 0  # the shipped file, on a small held-out split
+    out = capsys.readouterr().out
+    assert "everyday (30): top-1 / top-5 / echo" in out and "| model |" in out and "| frozen head |" in out
