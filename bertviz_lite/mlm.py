@@ -26,6 +26,7 @@ table and stays frozen (training it would change the encoder's input too).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from . import backend, backward, engine
@@ -69,22 +70,41 @@ class Masked:
     kinds: list  # per chosen position: "mask", "random" or "keep"
 
 
-def choose_masks(ids, rng, *, vocab_size: int, mask_id: int, special_ids, rate: float = MASK_RATE) -> Masked:
+def choose_masks(ids, rng, *, vocab_size: int, mask_id: int, special_ids, rate: float = MASK_RATE,
+                 p_mask: float = P_MASK, p_random: float = P_RANDOM, words=None) -> Masked:
     """BERT's masking of one tokenized sentence: round(rate * pieces) of them (at least one) chosen at random;
-    each chosen piece becomes [MASK] with p=0.8, a random vocabulary piece with p=0.1, or stays (p=0.1)."""
+    each chosen piece becomes [MASK] with p=p_mask, a random vocabulary piece with p=p_random, or stays.
+
+    words: None (pieces chosen one by one), or per piece the index of the word it belongs to (whole-word
+    masking, `word_ids`): whole words are chosen, in a random order, until round(rate * pieces) pieces are,
+    as BERT's whole-word-masking models were trained."""
     ids = [int(i) for i in ids]
     candidates = [i for i, t in enumerate(ids) if t not in special_ids]
     if not candidates:
         raise ValueError("no word piece to mask: the input holds only [CLS], [SEP] or [PAD]")
     k = max(1, int(round(len(candidates) * rate)))
-    order = rng.permutation(len(candidates))
-    positions = sorted(candidates[int(j)] for j in order[:k])
+    if words is None:
+        order = rng.permutation(len(candidates))
+        positions = sorted(candidates[int(j)] for j in order[:k])
+    else:
+        groups = {}
+        for i in candidates:
+            groups.setdefault(words[i], []).append(i)
+        units = list(groups.values())
+        positions = []
+        for j in rng.permutation(len(units)):
+            if positions and len(positions) + len(units[int(j)]) > k:
+                continue  # a whole word that would overshoot (BERT skips it too)
+            positions += units[int(j)]
+            if len(positions) >= k:
+                break
+        positions.sort()
     out, kinds = list(ids), []
     for p in positions:
         u = rng.random()
-        if u < P_MASK:
+        if u < p_mask:
             out[p], kind = mask_id, "mask"
-        elif u < P_MASK + P_RANDOM:
+        elif u < p_mask + p_random:
             out[p], kind = int(rng.integers(0, vocab_size)), "random"
         else:
             kind = "keep"
@@ -92,11 +112,99 @@ def choose_masks(ids, rng, *, vocab_size: int, mask_id: int, special_ids, rate: 
     return Masked(out, positions, [ids[p] for p in positions], kinds)
 
 
+def word_ids(tokens) -> list:
+    """Per word piece, the index of the whole word it belongs to: a '##' piece continues the word before it."""
+    out, w = [], -1
+    for t in tokens:
+        if not (t.startswith("##") and w >= 0):
+            w += 1
+        out.append(w)
+    return out
+
+
 def word_class(piece: str) -> str:
     """'function', 'content' or 'other' (a '##' piece, a number, punctuation) for a vocabulary piece."""
     if piece.startswith("##") or not piece.isalpha():
         return "other"
     return "function" if piece in FUNCTION_WORDS else "content"
+
+
+# ------------------------------------------------------------------------------------------
+# argument checks: these are public functions the lessons call by hand
+# ------------------------------------------------------------------------------------------
+
+
+def _check_targets(targets, n_rows: int, vocab: int, what: str = "targets") -> None:
+    """One target per row, each a vocabulary id 0 .. vocab-1 (-1 would wrap to the last entry silently)."""
+    t = backend.to_host(targets)
+    if t.ndim != 1 or t.shape[0] != n_rows:
+        raise ValueError(f"{what}: expected one id per row ({n_rows}), got shape {tuple(t.shape)}")
+    if n_rows == 0:
+        raise ValueError(f"{what}: the batch has no chosen row (zero length): there is no loss to take; "
+                         "choose at least one position (choose_masks chooses at least one per sentence)")
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be integer vocabulary ids, got dtype {t.dtype}")
+    bad = (t < 0) | (t >= vocab)
+    if bad.any():
+        raise ValueError(f"{what}: id {int(t[bad][0])} at row {int(bad.argmax())} is outside the vocabulary "
+                         f"0 .. {vocab - 1}")
+
+
+def _check_logits(y, targets) -> None:
+    if len(y.shape) != 2:
+        raise ValueError(f"logits must be [rows, vocabulary], got shape {tuple(y.shape)}")
+    _check_targets(targets, int(y.shape[0]), int(y.shape[1]))
+
+
+def check_batch(batch, c) -> None:
+    """A Batch that a training step can take: its shapes agree, every chosen row is a position of the batch,
+    every target a vocabulary id, every sentence has a real token, and the layers it trains have weights
+    of their own. Raises ValueError naming what is wrong."""
+    if not 0 <= batch.first <= c.num_layers:
+        raise ValueError(f"Batch.first must be 0 .. {c.num_layers} (the layers), got {batch.first}")
+    if batch.first < c.num_layers and c.shared_layers:
+        raise ValueError("mlm trains layers that have weights of their own (layer.{l}.*); this config has "
+                         "shared_layers=True (ALBERT: one layer's weights run L times), which it cannot train: "
+                         "train the head alone (Batch.first = num_layers) or use a model without shared layers")
+    if not c.tie_word_embeddings:
+        raise ValueError("mlm trains the head with the tied decoder (the token table W_T, frozen); this config "
+                         "has tie_word_embeddings=False (a decoder W_out of its own), which its backward does not "
+                         "cover")
+    shape = tuple(batch.Z.shape)
+    if len(shape) != 3 or shape[-1] != c.hidden_size:
+        raise ValueError(f"Batch.Z must be [sentences, tokens, {c.hidden_size}], got shape {shape}")
+    mask = backend.to_host(batch.mask)
+    if tuple(mask.shape) != shape[:2]:
+        raise ValueError(f"Batch.mask must be [sentences, tokens] = {shape[:2]}, got shape {tuple(mask.shape)}")
+    empty = ~(mask > 0).any(axis=1)
+    if empty.any():
+        raise ValueError(f"sentence {int(empty.argmax())} of the batch is all padding (no real token): attention "
+                         "over nothing is undefined and its gradients would be NaN; leave it out of the batch")
+    rows = backend.to_host(batch.rows)
+    _check_targets(batch.targets, int(rows.shape[0]) if rows.ndim == 1 else -1, c.vocab_size, "Batch.targets")
+    if rows.dtype.kind not in "iu" or rows.min() < 0 or rows.max() >= shape[0] * shape[1]:
+        raise ValueError(f"Batch.rows must be flat positions b * n + i in 0 .. {shape[0] * shape[1] - 1}, "
+                         f"got {rows.min()} .. {rows.max()} ({rows.dtype})")
+    if not (mask.reshape(-1)[rows] > 0).all():
+        raise ValueError("a chosen row of the batch is a padding position: choose real tokens only")
+
+
+def _positive_whole(name: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a whole number >= 1{' or None' if allow_none else ''}, got {value!r}")
+
+
+def _check_rate(name: str, value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {value!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}: with it Adam's weights would be "
+                         "NaN or never move")
+    return v
 
 
 # ------------------------------------------------------------------------------------------
@@ -112,12 +220,14 @@ def log_softmax(y, xp):
 
 def cross_entropy(y, targets, xp, logp=None):
     """mean over rows of -log softmax(y)[target]   [N, V], [N] -> scalar (logp: log_softmax(y), if already computed)."""
+    _check_logits(y, targets)
     logp = log_softmax(y, xp) if logp is None else logp
     return -xp.mean(xp.take_along_axis(logp, xp.reshape(targets, (-1, 1)), axis=-1))
 
 
 def cross_entropy_backward(y, targets, xp, logp=None):
     """d loss / d y = (softmax(y) - onehot(target)) / N   [N, V] (logp: log_softmax(y), if already computed)."""
+    _check_logits(y, targets)
     N, V = y.shape
     logp = log_softmax(y, xp) if logp is None else logp
     onehot = xp.astype(xp.arange(V)[None, :] == xp.reshape(targets, (-1, 1)), y.dtype)  # [N, V]
@@ -135,10 +245,21 @@ def chosen_rows(Z, rows, xp):
 
 
 def chosen_rows_backward(drows, rows, shape, xp):
-    """Z rows = Z[rows]   ->   dZ [B, n, H]: each chosen row's gradient put back at its position, 0 elsewhere
-    (the rows are distinct positions, so nothing is added twice)."""
+    """Z rows = Z[rows]   ->   dZ [B, n, H]: each chosen row's gradient added back at its position, 0 elsewhere
+    (a position chosen twice gets the sum of its two rows' gradients, as the chain rule says)."""
     dZ = xp.zeros((shape[0] * shape[1], shape[2]), dtype=drows.dtype)
-    dZ[rows] = drows  # numpy and cupy; the array api has no scatter
+    name = backend.backend_name(xp)
+    if name == "numpy":
+        import numpy
+        numpy.add.at(dZ, rows, drows)  # repeated rows add up (dZ[rows] = drows would keep only the last)
+    elif name == "cupy":
+        import cupyx
+        cupyx.scatter_add(dZ, rows, drows)
+    else:  # the array api has no scatter-add: the rows must be distinct
+        if len(set(backend.to_host(rows).tolist())) != int(rows.shape[0]):
+            raise ValueError("chosen_rows_backward: a position is chosen twice, and this array namespace cannot "
+                             "add into an array; use numpy or cupy")
+        dZ[rows] = drows
     return xp.reshape(dZ, shape)
 
 
@@ -229,6 +350,7 @@ def loss_and_grads(params: dict, frozen: dict, batch: Batch, c, xp):
     params: the tensors trained (full names: `mlm.W_t`, `layer.5.attn.W_Q`, ...); frozen: the rest the
     forward reads (`embed.W_T`, the tied decoder; layers batch.first .. L-1 that are not trained).
     """
+    check_batch(batch, c)
     weights = {**frozen, **params}
     logits, tape = forward(weights, batch, c, xp)
     logp = log_softmax(logits, xp)  # once, for the loss and its gradient
@@ -288,12 +410,21 @@ def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, p
     the first step, every heldout_every steps and at the last. Returns (params, log): log holds
     (step, mean training loss since the last entry, held-out loss or None); on_log(entry) is called for each.
     """
+    _positive_whole("epochs", epochs)
+    _positive_whole("steps", steps, allow_none=True)
+    _positive_whole("log_every", log_every)
+    _positive_whole("heldout_every", heldout_every, allow_none=True)
+    if not (isinstance(warmup, numbers.Real) and 0 <= warmup < 1):
+        raise ValueError(f"warmup is the share of the steps spent warming up, 0 <= warmup < 1, got {warmup!r}")
+    peak = {k: _check_rate(f"peak_lr for {k}" if callable(peak_lr) else "peak_lr",
+                           peak_lr(k) if callable(peak_lr) else peak_lr) for k in params}
     get = batches if callable(batches) else (lambda epoch: batches)
     first_epoch = get(0)  # once: a function may draw a new shuffle each call
     per_epoch = len(first_epoch)
+    if per_epoch == 0:
+        raise ValueError("train got no batches: nothing to train on")
     total = epochs * per_epoch if steps is None else min(steps, epochs * per_epoch)
     warm = max(1, int(warmup * total))
-    peak = {k: (peak_lr(k) if callable(peak_lr) else peak_lr) for k in params}
     opt, log, step, running, count = Adam(params, xp), [], 0, 0.0, 0
     for epoch in range(epochs):
         epoch_batches = first_epoch if epoch == 0 else get(epoch)
@@ -313,17 +444,25 @@ def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, p
     return params, log
 
 
-def ranks_and_losses(params: dict, frozen: dict, batches, c, xp):
-    """Per chosen row, in batch order: the rank of the target among the logits (0 = top-1) and its loss."""
-    ranks, losses = [], []
+def ranks_and_losses(params: dict, frozen: dict, batches, c, xp, *, top1: bool = False):
+    """Per chosen row, in batch order: the rank of the target among the logits (0 = top-1) and its loss;
+    top1=True adds the top-1 id per row. A row whose logits are not all finite (a diverged model) gets
+    the worst rank, V, and an infinite loss: it never counts as a hit."""
+    ranks, losses, best = [], [], []
     weights = {**frozen, **params}
     for b in batches:
         y, _ = forward(weights, b, c, xp)
         t = xp.reshape(b.targets, (-1, 1))
         yt = xp.take_along_axis(y, t, axis=-1)  # [N, 1]
-        ranks.append(xp.sum(xp.astype(y > yt, xp.int32), axis=-1))  # how many pieces score higher
-        losses.append(-xp.take_along_axis(log_softmax(y, xp), t, axis=-1)[:, 0])
-    return xp.concat(ranks), xp.concat(losses)
+        finite = xp.all(xp.isfinite(y), axis=-1)  # [N]
+        rank = xp.sum(xp.astype(y > yt, xp.int32), axis=-1)  # how many pieces score higher
+        ranks.append(xp.where(finite, rank, xp.asarray(y.shape[-1], dtype=rank.dtype)))
+        loss = -xp.take_along_axis(log_softmax(y, xp), t, axis=-1)[:, 0]
+        losses.append(xp.where(finite, loss, xp.asarray(math.inf, dtype=loss.dtype)))
+        if top1:
+            best.append(xp.where(finite, xp.argmax(y, axis=-1), xp.asarray(-1, dtype=xp.int64)))
+    out = (xp.concat(ranks), xp.concat(losses))
+    return out + (xp.concat(best),) if top1 else out
 
 
 # the head alone, on fixed rows of the last layer (scripts/train_mlm_head.py; lesson 11)
@@ -334,6 +473,8 @@ def fit(params: dict, Z, targets, W_T, c, *, xp, rng, epochs: int = 1, batch: in
     """The head alone: minibatch Adam on rows of the last layer (Z [N, H], targets [N]); the rows are
     shuffled each epoch with rng. Returns (params, log): log holds (step, rows seen, mean loss since the last entry)."""
     N, L = Z.shape[0], c.num_layers
+    _positive_whole("batch", batch)
+    _check_targets(targets, N, c.vocab_size)
     per_epoch = math.ceil(N / batch)
 
     def batches(epoch):

@@ -6,23 +6,30 @@ by hand, and write the file `load("minilm-mlm")` ships.
     .venv/bin/python scripts/train_minilm_mlm.py --layers 2 --sentences 4000 --out /tmp/m/minilm_mlm.safetensors
     .venv/bin/python scripts/train_minilm_mlm.py --smoke    # 6 steps on 64 sentences (tests/test_minilm_mlm.py)
     .venv/bin/python scripts/train_minilm_mlm.py --report   # the JSON's numbers as markdown, train nothing
+    .venv/bin/python scripts/train_minilm_mlm.py --evaluate # the file at --out and the frozen head: top-1, top-5
+                                                            # and echo rate on both cloze sets and the held-out split
 
 What it does (every choice and its reason is in data/README.md, "minilm-mlm"):
 1. the corpus, sample and held-out split of scripts/train_mlm_head.py (WordNet's definitions and examples,
    at most MAX_TOKENS pieces, a seeded 5% held out, never trained on);
+   optionally WordNet's other usage examples as more training text (--text wordnet+usage);
 2. BERT's masking (mlm.choose_masks), DRAWS draws per training sentence, one per held-out sentence, seeded;
+   the training draws by pieces or whole words (--masking) at RATES (--rates); the held-out draws are always
+   BERT's, so every run is scored on the same rows;
 3. the frozen lower L-k layers run once per (sentence, draw) on the masked text: their output is the input
    Z of the first trained layer (engine.embeddings and engine.encoder_layer, nothing recorded); cached
-   in a temporary folder keyed by everything that determines it;
+   in a private folder (mode 0700, yours, no links), one file per key of everything that determines it,
+   written atomically and checked before use;
 4. batches of BATCH masked sentences of similar length (little padding); each step runs the last k layers
    and the head forward through the recorder (the tape), takes the logits only at the chosen rows, and
    runs bertviz_lite.backward in reverse (mlm.loss_and_grads); Adam with BERT's warm-up over 5% of the
    steps and linear decay, the layers at LR_LAYERS and the head at LR_HEAD; the layers start from the
    published MiniLM, the head from the one load("minilm") ships (scripts/train_mlm_head.py);
 5. held-out numbers by word class beside the frozen head (the shipped head on the published encoder) and
-   the unigram guess, the cloze sentences of data/cloze_sentences.tsv, example predictions, the cost of
-   float16 storage;
-6. the k adapted layers and the head as safetensors (float16) and a JSON beside it.
+   the unigram guess, with the echo rate; both cloze sets (data/cloze_sentences.tsv, data/cloze_everyday.tsv);
+   example predictions; the cost of float16 storage;
+6. the k adapted layers and the head as safetensors (float16) and a JSON beside it, each written to a
+   temporary file beside its name and renamed onto it; nothing is written after a non-finite loss or weight.
 
 Determinism: BLAS and the engine's kernels run on THREADS threads (threadpoolctl, BERTVIZ_LITE_THREADS), so
 the same machine, library versions and thread count give the same bytes (--check). Another CPU or BLAS
@@ -32,13 +39,20 @@ may round the float32 products differently.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import gzip
 import hashlib
 import json
 import math
 import os
+import re
+import shutil
+import stat
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -54,16 +68,24 @@ from bertviz_lite import loading, mlm, schema  # noqa: E402
 OUT = ROOT / "bertviz_lite" / "data" / loading.MINILM_MLM_FILE
 THREADS = 1  # one BLAS thread: on this shared 2-core machine two ran the products up to 10x slower (data/README.md)
 CLOZE = ROOT / "data" / "cloze_sentences.tsv"
+EVERYDAY = ROOT / "data" / "cloze_everyday.tsv"  # issue 38's fresh set: answer and accepted alternatives
+USAGE = ROOT / "data" / "wordnet_usage.txt.gz"  # every WordNet usage example of >= USAGE_WORDS words (--make-usage)
+USAGE_WORDS = 4
 SMOKE_LOG = ROOT / "tests" / "fixtures" / "mlm" / "train_smoke_log.json"
 LAYERS = 3  # k: the last k layers are trained (data/README.md says why 3)
 SENTENCES = None  # the whole corpus (124,171 sentences of at most MAX_TOKENS pieces, 5% held out): data/README.md
 DRAWS = 1  # masking draws per training sentence (the second epoch shows each draw again, in a new order)
+MASKING = "pieces"  # training draws: "pieces" (BERT's original) or "words" (whole-word masking); held-out: pieces
+RATES = (0.8, 0.1)  # of the chosen pieces of a training draw: -> [MASK], -> a random piece (the rest kept)
+TEXT = "wordnet"  # "wordnet": definitions + examples (T.corpus); "wordnet+usage": + every usage example (USAGE)
 EPOCHS = 2
 BATCH = 128  # masked sentences per Adam step
 LR_LAYERS, LR_HEAD = 5e-4, 1e-3  # the probe's (scripts/probe_mlm_adaptation.py)
 FORWARD_BATCH = 256  # sentences per frozen forward
 LOG_EVERY = 25
-SMOKE = {"sentences": 64, "layers": 2, "draws": 1, "epochs": 1, "batch": 8, "steps": 6}
+FREE_MARGIN = 16 * 2**20  # bytes left free on the disk after a write
+SMOKE = {"sentences": 64, "layers": 2, "draws": 1, "epochs": 1, "batch": 8, "steps": 6, "masking": "pieces",
+         "rates": (0.8, 0.1), "text": "wordnet"}  # the committed log's settings, whatever the defaults
 EXAMPLES = T.EXAMPLES_TO_SHOW + ("The doctor gave the patient some [MASK].", "A [MASK] is a large animal with a trunk.")
 
 
@@ -94,39 +116,116 @@ def _rate(text: str) -> float:
     return v
 
 
+MLM_V, MLM_H, MLM_FFN, MLM_HEADS = 30_522, 384, 1_536, 12  # all-MiniLM-L6-v2 (checked against the config in run)
+
+
+def step_bytes(batch: int, layers: int, n: int = T.MAX_TOKENS) -> int:
+    """About how many bytes one training step holds at its peak, for `batch` sentences of n pieces: per
+    layer and token the tape's float32 lines (q, k, v, context, output, two LayerNorms and their inputs:
+    ~12 H; the FFN's two 4H lines) and the attention scores and weights (2 x heads x n), twice (the backward's
+    gradients beside them); the chosen rows' logits, log-probabilities, probabilities, one-hot and gradient
+    (5 x rows x V)."""
+    tokens, rows = batch * n, batch * math.ceil(mlm.MASK_RATE * n)
+    per_token_layer = 4 * (12 * MLM_H + 2 * MLM_FFN + 2 * MLM_HEADS * n)
+    return 2 * tokens * layers * per_token_layer + 5 * 4 * rows * MLM_V
+
+
+def available_memory() -> int:
+    """MemAvailable from /proc/meminfo (bytes); the physical memory where that cannot be read."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/meminfo", encoding="ascii") as f:
+            line = next(ln for ln in f if ln.startswith("MemAvailable:"))
+        return int(line.split()[1]) * 1024
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _rates(text: str) -> tuple[float, float]:
+    parts = text.split("/")
+    try:
+        pm, pr, pk = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected three whole percentages MASK/RANDOM/KEEP, e.g. 80/10/10, "
+                                         f"got {text!r}") from None
+    if min(pm, pr, pk) < 0 or pm + pr + pk != 100:
+        raise argparse.ArgumentTypeError(f"the three percentages must be >= 0 and add up to 100, got {text!r}")
+    return pm / 100, pr / 100
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=_whole(1, 6), default=LAYERS, help="k, how many last layers to train (1..6)")
     ap.add_argument("--sentences", type=_whole(40), default=SENTENCES,
                     help="sentences sampled (default: all of them; 5%% held out)")
+    ap.add_argument("--train-sentences", type=_whole(1), default=None,
+                    help="train on only the first N training sentences of the split (the held-out ones stay all): "
+                         "a short probe measured on the same held-out rows as a full run")
+    ap.add_argument("--init", type=Path, default=None,
+                    help="start the trained layers and the head from this minilm-mlm file (e.g. the shipped one: "
+                         "longer training) instead of the published layers and the k = 0 head")
+    ap.add_argument("--mask-seed", type=_whole(0), default=None,
+                    help="draw the training sentences' masks from their own seeded stream (a run that continues "
+                         "another with --init sees fresh masks); the held-out draws stay the same")
     ap.add_argument("--draws", type=_whole(1, 20), default=DRAWS, help="masking draws per training sentence")
     ap.add_argument("--epochs", type=_whole(1, 50), default=EPOCHS)
+    ap.add_argument("--masking", choices=("pieces", "words"), default=MASKING,
+                    help="training draws: pieces one by one (BERT) or whole words; held-out draws are always pieces")
+    ap.add_argument("--rates", type=_rates, default=RATES, metavar="MASK/RANDOM/KEEP",
+                    help="of the chosen pieces of a training draw, percent to [MASK], to a random piece, kept "
+                         "(default 80/10/10, BERT's)")
+    ap.add_argument("--text", choices=("wordnet", "wordnet+usage"), default=TEXT,
+                    help="training text: WordNet's definitions and examples, or those plus every usage example "
+                         f"of >= {USAGE_WORDS} words ({USAGE.relative_to(ROOT)}); the held-out split is the same")
     ap.add_argument("--batch", type=_whole(1, 4096), default=BATCH, help="masked sentences per step")
     ap.add_argument("--lr-layers", type=_rate, default=LR_LAYERS)
     ap.add_argument("--lr-head", type=_rate, default=LR_HEAD)
     ap.add_argument("--steps", type=_whole(1), default=None, help="stop after this many steps (a short measurement)")
+    ap.add_argument("--heldout-every", type=_whole(0), default=8 * LOG_EVERY,
+                    help="the held-out loss every this many steps, at the first and at the last (0: none; each "
+                         "costs a forward over the held-out split)")
     ap.add_argument("--seed", type=_whole(0), default=T.SEED)
     ap.add_argument("--threads", type=_whole(1, 64), default=THREADS, help="BLAS and kernel threads (fixed: --check)")
     ap.add_argument("--out", type=Path, default=OUT, help="the .safetensors file to write (a .json goes beside it)")
-    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bertviz-lite-mlm")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / f"bertviz-lite-mlm-{os.getuid()}",
+                    help="a private folder (mode 0700, yours, not a link) for the frozen layers' output; made if "
+                         "missing (default: %(default)s)")
     what = ap.add_mutually_exclusive_group()
     what.add_argument("--check", action="store_true", help="train again and compare with the file at --out")
     what.add_argument("--smoke", action="store_true", help="a few steps on a tiny subset, checked against "
                       f"{SMOKE_LOG.relative_to(ROOT)} (--smoke --write-log rewrites it)")
     what.add_argument("--report", action="store_true", help="print the JSON's numbers as markdown, train nothing")
+    what.add_argument("--evaluate", action="store_true", help="score the model at --out (and MiniLM's frozen head) "
+                      "on the cloze sets and the held-out split: top-1, top-5, echo rate; train nothing")
+    what.add_argument("--make-usage", action="store_true", help=f"write {USAGE.relative_to(ROOT)} from WordNet's "
+                      "data files in /usr/share/wordnet (Debian's wordnet-base), train nothing")
     ap.add_argument("--write-log", action="store_true", help="with --smoke: rewrite the committed smoke log")
     args = ap.parse_args(argv)
     if args.write_log and not args.smoke:
         ap.error("--write-log goes with --smoke")
     if args.out.suffix != ".safetensors":
         ap.error(f"--out must name a .safetensors file, got {args.out}")
-    if (args.check or args.report) and not args.out.is_file():
-        ap.error(f"{'--check' if args.check else '--report'} needs the file {args.out}, which does not exist")
-    if not args.check and not args.smoke and not args.report and not args.out.parent.is_dir():
-        ap.error(f"the folder of --out does not exist: {args.out.parent}")
+    reads = "--check" if args.check else "--report" if args.report else "--evaluate" if args.evaluate else None
+    if reads and not args.out.is_file():
+        ap.error(f"{reads} needs the file {args.out}, which does not exist")
+    if args.init is not None and not args.init.is_file():
+        ap.error(f"--init needs a minilm-mlm file; {args.init} does not exist")
+    extra = () if args.init is None else (args.init, args.init.with_suffix(".json"))
+    for path in (args.out, args.out.with_suffix(".json"), *extra):  # no link, FIFO or folder read or written through
+        try:
+            regular_or_absent(path)
+        except UnsafePath as e:
+            ap.error(str(e))
     if args.smoke:
         for k, v in SMOKE.items():
             setattr(args, k, v)
+    if not (reads or args.smoke or args.make_usage):
+        need = step_bytes(args.batch, args.layers)
+        if need > available_memory():
+            ap.error(f"--batch {args.batch} --layers {args.layers}: a training step needs about "
+                     f"{need / 2**30:.1f} GiB (the tape of {args.layers} layers over {args.batch} sentences of up "
+                     f"to {T.MAX_TOKENS} pieces, and the {MLM_V:,}-wide logits at the chosen rows), and "
+                     f"{available_memory() / 2**30:.1f} GiB is available: lower --batch or --layers")
+    if not args.check and not args.smoke and not args.report and not args.out.parent.is_dir():
+        ap.error(f"the folder of --out does not exist: {args.out.parent}")
     return args
 
 
@@ -135,18 +234,62 @@ def parse_args(argv=None):
 # ------------------------------------------------------------------------------------------
 
 
-def masked_draws(model, encs, n_held: int, draws: int, rng):
-    """[(sentence index, Masked)]: one draw per held-out sentence (the first n_held), `draws` per training one."""
+def masked_draws(model, encs, n_held: int, draws: int, rng, masking: str = MASKING, rates=RATES, train_rng=None):
+    """[(sentence index, Masked)]: one draw per held-out sentence (the first n_held; always BERT's piece
+    masking at 80/10/10, so the held-out rows stay those of earlier runs), `draws` per training one
+    (`masking`: "pieces" or "words", at `rates` (to [MASK], to a random piece)), from `train_rng` if given
+    (fresh masks for a run that continues another), else from the same stream as the held-out ones."""
     tok = model.tokenizer
     special = {tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")}
+    common = {"vocab_size": model.config.vocab_size, "mask_id": tok.token_to_id("[MASK]"), "special_ids": special}
     out = []
     for d in range(draws):
         for i, e in enumerate(encs):
-            if i < n_held and d > 0:
+            if i < n_held:
+                if d == 0:
+                    out.append((i, mlm.choose_masks(e.ids, rng, **common)))
                 continue
-            out.append((i, mlm.choose_masks(e.ids, rng, vocab_size=model.config.vocab_size,
-                                            mask_id=tok.token_to_id("[MASK]"), special_ids=special)))
+            words = mlm.word_ids(e.tokens) if masking == "words" else None
+            out.append((i, mlm.choose_masks(e.ids, rng if train_rng is None else train_rng, p_mask=rates[0],
+                                            p_random=rates[1], words=words, **common)))
     return out
+
+
+def usage_sentences() -> list[str]:
+    """Every WordNet usage example of >= USAGE_WORDS words, as committed (--make-usage writes it)."""
+    with gzip.open(USAGE, "rt", encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def make_usage(wordnet: Path = Path("/usr/share/wordnet"), out: Path = USAGE) -> int:
+    """data/wordnet_usage.txt.gz: every distinct quoted usage example of WordNet 3.0's glosses with at least
+    USAGE_WORDS words, in file order (make_corpus keeps only those that start with a capital and have >= 5)."""
+    import make_corpus as MC
+    if not (wordnet / "data.noun").exists():
+        print(f"no WordNet data files in {wordnet}: apt-get install -y wordnet-base", file=sys.stderr)
+        return 2
+    examples, seen = [], set()
+    for name in MC.FILES:
+        for gloss in MC.glosses(wordnet / name):
+            for ex in MC.EXAMPLE.findall(gloss):
+                ex = " ".join(ex.split())
+                if len(ex.split()) >= USAGE_WORDS and ex not in seen:
+                    seen.add(ex)
+                    examples.append(ex)
+    with open(out, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
+        f.write(("\n".join(examples) + "\n").encode("utf-8"))
+    print(f"wrote {out} ({len(examples):,} usage examples)")
+    return 0
+
+
+def training_text(model, sentences, rng) -> list:
+    """The usage examples that are not already in the corpus, tokenized (at most MAX_TOKENS pieces): extra
+    training sentences, after the corpus's (never held out). sentences: the corpus sample's size (None: all),
+    so a sample takes the same share of them as of the corpus."""
+    corpus = T.corpus()
+    known = set(corpus)
+    fresh = [u for u in usage_sentences() if u not in known]
+    return T.encode(model, fresh, None if sentences is None else round(sentences * len(fresh) / len(corpus)), rng)
 
 
 def features(model, draws, first: int, progress: bool = True) -> list:
@@ -172,18 +315,162 @@ def features(model, draws, first: int, progress: bool = True) -> list:
     return out
 
 
+# ------------------------------------------------------------------------------------------
+# files: a private feature cache, outputs written whole or not at all
+# ------------------------------------------------------------------------------------------
+
+
+class UnsafePath(Exception):
+    """A path the script will not read or write through (a link, a FIFO, someone else's folder, ...)."""
+
+
+def _kind(mode: int) -> str:
+    return ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else
+            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a regular file")
+
+
+def private_folder(path: Path) -> Path:
+    """`path` as a folder only this user can enter: made with mode 0700 if missing (its parent must exist);
+    refused (UnsafePath) if it is a link, not a folder, someone else's, or open to group or others."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        raise UnsafePath(f"the folder above {path} does not exist") from None
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafePath(f"{path} is {_kind(st.st_mode)}, not a folder of yours")
+    if st.st_uid != os.getuid():
+        raise UnsafePath(f"{path} belongs to user id {st.st_uid}, not to you ({os.getuid()}): someone could have "
+                         "planted features there")
+    if st.st_mode & 0o077:
+        raise UnsafePath(f"{path} is open to others (mode {stat.S_IMODE(st.st_mode):o}); chmod 700 it, or pass "
+                         "another --cache")
+    return path
+
+
+@contextlib.contextmanager
+def open_regular(path: Path, *, owned: bool = False):
+    """A regular file opened for reading, without following a link and without blocking on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise UnsafePath(f"{path} cannot be opened as a plain file ({e.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(f"{path} is {_kind(st.st_mode)}, not a regular file")
+        if owned and st.st_uid != os.getuid():
+            raise UnsafePath(f"{path} belongs to user id {st.st_uid}, not to you")
+        yield f
+
+
+def read_regular(path: Path) -> bytes:
+    with open_regular(path) as f:
+        return f.read()
+
+
+def regular_or_absent(path: Path) -> None:
+    """Writing onto `path` replaces a regular file or makes a new one; anything else is refused."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafePath(f"{path} exists and is {_kind(st.st_mode)}: the script writes only onto a regular file "
+                         "or a new name; remove it or choose another --out")
+
+
+def check_free_space(folder: Path, needed: int) -> None:
+    free = shutil.disk_usage(folder).free
+    if free < needed + FREE_MARGIN:
+        raise OSError(errno.ENOSPC, f"{folder} has {free / 2**20:.1f} MiB free; writing needs "
+                      f"{(needed + FREE_MARGIN) / 2**20:.1f} MiB (with a {FREE_MARGIN // 2**20} MiB margin)")
+
+
+def write_atomic(path: Path, data, size: int | None = None) -> None:
+    """`data` (bytes, or a function that writes into a binary file, `size` bytes about) into a temporary file
+    beside `path`, flushed to disk, then renamed onto it (os.replace): a reader sees the old file or the whole
+    new one, never a fragment; on any error the temporary file goes."""
+    regular_or_absent(path)
+    check_free_space(path.parent, len(data) if size is None else size)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data) if isinstance(data, bytes) else data(f)
+            f.flush()
+            os.fsync(f.fileno())
+        regular_or_absent(path)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def features_key(draws, first: int, seed: int, source: str) -> str:
+    """The sha256 of everything that determines the features: the seed, the layer, the model and every input id."""
+    return hashlib.sha256(json.dumps([seed, first, source, [m.ids for _, m in draws]]).encode()).hexdigest()
+
+
+def _cache_problem(f: dict, key: str, lengths, hidden: int):
+    """Why a cache file's arrays cannot be used (None: they can)."""
+    if set(f) != {"key", "offsets", "Z", "sha256"}:
+        return f"arrays {sorted(f)}"
+    if str(f["key"]) != key:
+        return "made from other inputs (its key differs)"
+    offsets, Z = f["offsets"], f["Z"]
+    want = np.concatenate([[0], np.cumsum(lengths)])
+    if offsets.dtype != np.int64 or offsets.shape != want.shape or not np.array_equal(offsets, want):
+        return "its offsets do not match the sentences' lengths"
+    if Z.dtype != np.float32 or Z.shape != (int(want[-1]), hidden):
+        return f"Z is {Z.dtype} {Z.shape}, expected float32 {(int(want[-1]), hidden)}"
+    if not np.isfinite(Z).all():
+        return "Z holds NaN or infinite values"
+    if _sha256(Z) != str(f["sha256"]):
+        return "Z's bytes do not match the sha256 stored with them"
+    return None
+
+
 def cached_features(model, draws, first: int, seed: int, cache: Path, progress: bool = True) -> list:
-    """features(), stored once in `cache` under a key of everything that determines them."""
-    key = json.dumps([seed, first, model.source, [m.ids for _, m in draws]])
-    folder = cache / f"layer-input-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    if (folder / "Z.npy").exists():
-        Z, offsets = np.load(folder / "Z.npy"), np.load(folder / "offsets.npy")
-        return [Z[offsets[i]:offsets[i + 1]] for i in range(len(draws))]
+    """features(), stored once in the private folder `cache` (private_folder) as one .npz per key, written
+    atomically; a cached file is used only if it is a regular file of ours whose key, offsets, shape, dtype,
+    values (finite) and sha256 all check out; otherwise the features are made afresh and replace it."""
+    key = features_key(draws, first, seed, model.source)
+    path = private_folder(cache) / f"layer-input-{key[:16]}.npz"
+    lengths = [len(m.ids) for _, m in draws]
+    if os.path.lexists(path):
+        try:
+            with open_regular(path, owned=True) as raw, np.load(raw, allow_pickle=False) as npz:
+                f = {name: npz[name] for name in npz.files}  # each read once
+            why = _cache_problem(f, key, lengths, model.config.hidden_size)
+            if why is None:
+                return _slices(f["Z"], f["offsets"])
+        except UnsafePath as e:
+            raise UnsafePath(f"the feature cache: {e}; remove it, or pass another --cache") from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            why = f"unreadable ({type(e).__name__}: {e})"
+        print(f"  the cached features {path} cannot be used ({why}): made afresh", flush=True)
     out = features(model, draws, first, progress)
-    folder.mkdir(parents=True, exist_ok=True)
-    np.save(folder / "offsets.npy", np.cumsum([0] + [len(z) for z in out]))
-    np.save(folder / "Z.npy", np.concatenate(out))
-    return out
+    Z = np.concatenate(out)
+    del out
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    arrays = {"key": np.array(key), "offsets": offsets, "Z": Z, "sha256": np.array(_sha256(Z))}
+    try:
+        write_atomic(path, lambda f: np.savez(f, **arrays), Z.nbytes + offsets.nbytes)
+    except OSError as e:  # the cache only saves time: a run without it is the same run
+        print(f"  the features were not cached ({e})", flush=True)
+    return _slices(Z, offsets)
+
+
+def _sha256(Z) -> str:
+    return hashlib.sha256(np.ascontiguousarray(Z).data).hexdigest()
+
+
+def _slices(Z, offsets) -> list:
+    return [Z[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
 
 
 def build_batches(draws, Z, which, size: int, first: int) -> list:
@@ -209,21 +496,70 @@ def heldout_groups(model, draws, held) -> tuple[dict, np.ndarray]:
     return groups, targets
 
 
-def read_cloze(path: Path = CLOZE) -> list[tuple[str, str]]:
+def read_cloze(path: Path = CLOZE) -> list[tuple[str, list[str]]]:
+    """(sentence, accepted answers): the intended answer first, then the alternatives (comma-separated)."""
     lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln and not ln.startswith("#")]
-    return [tuple(ln.split("\t")) for ln in lines]
+    return [(s, a.split(",")) for s, a in (ln.split("\t") for ln in lines)]
 
 
 def predict(model, sentences, top_k: int = 5) -> dict:
     return {s: [p.token for p in model.fill_mask(s, top_k=top_k)[0]] for s in sentences}
 
 
-def cloze_score(model) -> dict:
-    items = read_cloze()
+def sentence_words(sentence: str) -> set:
+    """The words a sentence shows, lower-cased, [MASK] left out."""
+    return set(re.findall(r"[a-z]+", sentence.lower().replace("[mask]", " ")))
+
+
+def is_echo(guess: str, accepted, words) -> bool:
+    """A wrong guess that repeats a word the sentence already shows ("We eat soup with a [MASK]." -> soup)."""
+    return guess not in accepted and guess in words
+
+
+def cloze_score(model, path: Path = CLOZE) -> dict:
+    """Top-1 and top-5 (any accepted answer) and the echo rate (the top-1 guess is wrong and a word of the
+    sentence) on a cloze file."""
+    items = read_cloze(path)
     top = predict(model, [s for s, _ in items])
-    hits = [answer in top[s] for s, answer in items]
-    return {"sentences": len(items), "top5_hits": int(sum(hits)), "top5": sum(hits) / len(items),
-            "per_sentence": [[s, a, top[s]] for s, a in items]}
+    top1 = [top[s][0] in ok for s, ok in items]
+    top5 = [any(a in top[s] for a in ok) for s, ok in items]
+    echo = [is_echo(top[s][0], ok, sentence_words(s)) for s, ok in items]
+    n = len(items)
+    return {"file": path.name, "sentences": n, "top1_hits": int(sum(top1)), "top1": sum(top1) / n,
+            "top5_hits": int(sum(top5)), "top5": sum(top5) / n, "echoes": int(sum(echo)), "echo": sum(echo) / n,
+            "per_sentence": [[s, ok, top[s]] for s, ok in items]}
+
+
+def cloze_scores(model) -> dict:
+    return {"cloze_sentences": cloze_score(model, CLOZE), "everyday": cloze_score(model, EVERYDAY)}
+
+
+def heldout_others(model, encs, draws, held) -> list:
+    """Per held-out row (in heldout_groups' order), the whole-word pieces the sentence shows elsewhere:
+    a wrong top-1 among them is an echo."""
+    tok = model.tokenizer
+    words = [tok.id_to_token(i) for i in range(model.config.vocab_size)]
+    out = []
+    for i in sorted(held, key=lambda i: (len(draws[i][1].ids), i)):
+        ids = encs[draws[i][0]].ids
+        for p in draws[i][1].positions:
+            out.append({t for q, t in enumerate(ids) if q != p and words[t].isalpha()})
+    return out
+
+
+def heldout_scores(params, frozen, batches, c, groups, targets, others) -> dict:
+    """T.summarise's top-1 / top-5 / loss per group, and the echo rate: the top-1 is wrong and a piece the
+    sentence shows elsewhere."""
+    ranks, losses, best = mlm.ranks_and_losses(params, frozen, batches, c, np, top1=True)
+    out = T.summarise(ranks, losses, groups)
+    echo = np.array([b != t and b in o for b, t, o in zip(best.tolist(), targets.tolist(), others)])
+    for name, sel in {"all": np.ones(len(echo), bool), **groups}.items():
+        out[name]["echo"] = float(np.mean(echo[sel])) if sel.any() else None
+    return out
+
+
+def finite(params: dict) -> bool:
+    return all(bool(np.isfinite(v).all()) for v in params.values())
 
 
 # ------------------------------------------------------------------------------------------
@@ -234,13 +570,23 @@ def cloze_score(model) -> dict:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.report:
-        print(report(json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))))
+        print(report(json.loads(read_regular(args.out.with_suffix(".json")).decode("utf-8"))))
         return 0
+    if args.make_usage:
+        return make_usage()
     before = os.environ.get("BERTVIZ_LITE_THREADS")
     os.environ["BERTVIZ_LITE_THREADS"] = str(args.threads)  # the engine's kernels; threadpoolctl fixes BLAS's
     try:
         with threadpool_limits(limits=args.threads, user_api="blas"):
-            return run(args)
+            return evaluate(args) if args.evaluate else run(args)
+    except UnsafePath as e:
+        print(f"refused: {e}; nothing written", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        print(f"not enough disk space: {e.strerror}; nothing written (any earlier file is unchanged)", file=sys.stderr)
+        return 1
     finally:
         if before is None:
             del os.environ["BERTVIZ_LITE_THREADS"]
@@ -248,21 +594,67 @@ def main(argv=None) -> int:
             os.environ["BERTVIZ_LITE_THREADS"] = before
 
 
+def prepare(args, published):
+    """The sentences (held-out first, then the corpus's training ones, then any extra text) and their draws."""
+    encs = T.encode(published, T.corpus(), args.sentences, np.random.default_rng(args.seed))
+    n_held = int(round(T.HELDOUT * len(encs)))
+    if args.train_sentences is not None:
+        encs = encs[:n_held + args.train_sentences]
+    n_corpus = len(encs)
+    if args.text == "wordnet+usage":
+        share = args.sentences if args.train_sentences is None else args.train_sentences
+        encs = encs + training_text(published, share, np.random.default_rng([args.seed, 4]))
+    draws = masked_draws(published, encs, n_held, args.draws, np.random.default_rng([args.seed, 1]),
+                         args.masking, args.rates,
+                         None if args.mask_seed is None else np.random.default_rng([args.seed, 1, args.mask_seed]))
+    held = [j for j, (i, _) in enumerate(draws) if i < n_held]
+    train = [j for j, (i, _) in enumerate(draws) if i >= n_held]
+    return encs, n_held, n_corpus, draws, held, train
+
+
+def evaluate(args) -> int:
+    """--evaluate: the model at --out and MiniLM's frozen head on the cloze sets and the held-out split."""
+    published = bv.load("minilm", backend="numpy")
+    c = published.config
+    trained = loading.read_minilm_mlm(args.out, c)
+    first = min((int(k.split(".")[1]) for k in trained if k.startswith("layer.")), default=c.num_layers)
+    encs, n_held, _, draws, held, _ = prepare(args, published)
+    Zs = dict(zip(held, features(published, [draws[i] for i in held], first, progress=False)))
+    batches = build_batches(draws, Zs, held, 256, first)
+    groups, targets = heldout_groups(published, draws, held)
+    others = heldout_others(published, encs, draws, held)
+    frozen = {"embed.W_T": np.asarray(published.weights["embed.W_T"])}
+    start = {k: np.asarray(published.weights[k]) for k in trained}
+    info = {"heldout": {"model": heldout_scores(trained, frozen, batches, c, groups, targets, others),
+                        "frozen head": heldout_scores(start, frozen, batches, c, groups, targets, others)},
+            "cloze": {"model": cloze_scores(loading.minilm_mlm_from(published, trained)),
+                      "frozen head": cloze_scores(published)}}
+    print(f"{args.out} (layers {first}..{c.num_layers - 1} trained) against MiniLM's frozen head:")
+    print(goals_table(info["heldout"], info["cloze"], ("model", "frozen head")))
+    return 0
+
+
 def run(args) -> int:
     t_start = time.perf_counter()
     published = bv.load("minilm", backend="numpy")  # the published encoder + the head fitted on it (the start)
-    c, tok = published.config, published.tokenizer
+    c = published.config
     L, k = c.num_layers, args.layers
     first = L - k
-    rng = np.random.default_rng(args.seed)
-    encs = T.encode(published, T.corpus(), args.sentences, rng)
-    n_held = int(round(T.HELDOUT * len(encs)))
-    draws = masked_draws(published, encs, n_held, args.draws, np.random.default_rng([args.seed, 1]))
-    held = [j for j, (i, _) in enumerate(draws) if i < n_held]
-    train = [j for j, (i, _) in enumerate(draws) if i >= n_held]
+    encs, n_held, n_corpus, draws, held, train = prepare(args, published)
     say = (lambda *a: None) if args.smoke else (lambda *a: print(*a, flush=True))
-    say(f"corpus: {len(encs):,} sentences ({n_held:,} held out), {len(draws):,} masked draws; k = {k} "
-        f"(layers {first}..{L - 1} trained)")
+    say(f"corpus: {n_corpus:,} sentences ({n_held:,} held out) + {len(encs) - n_corpus:,} usage examples, "
+        f"{len(draws):,} masked draws ({args.masking}); k = {k} (layers {first}..{L - 1} trained)")
+    if (c.vocab_size, c.hidden_size, c.ffn_size, c.num_heads) != (MLM_V, MLM_H, MLM_FFN, MLM_HEADS):
+        raise AssertionError("step_bytes's sizes are not MiniLM's")
+    if not (args.smoke or args.check):  # the weights (float16) and their JSON must fit, before any work
+        check_free_space(args.out.parent, 2**20 + 2 * sum(int(np.size(published.weights[key]))
+                                                          for key in trained_names(published.weights, first)))
+    need = 2 * 4 * c.hidden_size * sum(len(m.ids) for _, m in draws) + step_bytes(args.batch, k)
+    if need > available_memory():
+        print(f"this run needs about {need / 2**30:.1f} GiB (the frozen layers' output for {len(draws):,} draws, "
+              f"twice: the cache and the batches; and a step) and {available_memory() / 2**30:.1f} GiB is "
+              "available: pass --sentences, or free memory; nothing done", file=sys.stderr)
+        return 1
     t_feat = time.perf_counter()
     Z = cached_features(published, draws, first, args.seed, args.cache, progress=not args.smoke)
     feat_s = time.perf_counter() - t_feat
@@ -272,16 +664,24 @@ def run(args) -> int:
         f"{sum(len(b.targets) for b in train_batches):,} masked rows")
 
     weights = {key: np.asarray(v) for key, v in published.weights.items()}
-    trained_keys = [key for key in weights if key.startswith("mlm.") or
-                    (schema.split_key(key)[0] is not None and schema.split_key(key)[0] >= first)]
-    start = {key: weights[key] for key in trained_keys}
+    start = {key: weights[key] for key in trained_names(weights, first)}  # the published layers and the k = 0 head
     frozen = {"embed.W_T": weights["embed.W_T"]}
+    init = start
+    if args.init is not None:
+        given = loading.read_minilm_mlm(args.init, c)
+        init = {**start, **given}
+        if set(init) != set(start):
+            lowest = min(schema.split_key(x)[0] for x in given if x.startswith("layer."))
+            print(f"--init {args.init} holds trained layers from {lowest} on, below the {first} that --layers {k} "
+                  f"trains: pass --layers {L - lowest} or more", file=sys.stderr)
+            return 2
 
     def heldout_loss(params):
         ranks, losses = mlm.ranks_and_losses(params, frozen, held_batches, c, np)
         return float(np.mean(losses))
 
     curve = []
+    curve_off = args.smoke or args.heldout_every == 0
     t_fit = time.perf_counter()
 
     def on_log(entry, params=None):
@@ -289,38 +689,54 @@ def run(args) -> int:
         say(f"  step {entry[0]:>5,}  train loss {entry[1]:.4f}" +
             (f"  held-out {entry[2]:.4f}" if len(entry) > 2 and entry[2] is not None else "") +
             f"  ({time.perf_counter() - t_fit:.0f} s)")
+        if not all(math.isfinite(v) for v in entry[1:] if v is not None):
+            raise Diverged(f"the loss is not finite at step {entry[0]} ({entry[1:]})")
 
-    params, log = mlm.train(start, frozen, train_batches, c, np, rng=np.random.default_rng([args.seed, 3]),
-                            epochs=args.epochs, peak_lr=lambda key: args.lr_head if key.startswith("mlm.") else
-                            args.lr_layers, log_every=1 if args.smoke else LOG_EVERY, on_log=on_log,
-                            steps=args.steps, heldout=None if args.smoke else heldout_loss,
-                            heldout_every=None if args.smoke else 8 * LOG_EVERY)
+    try:
+        params, log = mlm.train(init, frozen, train_batches, c, np, rng=np.random.default_rng([args.seed, 3]),
+                                epochs=args.epochs, peak_lr=lambda key: args.lr_head if key.startswith("mlm.") else
+                                args.lr_layers, log_every=1 if args.smoke else LOG_EVERY, on_log=on_log,
+                                steps=args.steps, heldout=None if curve_off else heldout_loss,
+                                heldout_every=None if curve_off else args.heldout_every)
+    except Diverged as e:
+        print(f"training diverged: {e}; nothing written (try lower --lr-layers / --lr-head)", file=sys.stderr)
+        return 1
+    if not finite(params):
+        print("training diverged: a trained weight is not finite; nothing written (try lower --lr-layers / "
+              "--lr-head)", file=sys.stderr)
+        return 1
     fit_s = time.perf_counter() - t_fit
     if args.smoke:
         return smoke_check([[s, round(l, 5)] for s, l, *_ in log], args.write_log)
 
     # held-out numbers: the adapted model, the frozen head (load("minilm") as it ships), the unigram guess
     groups, targets = heldout_groups(published, draws, held)
+    others = heldout_others(published, encs, draws, held)
     tr_targets = np.concatenate([b.targets for b in train_batches])
-    results = {"minilm-mlm": T.summarise(*mlm.ranks_and_losses(params, frozen, held_batches, c, np), groups),
-               "frozen head": T.summarise(*mlm.ranks_and_losses(start, frozen, held_batches, c, np), groups),
-               "unigram": T.summarise(*T.unigram_ranks(tr_targets, targets, c.vocab_size), groups)}
     stored = {key: np.asarray(v, dtype=np.float16) for key, v in params.items()}
     as_stored = {key: v.astype(np.float32) for key, v in stored.items()}
-    results["minilm-mlm, float16 storage"] = T.summarise(*mlm.ranks_and_losses(as_stored, frozen, held_batches, c, np),
-                                                         groups)
+    if not finite(as_stored):
+        print("a trained weight overflows float16 storage; nothing written", file=sys.stderr)
+        return 1
+    results = {"minilm-mlm": heldout_scores(params, frozen, held_batches, c, groups, targets, others),
+               "frozen head": heldout_scores(start, frozen, held_batches, c, groups, targets, others),
+               "unigram": T.summarise(*T.unigram_ranks(tr_targets, targets, c.vocab_size), groups),
+               "minilm-mlm, float16 storage": heldout_scores(as_stored, frozen, held_batches, c, groups, targets,
+                                                             others)}
     adapted = loading.minilm_mlm_from(published, as_stored)
-    shown, cloze = predict(adapted, EXAMPLES), cloze_score(adapted)
-    shown_frozen, cloze_frozen = predict(published, EXAMPLES), cloze_score(published)
+    shown, cloze = predict(adapted, EXAMPLES), cloze_scores(adapted)
+    shown_frozen, cloze_frozen = predict(published, EXAMPLES), cloze_scores(published)
     total_s = time.perf_counter() - t_start
 
-    with tempfile.TemporaryDirectory() as d:
-        fresh = Path(d) / args.out.name
-        loading.save_minilm_mlm(fresh, stored, first=first)
-        data = fresh.read_bytes()
+    data = safetensors_bytes(stored, first)
     meta = {
         "encoder": loading.MINILM_REPO, "trained_layers": list(range(first, L)), "k": k, "seed": args.seed,
-        "sentences": len(encs), "heldout_sentences": n_held, "draws": args.draws, "max_tokens": T.MAX_TOKENS,
+        "init": None if args.init is None else {"file": args.init.name, "sha256": hashlib.sha256(
+            read_regular(args.init)).hexdigest()},
+        "train_sentences": args.train_sentences, "mask_seed": args.mask_seed,
+        "text": args.text, "sentences": n_corpus, "heldout_sentences": n_held, "extra_sentences": len(encs) - n_corpus,
+        "draws": args.draws, "masking": args.masking, "rates": [round(100 * r) for r in args.rates],
+        "max_tokens": T.MAX_TOKENS,
         "epochs": args.epochs, "batch": args.batch, "steps": len(train_batches) * args.epochs
         if args.steps is None else min(args.steps, len(train_batches) * args.epochs),
         "lr_layers": args.lr_layers, "lr_head": args.lr_head, "warmup": 0.05, "optimizer": "Adam (no weight decay)",
@@ -335,14 +751,40 @@ def run(args) -> int:
                  "dtype": "float16", "float32_bytes": 4 * int(sum(v.size for v in params.values()))},
     }
     if args.check:
-        same = data == args.out.read_bytes()
+        same = data == read_regular(args.out)
         print(f"{args.out}: {'the same bytes' if same else 'DIFFERENT bytes'} after training again ({total_s:.0f} s)")
         return 0 if same else 1
-    args.out.write_bytes(data)
-    args.out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    write_outputs(args.out, data, json.dumps(meta, indent=1) + "\n")
     print(report(meta))
     print(f"wrote {args.out} ({len(data):,} bytes) and its .json; {total_s:.0f} s in all")
     return 0
+
+
+def trained_names(weights, first: int) -> list:
+    """The tensors a run trains: the head's and those of layers first .. L-1."""
+    return [key for key in weights if key.startswith("mlm.") or
+            (schema.split_key(key)[0] is not None and schema.split_key(key)[0] >= first)]
+
+
+class Diverged(Exception):
+    """The training loss or a weight is not finite."""
+
+
+def safetensors_bytes(stored: dict, first: int) -> bytes:
+    with tempfile.TemporaryDirectory() as d:
+        fresh = Path(d) / "m.safetensors"
+        loading.save_minilm_mlm(fresh, stored, first=first)
+        return fresh.read_bytes()
+
+
+def write_outputs(out: Path, data: bytes, info: str) -> None:
+    """The weights and their JSON, each written whole (write_atomic), after checking both targets and the space."""
+    text = info.encode("utf-8")
+    for path in (out, out.with_suffix(".json")):
+        regular_or_absent(path)
+    check_free_space(out.parent, len(data) + len(text))
+    write_atomic(out, data)
+    write_atomic(out.with_suffix(".json"), text)
 
 
 def smoke_check(log, write: bool) -> int:
@@ -358,6 +800,26 @@ def smoke_check(log, write: bool) -> int:
     return 0 if ok else 1
 
 
+def _pct(x) -> str:
+    """A share as a percentage; '-' for a group with no rows (a small run's held-out split)."""
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def goals_table(heldout: dict, cloze: dict, who) -> str:
+    """Issue 38's measures, one row per model: the cloze sets' top-1 / top-5 / echo rate, the held-out rows'."""
+    pct = _pct
+    lines = ["| | everyday (30): top-1 / top-5 / echo | cloze_sentences (30): top-1 / top-5 / echo | held-out "
+             "content [MASK]: top-1 / top-5 / echo | held-out all: top-5 / echo / loss |", "|---|---|---|---|---|"]
+    for w in who:
+        cl, h = cloze[w], heldout[w]
+        cells = [" / ".join(pct(cl[f][m]) for m in ("top1", "top5", "echo")) for f in ("everyday", "cloze_sentences")]
+        cells.append(" / ".join(pct(h["content [MASK]"][m]) for m in ("top1", "top5", "echo")))
+        cells.append(f"{pct(h['all']['top5'])} / {pct(h['all']['echo'])} / "
+                     + ("-" if h['all']['loss'] is None else f"{h['all']['loss']:.2f}"))
+        lines.append(f"| {w} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def report(info: dict) -> str:
     """The held-out numbers, the cloze score and the examples of a run's JSON as markdown (for the READMEs)."""
     held = info["heldout"]
@@ -366,12 +828,17 @@ def report(info: dict) -> str:
     lines = [f"| held-out, top-1 / top-5 | {head} |",
              "|---" * (len(groups) + 1) + "|"]
     for who in ("minilm-mlm", "minilm-mlm, float16 storage", "frozen head", "unigram"):
-        lines.append(f"| {who} | " + " | ".join(f"{100 * held[who][g]['top1']:.1f}% / {100 * held[who][g]['top5']:.1f}%"
+        lines.append(f"| {who} | " + " | ".join(f"{_pct(held[who][g]['top1'])} / {_pct(held[who][g]['top5'])}"
                                                for g in groups) + " |")
     who = ("minilm-mlm", "frozen head", "unigram")
     lines.append("| held-out loss (nats): minilm-mlm / frozen head / unigram | " + " | ".join(
-        " / ".join(f"{held[w][g]['loss']:.2f}" for w in who) for g in groups) + " |")
+        " / ".join("-" if held[w][g]['loss'] is None else f"{held[w][g]['loss']:.2f}" for w in who)
+        for g in groups) + " |")
     cl = info["cloze"]
+    if "everyday" in cl["minilm-mlm"]:  # runs from issue 38 on: the echo rate and the fresh everyday set
+        lines += ["", goals_table(held, {"minilm-mlm": cl["minilm-mlm"], "frozen head": cl["minilm"]},
+                                  ("minilm-mlm", "frozen head"))]
+        cl = {w: v["cloze_sentences"] for w, v in cl.items()}
     lines += ["", f"Cloze sentences (data/cloze_sentences.tsv): the answer in the top 5 for "
               f"{cl['minilm-mlm']['top5_hits']} of {cl['minilm-mlm']['sentences']} with minilm-mlm "
               f"({100 * cl['minilm-mlm']['top5']:.0f}%), {cl['minilm']['top5_hits']} with minilm's frozen head.",

@@ -5,7 +5,9 @@ script refuses bad arguments and reproduces its committed smoke log."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import sys
 from pathlib import Path
 
@@ -214,3 +216,234 @@ def test_minilm_mlm_tensor_dtypes_are_checked(tmp_path, minilm):
     path = _write_minilm_mlm(tmp_path, tensors, about)
     with pytest.raises(CheckpointError, match="mlm.bias has dtype int32, expected float16 or float32"):
         loading.read_minilm_mlm(path, minilm.config)
+
+
+# ------------------------------------------------------------------------------------------
+# issue 38, item 6: the training script is safe to run (a hostile cache or --out, a diverged run, small runs)
+# ------------------------------------------------------------------------------------------
+
+
+def smoke(script, cache):
+    return script.main(["--smoke", "--cache", str(cache)])
+
+
+def the_cache_file(cache: Path) -> Path:
+    (path,) = cache.glob("layer-input-*.npz")
+    return path
+
+
+@pytest.mark.parametrize("plant", ["symlink", "open to others", "a file", "someone else's"])
+def test_a_cache_folder_that_is_not_private_is_refused(script, tmp_path, capsys, plant):
+    cache, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    if plant == "symlink":
+        cache.symlink_to(elsewhere)
+    elif plant == "open to others":
+        cache.mkdir()
+        cache.chmod(0o755)
+    elif plant == "a file":
+        cache.write_bytes(b"")
+    else:
+        if os.getuid() != 0:
+            pytest.skip("giving a folder to another user needs root (CI runs as root)")
+        cache.mkdir(mode=0o700)
+        os.chown(cache, 12345, 12345)
+    assert smoke(script, cache) == 2
+    err = capsys.readouterr().err
+    assert "refused" in err and str(cache) in err
+    assert list(elsewhere.iterdir()) == [] and not list(tmp_path.glob("**/*.npz"))  # nothing written through
+
+
+def test_the_cache_is_private_and_written_whole(script, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    assert smoke(script, cache) == 0
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    path = the_cache_file(cache)
+    assert [p.name for p in cache.iterdir()] == [path.name]  # no temporary file left beside it
+    with np.load(path) as f:
+        assert set(f.files) == {"key", "offsets", "Z", "sha256"} and f["Z"].dtype == np.float32
+
+
+def rewrite(path: Path, **changes):
+    with np.load(path) as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays.update(changes)
+    with open(path, "wb") as out:
+        np.savez(out, **arrays)
+
+
+@pytest.mark.parametrize("damage, why", [
+    ("zeros", "sha256"), ("nan with its own sha256", "NaN"), ("half written", "unreadable"),
+    ("other inputs", "other inputs"), ("float64", "expected float32"),
+])
+def test_planted_or_broken_features_are_not_trained_on(script, tmp_path, capsys, damage, why):
+    cache = tmp_path / "cache"
+    assert smoke(script, cache) == 0
+    path = the_cache_file(cache)
+    with np.load(path) as f:
+        Z = f["Z"]
+    if damage == "zeros":
+        rewrite(path, Z=np.zeros_like(Z))
+    elif damage == "nan with its own sha256":
+        bad = np.full_like(Z, np.nan)
+        rewrite(path, Z=bad, sha256=np.array(script._sha256(bad)))
+    elif damage == "half written":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif damage == "other inputs":
+        rewrite(path, key=np.array("0" * 64))
+    else:
+        rewrite(path, Z=Z.astype(np.float64))
+    capsys.readouterr()
+    assert smoke(script, cache) == 0  # made afresh: the same losses as the committed log
+    out = capsys.readouterr().out
+    assert "cannot be used" in out and why in out and "match" in out
+    with np.load(the_cache_file(cache)) as f:
+        np.testing.assert_array_equal(f["Z"], Z)  # and replaced by the right features
+
+
+@pytest.mark.parametrize("plant", ["fifo", "symlink"])
+def test_a_fifo_or_link_in_the_cache_is_refused_without_hanging(script, tmp_path, capsys, plant):
+    cache = tmp_path / "cache"
+    assert smoke(script, cache) == 0
+    path = the_cache_file(cache)
+    path.unlink()
+    if plant == "fifo":
+        os.mkfifo(path)
+    else:
+        target = tmp_path / "target.npz"
+        target.write_bytes(b"not features")
+        path.symlink_to(target)
+    assert smoke(script, cache) == 2
+    assert "refused" in capsys.readouterr().err
+    if plant == "symlink":
+        assert (tmp_path / "target.npz").read_bytes() == b"not features"
+
+
+@pytest.mark.parametrize("which", ["weights", "json"])
+@pytest.mark.parametrize("plant", ["fifo", "symlink", "folder"])
+def test_out_is_only_a_regular_file_or_a_new_name(script, tmp_path, capsys, monkeypatch, which, plant):
+    monkeypatch.setattr(script, "run", lambda args: pytest.fail("work started"))
+    out = tmp_path / "m.safetensors"
+    path = out if which == "weights" else out.with_suffix(".json")
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    if plant == "fifo":
+        os.mkfifo(path)
+    elif plant == "symlink":
+        path.symlink_to(victim)
+    else:
+        path.mkdir()
+    with pytest.raises(SystemExit) as e:
+        script.main(["--out", str(out)])
+    assert e.value.code == 2 and "only onto a regular file" in capsys.readouterr().err
+    assert victim.read_bytes() == b"keep me"
+
+
+def test_writes_are_whole_or_nothing(script, tmp_path, monkeypatch):
+    out = tmp_path / "m.safetensors"
+    out.write_bytes(b"the old weights")
+    real = script.shutil.disk_usage
+    monkeypatch.setattr(script.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    with pytest.raises(OSError, match="MiB free"):
+        script.write_atomic(out, b"x" * 5000)  # refused before writing: the disk is full
+    monkeypatch.setattr(script.shutil, "disk_usage", real)
+
+    def full(fd):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(script.os, "fsync", full)  # the disk fills up while writing
+    with pytest.raises(OSError, match="No space"):
+        script.write_atomic(out, b"the new weights")
+    assert out.read_bytes() == b"the old weights" and [p.name for p in tmp_path.iterdir()] == [out.name]
+    monkeypatch.undo()
+    script.write_atomic(out, b"the new weights")
+    assert out.read_bytes() == b"the new weights" and [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
+def test_a_full_disk_stops_the_run_before_any_work(script, tmp_path, capsys, monkeypatch):
+    real = script.shutil.disk_usage
+    monkeypatch.setattr(script.shutil, "disk_usage", lambda p: real(p)._replace(free=2**20))
+    monkeypatch.setattr(script, "features", lambda *a, **k: pytest.fail("work started"))
+    out = tmp_path / "m.safetensors"
+    assert script.main(["--sentences", "40", "--out", str(out), "--cache", str(tmp_path / "c")]) == 1
+    assert "not enough disk space" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("how", ["loss", "weight"])
+def test_a_diverged_run_exits_1_and_writes_nothing(script, tmp_path, capsys, monkeypatch, how):
+    def diverging(params, frozen, batches, c, xp, *, on_log, **kw):
+        if how == "loss":
+            on_log((1, float("nan"), None))
+        return {k: v * np.nan for k, v in params.items()}, [(1, 5.0, None)]
+    monkeypatch.setattr(script.mlm, "train", diverging)
+    out = tmp_path / "m.safetensors"
+    code = script.main(["--sentences", "40", "--layers", "1", "--batch", "8", "--steps", "2", "--out", str(out),
+                        "--cache", str(tmp_path / "cache")])
+    assert code == 1 and "diverged" in capsys.readouterr().err
+    assert not out.exists() and not out.with_suffix(".json").exists()
+
+
+def test_a_small_run_writes_loadable_files_and_reports_empty_groups(script, tmp_path, capsys, minilm):
+    out = tmp_path / "m.safetensors"
+    code = script.main(["--sentences", "40", "--layers", "1", "--batch", "8", "--steps", "2", "--out", str(out),
+                        "--cache", str(tmp_path / "cache")])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    info = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert info["heldout_sentences"] == 2 and any(g["rows"] == 0 for g in info["heldout"]["unigram"].values())
+    assert "| - |" in printed or " - /" in printed  # an empty held-out group prints as '-', not a crash
+    trained = loading.read_minilm_mlm(out, minilm.config)
+    assert {k.split(".")[1] for k in trained if k.startswith("layer.")} == {"5"}
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+    cl = info["cloze"]["minilm-mlm"]
+    for name in ("everyday", "cloze_sentences"):
+        assert cl[name]["sentences"] == 30 and 0 <= cl[name]["echo"] <= 1
+
+
+def test_a_step_too_large_for_memory_is_refused_with_its_estimate(script, capsys, monkeypatch):
+    monkeypatch.setattr(script, "run", lambda args: pytest.fail("work started"))
+    monkeypatch.setattr(script, "available_memory", lambda: 6 * 2**30)
+    with pytest.raises(SystemExit) as e:
+        script.main(["--batch", "4096", "--layers", "6"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "GiB" in err and "lower --batch or --layers" in err
+    need = float(err.split("needs about ")[1].split(" GiB")[0])
+    assert need == pytest.approx(script.step_bytes(4096, 6) / 2**30, abs=0.05) and need > 6
+
+
+def test_echo_and_the_everyday_set(script):
+    items = script.read_cloze(script.EVERYDAY)
+    assert len(items) == 30 and all(len(ok) >= 1 for _, ok in items)
+    vocab = set((ROOT / "bertviz_lite" / "data" / "vocab.txt").read_text(encoding="utf-8").splitlines())
+    assert all(a in vocab for _, ok in items for a in ok)  # every answer is one word piece
+    words = script.sentence_words("We eat soup with a [MASK].")
+    assert words == {"we", "eat", "soup", "with", "a"}
+    assert script.is_echo("soup", ["spoon"], words) and not script.is_echo("spoon", ["spoon"], words)
+    assert not script.is_echo("fork", ["spoon"], words)
+
+
+@pytest.mark.parametrize("name", ["train_minilm_mlm.py", "train_mlm_head.py", "make_unicode_table.py",
+                                  "check_torch_views.py", "make_corpus.py", "draw_forward_pass.py"])
+def test_scripts_parse_their_arguments_before_any_work(name, tmp_path):
+    """--help prints the usage and does nothing else: make_unicode_table.py used to probe every code point and
+    rewrite its JSON, check_torch_views.py to import torch first (absent here: a raw ImportError)."""
+    import subprocess
+    watched = ROOT / "bertviz_lite" / "data" / "unicode_overrides.json"
+    before = watched.stat().st_mtime_ns
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / name), "--help"], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr[-500:]
+    assert watched.stat().st_mtime_ns == before and list(tmp_path.iterdir()) == []
+
+
+def test_the_usage_examples_are_what_wordnet_gives(script, tmp_path):
+    if not Path("/usr/share/wordnet/data.noun").exists():
+        pytest.skip("WordNet's data files are not installed (Debian's wordnet-base)")
+    out = tmp_path / "usage.txt.gz"
+    assert script.make_usage(out=out) == 0
+    assert out.read_bytes() == script.USAGE.read_bytes()  # the committed file, byte for byte
+
+
+def test_evaluate_scores_a_file_beside_the_frozen_head(script, capsys):
+    assert script.main(["--evaluate", "--sentences", "40"]) == 0  # the shipped file, on a small held-out split
+    out = capsys.readouterr().out
+    assert "everyday (30): top-1 / top-5 / echo" in out and "| model |" in out and "| frozen head |" in out

@@ -222,3 +222,124 @@ def test_head_is_skipped_when_logits_are_not_recorded(minilm):
     assert "mlm.logits" not in tr.keys()
     btr = minilm.trace_batch(["a [MASK] b", "the cat"], keep=["mlm.logits"])
     assert btr["mlm.logits"].shape[-1] == 30522
+
+
+# ------------------------------------------------------------------------------------------
+# issue 38: whole-word masking and the masking rates; a position chosen twice; an all-padding sentence;
+# a diverged model's ranks. issue 40, N31: the mlm functions called by hand check their arguments
+# ------------------------------------------------------------------------------------------
+
+
+def test_whole_word_masking_chooses_whole_words():
+    rng = np.random.default_rng(1)
+    tokens = ["[CLS]", "the", "un", "##believ", "##able", "cat", "sat", "on", "the", "mat", "##s", "today", "[SEP]"]
+    ids = [101] + list(range(2000, 2011)) + [102]
+    words = mlm.word_ids(tokens)
+    assert words == [0, 1, 2, 2, 2, 3, 4, 5, 6, 7, 7, 8, 9]
+    for _ in range(200):
+        m = mlm.choose_masks(ids, rng, vocab_size=30522, mask_id=103, special_ids={101, 102}, words=words)
+        chosen = set(m.positions)
+        for w in set(words[p] for p in chosen):  # every piece of a chosen word is chosen
+            assert {i for i, x in enumerate(words) if x == w} <= chosen
+        assert 0 not in chosen and 12 not in chosen
+    m = mlm.choose_masks(ids, np.random.default_rng(0), vocab_size=30522, mask_id=103, special_ids={101, 102},
+                         p_mask=1.0, p_random=0.0)
+    assert set(m.kinds) == {"mask"} and all(m.ids[p] == 103 for p in m.positions)
+    # words=None and the default rates draw exactly as before (the held-out rows of every run stay the same)
+    a = mlm.choose_masks(ids, np.random.default_rng(5), vocab_size=30522, mask_id=103, special_ids={101, 102})
+    b = mlm.choose_masks(ids, np.random.default_rng(5), vocab_size=30522, mask_id=103, special_ids={101, 102},
+                         p_mask=mlm.P_MASK, p_random=mlm.P_RANDOM, words=None)
+    assert a == b
+
+
+def tiny():
+    """A 1-layer BERT small enough for finite differences, its head included."""
+    c = BertConfig(vocab_size=40, hidden_size=8, num_layers=1, num_heads=2, ffn_size=16, max_positions=16,
+                   layer_norm_eps=EPS)
+    model = bv.load("random", config=c, mlm=True, seed=2)
+    weights = {k: np.asarray(v, dtype=np.float64) for k, v in model.weights.items()}
+    params = {k: v for k, v in weights.items() if k.startswith(("layer.0.", "mlm."))}
+    frozen = {"embed.W_T": weights["embed.W_T"]}
+    return c, params, frozen
+
+
+def test_a_position_chosen_twice_gets_the_sum_of_its_gradients():
+    c, params, frozen = tiny()
+    Z = np.random.default_rng(0).normal(size=(1, 5, 8))
+    mask = np.ones((1, 5), dtype=np.int64)
+    both = mlm.Batch(Z, mask, np.array([2, 2]), np.array([7, 11]), 0)
+    loss, grads = mlm.loss_and_grads(params, frozen, both, c, xp)
+    singles = [mlm.loss_and_grads(params, frozen, mlm.Batch(Z, mask, np.array([2]), np.array([t]), 0), c, xp)
+               for t in (7, 11)]
+    assert float(loss) == pytest.approx((float(singles[0][0]) + float(singles[1][0])) / 2, rel=1e-12)
+    for k in ("layer.0.attn.W_Q", "layer.0.ffn.W_up", "mlm.W_t"):  # the mean's gradient: the average of the two
+        np.testing.assert_allclose(grads[k], (singles[0][1][k] + singles[1][1][k]) / 2, rtol=1e-9, atol=1e-12,
+                                   err_msg=k)
+    num = numeric_grad(lambda: float(mlm.loss_and_grads(params, frozen, both, c, xp)[0]), params["layer.0.attn.W_V"])
+    np.testing.assert_allclose(grads["layer.0.attn.W_V"], num, rtol=1e-5, atol=1e-8)
+
+
+def test_an_all_padding_sentence_is_refused_not_turned_into_nan_gradients():
+    c, params, frozen = tiny()
+    Z = np.random.default_rng(0).normal(size=(2, 4, 8))
+    mask = np.array([[1, 1, 1, 0], [0, 0, 0, 0]])
+    with pytest.raises(ValueError, match="sentence 1 of the batch is all padding"):
+        mlm.loss_and_grads(params, frozen, mlm.Batch(Z, mask, np.array([1]), np.array([3]), 0), c, xp)
+    with pytest.raises(ValueError, match="padding position"):
+        mlm.loss_and_grads(params, frozen, mlm.Batch(Z[:1], mask[:1], np.array([3]), np.array([3]), 0), c, xp)
+
+
+def test_a_diverged_model_ranks_last_not_first():
+    c, params, frozen = tiny()
+    batch = mlm.Batch(np.ones((1, 3, 8)), np.ones((1, 3), dtype=np.int64), np.array([1]), np.array([5]), 0)
+    broken = {**params, "mlm.W_t": np.full_like(params["mlm.W_t"], np.nan)}
+    ranks, losses, top1 = mlm.ranks_and_losses(broken, frozen, [batch], c, xp, top1=True)
+    assert ranks.tolist() == [c.vocab_size] and np.isinf(losses).all() and top1.tolist() == [-1]
+    ranks, losses = mlm.ranks_and_losses(params, frozen, [batch], c, xp)
+    assert 0 <= ranks[0] < c.vocab_size and np.isfinite(losses).all()
+
+
+def n31_calls():
+    c, params, frozen = tiny()
+    Z, mask = np.ones((1, 3, 8)), np.ones((1, 3), dtype=np.int64)
+    good = mlm.Batch(Z, mask, np.array([1]), np.array([5]), 0)
+
+    def step(rows, targets, config=c):
+        return lambda: mlm.loss_and_grads(params, frozen, mlm.Batch(Z, mask, np.array(rows, dtype=np.int64),
+                                                                    np.array(targets, dtype=np.int64), 0), config, xp)
+
+    def train(**kw):
+        return lambda: mlm.train(params, frozen, [good], c, xp, rng=np.random.default_rng(0), **kw)
+
+    y = np.zeros((2, c.vocab_size))
+    return {
+        "zero-length batch": (step([], []), "no chosen row"),
+        "target -1": (step([1], [-1]), "id -1 at row 0 is outside the vocabulary 0 .. 39"),
+        "target V": (step([1], [c.vocab_size]), "id 40 at row 0 is outside the vocabulary"),
+        "cross_entropy target -1": (lambda: mlm.cross_entropy(y, np.array([0, -1]), xp), "outside the vocabulary"),
+        "cross_entropy zero rows": (lambda: mlm.cross_entropy_backward(y[:0], np.array([], dtype=np.int64), xp),
+                                    "no chosen row"),
+        "row outside the batch": (step([3], [5]), "flat positions"),
+        "shared_layers with gelu": (step([1], [5], c.replace(shared_layers=True)), "shared_layers=True"),
+        "untied decoder": (step([1], [5], c.replace(tie_word_embeddings=False)), "tied decoder"),
+        "train(steps=-1)": (train(steps=-1), "steps must be a whole number >= 1"),
+        "train(steps=0)": (train(steps=0), "steps must be a whole number >= 1"),
+        "train(epochs=0)": (train(epochs=0), "epochs must be"),
+        "peak_lr=nan": (train(peak_lr=float("nan")), "peak_lr must be a finite number > 0"),
+        "peak_lr per key inf": (train(peak_lr=lambda k: float("inf")), "peak_lr for "),
+        "peak_lr=0": (train(peak_lr=0.0), "peak_lr must be"),
+        "warmup=1": (train(warmup=1.0), "warmup"),
+        "no batches": (lambda: mlm.train(params, frozen, [], c, xp, rng=np.random.default_rng(0)), "no batches"),
+    }
+
+
+N31 = ("zero-length batch", "target -1", "target V", "cross_entropy target -1", "cross_entropy zero rows",
+       "row outside the batch", "shared_layers with gelu", "untied decoder", "train(steps=-1)", "train(steps=0)",
+       "train(epochs=0)", "peak_lr=nan", "peak_lr per key inf", "peak_lr=0", "warmup=1", "no batches")
+
+
+@pytest.mark.parametrize("name", N31)
+def test_mlm_functions_called_by_hand_check_their_arguments(name):
+    call, message = n31_calls()[name]
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        call()
