@@ -236,6 +236,22 @@ def to_host_all(values: dict) -> dict:
     return dict(zip(keys, views))
 
 
+def add_rows(target, rows, values, xp) -> None:
+    """target[rows] += values in place, a row named twice getting both values (numpy's add.at, cupy's
+    scatter_add). The array API has no scatter-add: there the rows must be distinct."""
+    name = backend_name(xp)
+    if name == "numpy":
+        np.add.at(target, rows, values)
+    elif name == "cupy":
+        import cupyx
+        cupyx.scatter_add(target, rows, values)
+    else:
+        if len(set(to_host(rows).tolist())) != int(rows.shape[0]):
+            raise ValueError("a row is named twice, and this array namespace cannot add into an array; use numpy "
+                             "or cupy")
+        target[rows] = target[rows] + values
+
+
 def itemsize(x) -> int:
     """Bytes per element of a floating-point array in any namespace."""
     return namespace_of(x).finfo(x.dtype).bits // 8

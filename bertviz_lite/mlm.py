@@ -248,18 +248,7 @@ def chosen_rows_backward(drows, rows, shape, xp):
     """Z rows = Z[rows]   ->   dZ [B, n, H]: each chosen row's gradient added back at its position, 0 elsewhere
     (a position chosen twice gets the sum of its two rows' gradients, as the chain rule says)."""
     dZ = xp.zeros((shape[0] * shape[1], shape[2]), dtype=drows.dtype)
-    name = backend.backend_name(xp)
-    if name == "numpy":
-        import numpy
-        numpy.add.at(dZ, rows, drows)  # repeated rows add up (dZ[rows] = drows would keep only the last)
-    elif name == "cupy":
-        import cupyx
-        cupyx.scatter_add(dZ, rows, drows)
-    else:  # the array api has no scatter-add: the rows must be distinct
-        if len(set(backend.to_host(rows).tolist())) != int(rows.shape[0]):
-            raise ValueError("chosen_rows_backward: a position is chosen twice, and this array namespace cannot "
-                             "add into an array; use numpy or cupy")
-        dZ[rows] = drows
+    backend.add_rows(dZ, rows, drows, xp)  # repeated rows add up (dZ[rows] = drows would keep only the last)
     return xp.reshape(dZ, shape)
 
 

@@ -421,6 +421,7 @@ def test_echo_and_the_everyday_set(script):
     assert not script.is_echo("fork", ["spoon"], words)
 
 
+@pytest.mark.slow  # a fresh interpreter per script
 @pytest.mark.parametrize("name", ["train_minilm_mlm.py", "train_mlm_head.py", "make_unicode_table.py",
                                   "check_torch_views.py", "make_corpus.py", "draw_forward_pass.py"])
 def test_scripts_parse_their_arguments_before_any_work(name, tmp_path):

@@ -256,7 +256,7 @@ def tiny():
     """A 1-layer BERT small enough for finite differences, its head included."""
     c = BertConfig(vocab_size=40, hidden_size=8, num_layers=1, num_heads=2, ffn_size=16, max_positions=16,
                    layer_norm_eps=EPS)
-    model = bv.load("random", config=c, mlm=True, seed=2)
+    model = bv.load("random", config=c, mlm=True, seed=2, backend="numpy")  # float64 numpy, for finite differences
     weights = {k: np.asarray(v, dtype=np.float64) for k, v in model.weights.items()}
     params = {k: v for k, v in weights.items() if k.startswith(("layer.0.", "mlm."))}
     frozen = {"embed.W_T": weights["embed.W_T"]}
