@@ -157,7 +157,9 @@ def padding_mask(mask, xp, dtype):
 def all_positive(mask) -> bool:
     """Whether every key is real, from the 0/1 mask as host lists or a host array ([n] or [B, n]). Deciding it
     from a device array would read the device back (a sync per trace on a GPU)."""
-    rows = mask if len(mask) and hasattr(mask[0], "__len__") else [mask]  # lists, or a host array
+    if backend.is_host_array(mask):  # a NumPy mask (mlm's batches): one vectorised test, not a Python loop
+        return bool((mask > 0).all())
+    rows = mask if len(mask) and hasattr(mask[0], "__len__") else [mask]  # lists
     return all(m > 0 for row in rows for m in row)
 
 
