@@ -4,7 +4,7 @@ docs/forward_pass.png (README's table of every key with its shapes).
     .venv/bin/python scripts/draw_forward_pass.py                # BERT-base as data flow -> docs/forward_flow.png
     .venv/bin/python scripts/draw_forward_pass.py --table        # the table, n = 6 -> docs/forward_pass.png
 
-The figure is notebooks/course.py's `flow_picture`, the one lesson 00 shows (later lessons show a strip of it
+The figure is notebooks/course/pictures.py's `flow_picture`, the one lesson 00 shows (later lessons show a strip of it
 around their own steps); `--table` draws `forward_pass`, every key with its shapes at n and at 512 tokens.
 """
 from __future__ import annotations
@@ -24,10 +24,10 @@ def main(argv=None) -> int:
                                                      "([CLS] i love machine learning [SEP])")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "notebooks"))
-    import course
+    from course import pictures
     from bertviz_lite import BertConfig
 
-    fig = course.forward_pass(BertConfig(), args.n) if args.table else course.flow_picture(BertConfig())
+    fig = pictures.forward_pass(BertConfig(), args.n) if args.table else pictures.flow_picture(BertConfig())
     args.out = args.out or ROOT / "docs" / ("forward_pass.png" if args.table else "forward_flow.png")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=80, facecolor="white")

@@ -29,26 +29,14 @@ def _tables():
     import numpy as np
     from scipy.special import erf
 
-    def f(x):
-        return np.asarray(x, dtype=np.float64)
+    sys.path.insert(0, str(ROOT / "notebooks"))
+    from exercises._common import f64 as f, gain_bias as fit, normalise, softmax  # the checkers' float64 helpers
 
     def g(tr, key, **kw):
         return f(tr.get(key, **kw))
 
-    def softmax(s, axis=-1):
-        s = f(s)
-        e = np.exp(s - s.max(axis=axis, keepdims=True))
-        return e / e.sum(axis=axis, keepdims=True)
-
     def ln(x, gamma=1.0, beta=0.0, eps=1e-12, axis=-1, ddof=0):
-        x = f(x)
-        return gamma * (x - x.mean(axis, keepdims=True)) / np.sqrt(x.var(axis, ddof=ddof, keepdims=True) + eps) + beta
-
-    def fit(x, out, eps):  # gamma, beta of a LayerNorm from its input and output
-        xh, out = ln(x, eps=eps), f(out)
-        xc, oc = xh - xh.mean(0), out - out.mean(0)
-        gam = (xc * oc).sum(0) / (xc * xc).sum(0)
-        return gam, out.mean(0) - gam * xh.mean(0)
+        return gamma * normalise(x, eps, axis=axis, ddof=ddof) + beta
 
     gelu = lambda x: 0.5 * x * (1 + erf(x / np.sqrt(2)))  # noqa: E731
     tanh_gelu = lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))  # noqa: E731
@@ -432,8 +420,6 @@ def _tables():
         return [("float32", a * 2, None), ("BERT-base's 144", 144, None)]
 
     def t19_1(c):
-        import course
-        sys.path.insert(0, str(ROOT / "notebooks"))
         from exercises import ex19
         tr, W = c.context["tr"], c.context["weights"]
         cf = tr.config
@@ -493,10 +479,10 @@ print("TRIED " + json.dumps(_t.tried()))
 
 def tried() -> list:
     """In a lesson's kernel after its solutions ran: [[id, what, named, message]] for every wrong answer tried."""
-    import course
+    from course import checks
 
     table, rows = _tables(), []
-    for call in course.calls():
+    for call in checks.calls():
         if call.id not in table:
             continue
         try:
@@ -507,7 +493,7 @@ def tried() -> list:
         for what, wrong, word in wrongs:
             if wrong is None:
                 continue
-            ok, message = course.checker(call.id)(wrong, **call.context)
+            ok, message = checks.checker(call.id)(wrong, **call.context)
             if ok:
                 rows.append([call.id, what, "ACCEPTED", message])
                 continue

@@ -8,21 +8,21 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "notebooks"))
-import course  # noqa: E402  (notebooks/course.py, as the lessons import it)
+from course import checks  # noqa: E402  (notebooks/course/checks.py, as the lessons import it)
 
 
 def test_a_check_called_with_the_wrong_context_raises(monkeypatch, capsys):
-    @course.exercise("96.1", hint="double it")
+    @checks.exercise("96.1", hint="double it")
     def _(answer, *, x):
-        return course.close(answer, 2 * x)
+        return checks.close(answer, 2 * x)
 
-    monkeypatch.delenv(course.STRICT_ENV, raising=False)
+    monkeypatch.delenv(checks.STRICT_ENV, raising=False)
     for context in ({}, {"x": 1, "y": 2}, {"z": 1}):
         with pytest.raises(TypeError, match="not in your answer"):
-            course.check("96.1", 2, **context)
+            checks.check("96.1", 2, **context)
     assert "not yet" not in capsys.readouterr().out
-    assert course.check("96.1", 2, x=1) is True
-    assert course.check("96.1", None, x=1) is False  # a malformed answer is still "not yet"
+    assert checks.check("96.1", 2, x=1) is True
+    assert checks.check("96.1", None, x=1) is False  # a malformed answer is still "not yet"
 
 
 def test_a_context_value_the_lesson_did_not_set_raises(monkeypatch, capsys):
@@ -32,15 +32,15 @@ def test_a_context_value_the_lesson_did_not_set_raises(monkeypatch, capsys):
         def get(self):
             return 3
 
-    @course.exercise("96.2", hint="read it from the holder")
+    @checks.exercise("96.2", hint="read it from the holder")
     def _(answer, *, tr):
-        return course.close(answer, tr.get())
+        return checks.close(answer, tr.get())
 
-    monkeypatch.delenv(course.STRICT_ENV, raising=False)
+    monkeypatch.delenv(checks.STRICT_ENV, raising=False)
     with pytest.raises(TypeError, match=r"tr=None.*not a mistake in your answer"):
-        course.check("96.2", 3, tr=None)
+        checks.check("96.2", 3, tr=None)
     with pytest.raises(TypeError, match=r"tr= a int, which has no 'get'.*not in your answer"):
-        course.check("96.2", 3, tr=7)
+        checks.check("96.2", 3, tr=7)
     assert "not yet" not in capsys.readouterr().out
-    assert course.check("96.2", 3, tr=Holder()) is True
-    assert course.check("96.2", "x", tr=Holder()) is False  # the answer's own error is still "not yet"
+    assert checks.check("96.2", 3, tr=Holder()) is True
+    assert checks.check("96.2", "x", tr=Holder()) is False  # the answer's own error is still "not yet"

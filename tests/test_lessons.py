@@ -30,7 +30,7 @@ HEADINGS = ["## Goal", "## The formula lines", "## Run", "## Look", "## Check", 
             "## What you computed", "## Next"]
 
 sys.path.insert(0, str(NOTEBOOKS))
-import course  # noqa: E402  (notebooks/course.py, as the lessons import it)
+from course import checks, controls, pictures  # noqa: E402  (notebooks/course/, as the lessons import it)
 
 
 def ids(path):
@@ -63,183 +63,183 @@ def solutions(lesson: Path) -> dict[str, str]:
 
 
 def test_close_names_what_is_off():
-    assert course.close(np.ones((2, 3)), np.ones((2, 3)))[0]
-    ok, detail = course.close(np.ones((6, 64)), np.ones((6, 6)))
+    assert checks.close(np.ones((2, 3)), np.ones((2, 3)))[0]
+    ok, detail = checks.close(np.ones((6, 64)), np.ones((6, 6)))
     assert not ok and detail == "shape (6, 64) but expected (6, 6)"
-    ok, detail = course.close(np.array([1.0, 2.0, 3.5]), np.array([1.0, 2.0, 3.0]))
+    ok, detail = checks.close(np.array([1.0, 2.0, 3.5]), np.array([1.0, 2.0, 3.0]))
     assert not ok and "1 of 3 values differ" in detail and "index (2,)" in detail
-    assert not course.close("abc", 1.0)[0]
-    assert not course.close(np.array([1.0, np.nan]), np.array([1.0, 2.0]))[0]
-    assert course.close(np.array([0.0, -np.inf]), np.array([0.0, -np.inf]))[0]
-    assert course.close(2.0 + 1e-7, 2.0)[0] and not course.close(2.1, 2.0)[0]
+    assert not checks.close("abc", 1.0)[0]
+    assert not checks.close(np.array([1.0, np.nan]), np.array([1.0, 2.0]))[0]
+    assert checks.close(np.array([0.0, -np.inf]), np.array([0.0, -np.inf]))[0]
+    assert checks.close(2.0 + 1e-7, 2.0)[0] and not checks.close(2.1, 2.0)[0]
 
 
 def test_equals_one_of_within():
-    assert course.equals(["a", "b"], ["a", "b"])[0] and not course.equals(["a"], ["a", "b"])[0]
-    assert course.equals(3, 3)[0] and not course.equals(True, 1)[0]
-    assert course.one_of(2, [1, 2])[0] and not course.one_of(3, [1, 2])[0]
-    assert course.within(0.5, 0, 1)[0] and not course.within(1.5, 0, 1)[0]
-    assert not course.within(np.ones(2), 0, 1)[0]
+    assert checks.equals(["a", "b"], ["a", "b"])[0] and not checks.equals(["a"], ["a", "b"])[0]
+    assert checks.equals(3, 3)[0] and not checks.equals(True, 1)[0]
+    assert checks.one_of(2, [1, 2])[0] and not checks.one_of(3, [1, 2])[0]
+    assert checks.within(0.5, 0, 1)[0] and not checks.within(1.5, 0, 1)[0]
+    assert not checks.within(np.ones(2), 0, 1)[0]
 
 
 def test_check_prints_verdict_and_strict_raises(monkeypatch, capsys):
-    @course.exercise("98.1", hint="double it")
+    @checks.exercise("98.1", hint="double it")
     def _(answer, *, x):
-        return course.close(answer, 2 * x)
+        return checks.close(answer, 2 * x)
 
-    monkeypatch.delenv(course.STRICT_ENV, raising=False)
-    assert course.check("98.1", ..., x=1) is False
+    monkeypatch.delenv(checks.STRICT_ENV, raising=False)
+    assert checks.check("98.1", ..., x=1) is False
     assert "replace the ... with your answer" in capsys.readouterr().out
-    assert course.check("98.1", 2, x=1) is True
+    assert checks.check("98.1", 2, x=1) is True
     assert "✅ correct (98.1)" in capsys.readouterr().out
-    assert course.check("98.1", 3, x=1) is False
+    assert checks.check("98.1", 3, x=1) is False
     out = capsys.readouterr().out
     assert "❌ not yet (98.1)" in out and "hint: double it" in out
-    assert course.check("98.1", None, x=1) is False  # a malformed answer is "not yet", not a crash
-    monkeypatch.setenv(course.STRICT_ENV, "1")
+    assert checks.check("98.1", None, x=1) is False  # a malformed answer is "not yet", not a crash
+    monkeypatch.setenv(checks.STRICT_ENV, "1")
     with pytest.raises(AssertionError, match="not yet"):
-        course.check("98.1", 3, x=1)
+        checks.check("98.1", 3, x=1)
     with pytest.raises(KeyError, match="lesson 97"):
-        course.check("97.1", 1)
+        checks.check("97.1", 1)
     with pytest.raises(ValueError, match="NN.k"):
-        course.exercise("3.1", hint="")
+        checks.exercise("3.1", hint="")
 
 
 def test_graded_hints_come_one_by_one(monkeypatch, capsys):
-    @course.exercise("98.2", hint=("the idea", "a partial step"))
+    @checks.exercise("98.2", hint=("the idea", "a partial step"))
     def _(answer):
-        return course.equals(answer, 6)
+        return checks.equals(answer, 6)
 
-    monkeypatch.delenv(course.STRICT_ENV, raising=False)
-    course.check("98.2", 5)
+    monkeypatch.delenv(checks.STRICT_ENV, raising=False)
+    checks.check("98.2", 5)
     out = capsys.readouterr().out
     assert "hint 1 of 2: the idea" in out and "partial" not in out
-    course.check("98.2", 4)
+    checks.check("98.2", 4)
     assert "hint 2 of 2: a partial step" in capsys.readouterr().out
-    course.check("98.2", 3)
+    checks.check("98.2", 3)
     assert "hint 2 of 2: a partial step" in capsys.readouterr().out  # the last hint stays
     with pytest.raises(ValueError, match="hint"):
-        course.exercise("98.3", hint=())
+        checks.exercise("98.3", hint=())
 
 
 def test_type_slips_are_named():
-    ok, detail = course.equals("6", 6)
+    ok, detail = checks.equals("6", 6)
     assert not ok and "text (a str)" in detail and "whole number" in detail and "drop the quotes" in detail
-    ok, detail = course.equals("cls", 0)
+    ok, detail = checks.equals("cls", 0)
     assert not ok and "'cls'" in detail and "int" in detail
-    ok, detail = course.close("0.5", 0.5)
+    ok, detail = checks.close("0.5", 0.5)
     assert not ok and "text (a str)" in detail
-    ok, detail = course.equals(1, True)
+    ok, detail = checks.equals(1, True)
     assert not ok and "bool" in detail
-    assert course.equals(np.int64(6), 6)[0] and course.equals(6.0, 6.0)[0]
+    assert checks.equals(np.int64(6), 6)[0] and checks.equals(6.0, 6.0)[0]
 
 
 def test_complex_answers_and_numpy_bools():
     """issue 22: a complex answer with the right real part must not pass; np.True_ is a bool."""
-    assert not course.close(2.0 + 1j, 2.0)[0]
-    assert not course.close(np.ones(3) + 0j, np.ones(3))[0]  # even a zero imaginary part: not a real array
-    assert not course.equals(6 + 0j, 6)[0] and not course.equals(np.complex128(6), 6)[0]
-    assert not course.within(0.5 + 1j, 0, 1)[0] and not course.within(True, 0, 1)[0]
-    assert course.equals(np.True_, True)[0] and course.equals(np.bool_(False), False)[0]
-    assert not course.equals(np.True_, False)[0]
-    assert course.one_of(np.int64(2), [1, 2])[0] and not course.one_of("2", [1, 2])[0]
+    assert not checks.close(2.0 + 1j, 2.0)[0]
+    assert not checks.close(np.ones(3) + 0j, np.ones(3))[0]  # even a zero imaginary part: not a real array
+    assert not checks.equals(6 + 0j, 6)[0] and not checks.equals(np.complex128(6), 6)[0]
+    assert not checks.within(0.5 + 1j, 0, 1)[0] and not checks.within(True, 0, 1)[0]
+    assert checks.equals(np.True_, True)[0] and checks.equals(np.bool_(False), False)[0]
+    assert not checks.equals(np.True_, False)[0]
+    assert checks.one_of(np.int64(2), [1, 2])[0] and not checks.one_of("2", [1, 2])[0]
 
 
 def test_big_answers_are_not_echoed_nor_kept(monkeypatch, capsys):
     """issue 22: a 10 MB answer is never echoed into the cell; only the last call of an exercise is kept."""
-    @course.exercise("98.4", hint="a short word")
+    @checks.exercise("98.4", hint="a short word")
     def _(answer):
-        return course.equals(answer, "yes")
+        return checks.equals(answer, "yes")
 
-    monkeypatch.delenv(course.STRICT_ENV, raising=False)
+    monkeypatch.delenv(checks.STRICT_ENV, raising=False)
     big = "x" * 10_000_000
-    course.check("98.4", big)
+    checks.check("98.4", big)
     out = capsys.readouterr().out
     assert len(out) < 2000, len(out)
-    course.check("98.4", [big] * 3)
+    checks.check("98.4", [big] * 3)
     assert len(capsys.readouterr().out) < 2000
-    ok, detail = course.close(np.zeros(2_000_000), np.ones(3))
+    ok, detail = checks.close(np.zeros(2_000_000), np.ones(3))
     assert not ok and len(detail) < 200
     for k in range(50):
-        course.check("98.4", f"no {k}")
-    kept = [c for c in course.calls() if c.id == "98.4"]
+        checks.check("98.4", f"no {k}")
+    kept = [c for c in checks.calls() if c.id == "98.4"]
     assert len(kept) == 1 and kept[0].answer == "no 49"
 
 
 def test_checkers_leak_no_runtime_warning(recwarn):
-    @course.exercise("98.5", hint="the mean")
+    @checks.exercise("98.5", hint="the mean")
     def _(answer):
-        return course.close(answer, np.array([1.0, np.inf]))
+        return checks.close(answer, np.array([1.0, np.inf]))
 
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # any RuntimeWarning out of a checker fails here
         for wrong in ([np.inf, np.inf], [-np.inf, np.nan], [np.nan, np.nan], [1e308, np.inf], [-1e308, 1e308]):
-            assert not course.checker("98.5")(np.array(wrong))[0]
-            assert not course.close(np.array(wrong), np.array([1.0, np.inf]))[0]  # called directly too
+            assert not checks.checker("98.5")(np.array(wrong))[0]
+            assert not checks.close(np.array(wrong), np.array([1.0, np.inf]))[0]  # called directly too
 
 
 def test_formula_rejects_typed_numbers():
     cases = [({"h": 2}, 4), ({"h": 3}, 9)]
-    assert course.formula(lambda h: h * h, cases, "f(h)")[0]
-    ok, detail = course.formula(4, cases, "f(h)")
+    assert checks.formula(lambda h: h * h, cases, "f(h)")[0]
+    ok, detail = checks.formula(4, cases, "f(h)")
     assert not ok and "def f(h)" in detail
-    ok, detail = course.formula(lambda h: 4, cases, "f(h)")
+    ok, detail = checks.formula(lambda h: 4, cases, "f(h)")
     assert not ok and "typed number" in detail
-    ok, detail = course.formula(lambda h: str(h * h), cases, "f(h)")
+    ok, detail = checks.formula(lambda h: str(h * h), cases, "f(h)")
     assert not ok and "text (a str)" in detail
 
 
 def test_sequences_are_alike_in_any_container():
     """issue 33 item 3: where only the order counts, a list, a tuple and an array are the same answer, 6.0 is 6."""
     for answer in ([1, 2, 3], (1, 2, 3), np.array([1, 2, 3]), [1.0, 2.0, 3.0], np.array([1, 2, 3], dtype=np.int32)):
-        assert course.sequence(answer, (1, 2, 3))[0], answer
-    assert not course.sequence([1, 3, 2], [1, 2, 3])[0] and not course.sequence([1, 2], [1, 2, 3])[0]
-    ok, detail = course.sequence("1, 2, 3", [1, 2, 3])
+        assert checks.sequence(answer, (1, 2, 3))[0], answer
+    assert not checks.sequence([1, 3, 2], [1, 2, 3])[0] and not checks.sequence([1, 2], [1, 2, 3])[0]
+    ok, detail = checks.sequence("1, 2, 3", [1, 2, 3])
     assert not ok and "text" in detail
-    assert not course.sequence([1.5, 2, 3], [1, 2, 3])[0] and not course.sequence([True, 2, 3], [1, 2, 3])[0]
-    assert course.equals(6.0, 6)[0] and not course.equals(6.5, 6)[0] and not course.equals(1.0, True)[0]
+    assert not checks.sequence([1.5, 2, 3], [1, 2, 3])[0] and not checks.sequence([True, 2, 3], [1, 2, 3])[0]
+    assert checks.equals(6.0, 6)[0] and not checks.equals(6.5, 6)[0] and not checks.equals(1.0, True)[0]
 
 
 def test_declared_mistakes_are_named(monkeypatch, capsys):
     """issue 33 item 1: an answer that makes a declared mistake gets that mistake's sentence, not "N values differ"."""
-    @course.exercise("98.6", hint=("the idea", "which axis?"),
+    @checks.exercise("98.6", hint=("the idea", "which axis?"),
                      mistakes=lambda x: {"you halved it": x / 2, "you took the text": "two",
                                          "you used a tuple": (1, 2)})
     def _(answer, *, x):
-        return course.close(answer, x) if not isinstance(answer, (str, tuple)) else (False, "no")
+        return checks.close(answer, x) if not isinstance(answer, (str, tuple)) else (False, "no")
 
-    check = course.checker("98.6")
+    check = checks.checker("98.6")
     assert check(np.full(3, 0.5), x=np.ones(3)) == (False, "you halved it")
     assert check(np.full(3, 0.5 + 1e-6), x=np.ones(3))[1] == "you halved it"  # float32 arithmetic of the same mistake
     assert check(" Two", x=np.ones(3))[1] == "you took the text"
     assert check((1, 2), x=np.ones(3))[1] == "you used a tuple"
     assert "differ" in check(np.full(3, 0.7), x=np.ones(3))[1]
     assert check(np.ones(3), x=np.ones(3))[0]
-    call = course.Call("98.6", np.ones(3), {"x": np.ones(3)})
-    assert set(course.named_mistakes(call)) == {"you halved it", "you took the text", "you used a tuple"}
-    assert any(isinstance(w, np.ndarray) and np.allclose(w, 0.5) for w in course.wrong_answers(call))
+    call = checks.Call("98.6", np.ones(3), {"x": np.ones(3)})
+    assert set(checks.named_mistakes(call)) == {"you halved it", "you took the text", "you used a tuple"}
+    assert any(isinstance(w, np.ndarray) and np.allclose(w, 0.5) for w in checks.wrong_answers(call))
 
 
 def test_a_mistake_that_is_the_answer_here_is_left_out():
     """issue 37 item 0: a named mistake whose value is the right answer in the exercise's context (exercise 18.1's
     signed maximum when the largest difference happens to be positive; 02.1's segment 0 on a one-segment sentence)
     is not a mistake there: it is left out, as is a second mistake with the same value, and never counted."""
-    @course.exercise("98.7", hint=("the idea", "which sign?"),
+    @checks.exercise("98.7", hint=("the idea", "which sign?"),
                      mistakes=lambda d: {"signed": d.max(), "mean": np.abs(d).mean(), "sum": np.abs(d).sum(),
                                          "sum again": np.abs(d).sum() + 1e-12})
     def _(answer, *, d):
-        return course.close(answer, np.abs(d).max(), atol=1e-12, rtol=1e-9)
+        return checks.close(answer, np.abs(d).max(), atol=1e-12, rtol=1e-9)
 
     positive, negative = np.array([3.0, -1.0, 2.0]), np.array([-3.0, 1.0, 1.5])
-    here = course.Call("98.7", 3.0, {"d": positive}, True)
-    assert set(course.named_mistakes(here)) == {"mean", "sum"}
-    left = course.left_out_mistakes(here)
+    here = checks.Call("98.7", 3.0, {"d": positive}, True)
+    assert set(checks.named_mistakes(here)) == {"mean", "sum"}
+    left = checks.left_out_mistakes(here)
     assert set(left) == {"signed", "sum again"} and "accepts" in left["signed"][1] and "same answer" in left["sum again"][1]
-    assert 3.0 not in course.wrong_answers(here)
-    there = course.Call("98.7", 3.0, {"d": negative}, True)
-    assert set(course.named_mistakes(there)) == {"signed", "mean", "sum"}
-    assert course.checker("98.7")(1.5, d=negative) == (False, "signed")
+    assert 3.0 not in checks.wrong_answers(here)
+    there = checks.Call("98.7", 3.0, {"d": negative}, True)
+    assert set(checks.named_mistakes(there)) == {"signed", "mean", "sum"}
+    assert checks.checker("98.7")(1.5, d=negative) == (False, "signed")
 
 
 def test_every_write_exercise_declares_its_mistakes():
@@ -313,9 +313,9 @@ def test_a_blanked_solution_line_is_caught():
 
 
 def test_close_names_known_mistakes():
-    ok, detail = course.close(np.full(3, 0.5), np.ones(3), mistakes={"you halved it": np.full(3, 0.5)})
+    ok, detail = checks.close(np.full(3, 0.5), np.ones(3), mistakes={"you halved it": np.full(3, 0.5)})
     assert not ok and detail == "you halved it"
-    ok, detail = course.close(np.full(3, 0.7), np.ones(3), mistakes={"you halved it": np.full(3, 0.5)})
+    ok, detail = checks.close(np.full(3, 0.7), np.ones(3), mistakes={"you halved it": np.full(3, 0.5)})
     assert not ok and "differ" in detail
 
 
@@ -354,7 +354,7 @@ def test_exercises_have_stubs_and_solutions(lesson):
     for i, cell in cells.items():
         assert "..." in cell.source, f"{lesson.name} exercise {i}: the committed cell must hold a ... stub"
         assert not cell.outputs
-        course.checker(i)  # registered in notebooks/exercises/exNN.py
+        checks.checker(i)  # registered in notebooks/exercises/exNN.py
         assert f'check("{i}"' in "\n".join(c.source for c in nb.cells), f"{lesson.name}: nothing checks {i}"
 
 
@@ -375,7 +375,7 @@ def solution_lines(lesson: Path) -> list[str]:
 
 def lesson_exercises(lesson: Path) -> list:
     nb = nbformat.read(lesson, as_version=4)
-    return [course._lookup(i) for i in sorted(exercise_cells(nb))]
+    return [checks._lookup(i) for i in sorted(exercise_cells(nb))]
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
@@ -462,13 +462,13 @@ def test_no_A_for_the_number_of_heads(lesson):
 @pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
 def test_symbol_table_as_markdown(lesson):
     """issue 18 section 5, issue 33 item 4: lesson 00 carries the course's symbol table as markdown (GitHub shows
-    it), today's (course.symbol_table(), from schema.SYMBOLS); every other lesson links to it instead of repeating
+    it), today's (course.pictures.symbol_table(), from schema.SYMBOLS); every other lesson links to it instead of repeating
     its rows, and every lesson names n_h for the number of heads."""
     nb = nbformat.read(lesson, as_version=4)
     markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
     if lesson.name.startswith("00_"):
-        assert any(course.symbol_table() in t for t in markdown), \
-            f"{lesson.name}: no markdown cell holds course.symbol_table() (schema.SYMBOLS) as it is today"
+        assert any(pictures.symbol_table() in t for t in markdown), \
+            f"{lesson.name}: no markdown cell holds course.pictures.symbol_table() (schema.SYMBOLS) as it is today"
     else:
         assert not any("| symbol | what it is |" in t for t in markdown), f"{lesson.name} repeats the symbol table"
         assert any("(00_quickstart.ipynb)" in t and "symbols" in t for t in markdown), \
@@ -482,14 +482,14 @@ def test_flow_picture_is_drawn_from_the_steps():
     from bertviz_lite import BertConfig, schema
 
     keys = {st.key for st in schema.STEPS if not st.optional}
-    assert keys - {"embed.proj"} <= set(course._FLOW)
-    fig = course.flow_picture(BertConfig(), highlight=["attn.probs"])
+    assert keys - {"embed.proj"} <= set(pictures._FLOW)
+    fig = pictures.flow_picture(BertConfig(), highlight=["attn.probs"])
     texts = {t.get_text() for t in fig.axes[0].texts}
-    assert {course.LAYER_PREFIX + "attn.probs", "embed.ln", "pooler.out", "mlm.logits"} <= texts
-    strip = course.flow_picture(BertConfig(), highlight=["attn.probs"], strip=True)
+    assert {pictures.LAYER_PREFIX + "attn.probs", "embed.ln", "pooler.out", "mlm.logits"} <= texts
+    strip = pictures.flow_picture(BertConfig(), highlight=["attn.probs"], strip=True)
     assert strip.get_figheight() < fig.get_figheight() / 3
     with pytest.raises(ValueError, match="no step"):
-        course.flow_picture(BertConfig(), highlight=["attn.nope"])
+        pictures.flow_picture(BertConfig(), highlight=["attn.nope"])
     for lesson in LESSONS[1:]:
         nb = nbformat.read(lesson, as_version=4)
         assert any(c.source.startswith("# PICTURE") and "flow_picture(" in c.source and "strip=True" in c.source
@@ -509,11 +509,11 @@ def test_strips_are_drawn_at_the_lessons_model():
         nb = nbformat.read(lesson, as_version=4)
         strips = [c.source for c in nb.cells if c.source.startswith("# PICTURE") and "strip=True" in c.source]
         assert strips and all('model_config("minilm")' in s for s in strips), f"{lesson.name}: {strips}"
-    config = course.model_config("minilm")
+    config = pictures.model_config("minilm")
     assert (config.num_layers, config.head_size) == (6, 32)
     for highlight in (["attn.q", "attn.k", "attn.v", "attn.scores", "attn.probs", "attn.context"], ["pooler.out"],
                       ["attn.resid", "attn.ln", "ffn.resid", "ffn.ln"], ["embed.token", "attn.scores"]):
-        fig = course.flow_picture(config, highlight=highlight, strip=True)
+        fig = pictures.flow_picture(config, highlight=highlight, strip=True)
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         renderer = FigureCanvasAgg(fig).get_renderer()
         box = fig.axes[0].get_window_extent(renderer)
@@ -524,7 +524,7 @@ def test_strips_are_drawn_at_the_lessons_model():
         joined = " ".join(t.get_text() for t in texts)
         assert "d_k = 64" not in joined and ("split into" not in joined or "12 heads of d_k = 32" in joined), joined
         assert "L = 12" not in joined
-    full = course.flow_picture(config, highlight=["attn.probs"])
+    full = pictures.flow_picture(config, highlight=["attn.probs"])
     on_lines = [t for t in full.axes[0].texts if t.get_text() in ("[CLS] row", "every row", "layer.0 reads Z_0")]
     assert len(on_lines) == 3 and all(t.get_bbox_patch() is not None for t in on_lines)
 
@@ -537,7 +537,7 @@ def test_vectors_picture_draws_rows_heads_and_the_concatenation():
     model = bv.load("random", seed=0, config={"num_layers": 1, "hidden_size": 32, "num_heads": 4, "ffn_size": 64},
                     backend="numpy")
     tr = model.trace("the cat sat")
-    fig = course.vectors_picture(tr, ["embed.ln", ("attn.q", "joined"), "attn.q", ("attn.concat", "joined")], layer=0)
+    fig = pictures.vectors_picture(tr, ["embed.ln", ("attn.q", "joined"), "attn.q", ("attn.concat", "joined")], layer=0)
     assert len(fig.axes) == 4
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert titles[0].startswith("embed.ln  [5 x 32]") and "split into 4 heads" in titles[2], titles
@@ -549,14 +549,15 @@ def test_vectors_picture_draws_rows_heads_and_the_concatenation():
     assert len(images) == 4 and np.allclose(np.concatenate([im.get_array() for im in images], axis=1),
                                             tr.get("attn.concat", layer=0), atol=1e-6)
     with pytest.raises(ValueError, match="vectors_picture: embed.ln is 2-d"):
-        course.vectors_picture(tr, [("embed.ln", "heads")])
+        pictures.vectors_picture(tr, [("embed.ln", "heads")])
 
 
 def test_lessons_show_their_figures_through_the_course():
-    """issue 41 item 6: no lesson defines its own png(mfig); course.picture shows a Figure, saved tight."""
+    """issue 41 item 6: no lesson saves a figure itself (its own png(mfig), a savefig into a BytesIO for a Try-it's
+    widgets.Image): course.pictures.picture shows a Figure and png_bytes gives its PNG, both saved tight."""
     own = [lesson.name for lesson in LESSONS
-           if any("def png(" in c.source for c in nbformat.read(lesson, as_version=4).cells)]
-    assert not own, f"lessons with their own png(): {own}; use course.picture(fig)"
+           if any(re.search(r"def png\(|\.savefig\(", c.source) for c in nbformat.read(lesson, as_version=4).cells)]
+    assert not own, f"lessons that save their own figures: {own}; use course.pictures.picture(fig) or png_bytes(fig)"
 
 
 # interact/interactive draw into an Output widget, and so does any `with out:` block run while the cell runs
@@ -567,11 +568,11 @@ LIVE_OUTPUT = re.compile(r"\b(?:interactive|interact|interactive_output)\(|^[ \t
 def test_try_it_controls_need_no_output_widget(lesson):
     """Output captured by an Output widget makes nbclient write on the kernel's shell channel while it waits
     for the cell's reply, which can stall the run for the whole cell timeout: lessons draw their controls
-    with course.try_it (the run-time count is in test_lesson_runs_with_solutions)."""
+    with course.controls.try_it (the run-time count is in test_lesson_runs_with_solutions)."""
     nb = nbformat.read(lesson, as_version=4)
     found = [(i, m.group(0).strip()) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
              for m in LIVE_OUTPUT.finditer(cell.source)]
-    assert not found, f"{lesson.name}: {found}: draw Try-it controls with course.try_it(draw, name=control, ...)"
+    assert not found, f"{lesson.name}: {found}: draw Try-it controls with course.controls.try_it(draw, name=control, ...)"
 
 
 def test_try_it_captures_text_then_displays():
@@ -584,7 +585,7 @@ def test_try_it_captures_text_then_displays():
 
     InteractiveShell.instance()  # display() publishes through a shell, as in a kernel
     try:
-        outputs = course._captured(draw, {"x": 3})
+        outputs = controls._captured(draw, {"x": 3})
     finally:
         InteractiveShell.clear_instance()
     assert outputs[0] == ({"text/plain": "x is 3\n"}, {})
@@ -598,27 +599,27 @@ def test_notebooks_folder_small():
 
 REPLAY = """
 import json
-import course
+from course import checks
 _accepted, _spoiled, _unnamed, _few = [], [], [], []
-for _c in course.calls():
-    for _w in course.wrong_answers(_c):
-        if course.checker(_c.id)(_w, **_c.context)[0]:
+for _c in checks.calls():
+    for _w in checks.wrong_answers(_c):
+        if checks.checker(_c.id)(_w, **_c.context)[0]:
             _accepted.append([_c.id, repr(_w)[:120]])
-    _ex, _named = course._lookup(_c.id), course.named_mistakes(_c)
-    for _s, (_w, _why) in course.left_out_mistakes(_c).items():  # left out as accepted: only the right answer itself
-        if "accepts" in _why and not course._same(_w, _c.answer):
+    _ex, _named = checks._lookup(_c.id), checks.named_mistakes(_c)
+    for _s, (_w, _why) in checks.left_out_mistakes(_c).items():  # left out as accepted: only the right answer itself
+        if "accepts" in _why and not checks._same(_w, _c.answer):
             _accepted.append([_c.id, _s[:60], repr(_w)[:120]])
     if not (_ex.prediction or _ex.open_ended) and len(_named) < 3:
         _few.append([_c.id, len(_named)])
     for _s, _w in _named.items():  # each mistake the exercise names is answered with its own sentence
-        _ok, _d = course.checker(_c.id)(_w, **_c.context)
+        _ok, _d = checks.checker(_c.id)(_w, **_c.context)
         if _ok or _s[:300] not in _d:
             _unnamed.append([_c.id, _s[:80], _d[:120]])
     if _ex.prediction:  # a number printed above a prediction's stub must not pass it
         _spoiled += [[_c.id, _x] for _x in _ABOVE.get(_c.id, [])
-                     if course.checker(_c.id)(tuple(_x) if isinstance(_x, list) else _x, **_c.context)[0]]
-print("REPLAY " + json.dumps({"passed": sorted({c.id for c in course.calls() if c.ok}),
-                              "failed": sorted({c.id for c in course.calls() if not c.ok}),
+                     if checks.checker(_c.id)(tuple(_x) if isinstance(_x, list) else _x, **_c.context)[0]]
+print("REPLAY " + json.dumps({"passed": sorted({c.id for c in checks.calls() if c.ok}),
+                              "failed": sorted({c.id for c in checks.calls() if not c.ok}),
                               "accepted_wrong": _accepted, "spoiled": _spoiled, "unnamed": _unnamed, "few": _few}))
 """
 
@@ -641,7 +642,7 @@ def test_lesson_runs_with_solutions(lesson, threads, monkeypatch):
     for i, cell in cells.items():
         cell.source = sols[i]
     nb.cells.append(nbformat.v4.new_code_cell(f"_ABOVE = {json.dumps(above)}\n" + REPLAY))
-    monkeypatch.setenv(course.STRICT_ENV, "1")  # the kernel inherits it: a failed check raises
+    monkeypatch.setenv(checks.STRICT_ENV, "1")  # the kernel inherits it: a failed check raises
     monkeypatch.setenv("PYTHONHASHSEED", "0")
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -650,7 +651,7 @@ def test_lesson_runs_with_solutions(lesson, threads, monkeypatch):
     # Every write nbclient makes on the shell channel while it waits there for a cell's reply can swallow
     # the reply's wake-up (the run then idles for the whole cell timeout: the tokens, one-head and feed-forward lessons once took
     # 300 s longer). It writes only for output captured by an Output widget, so a lesson must cause none
-    # (course.try_it draws Try-it controls without one): counted here, and the run is not retried.
+    # (course.controls.try_it draws Try-it controls without one): counted here, and the run is not retried.
     from nbclient import output_widget
     writes = []
     publish = output_widget.OutputWidget._publish_msg
@@ -662,7 +663,7 @@ def test_lesson_runs_with_solutions(lesson, threads, monkeypatch):
     client.execute()
     assert not writes, (f"{lesson.name}: an Output widget captured output while the lesson ran, so nbclient "
                         f"wrote {len(writes)} messages on the shell channel mid-cell (each can stall the run for "
-                        f"the cell timeout); draw Try-it controls with course.try_it")
+                        f"the cell timeout); draw Try-it controls with course.controls.try_it")
     nb = run
     text = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
     report = json.loads(text.split("REPLAY ", 1)[1])

@@ -3,7 +3,7 @@ runs, its control cell draws, moving a control (a dropdown) redraws the plotly f
 drawn values and the answer line are the engine's new values, computed here from the same model.
 
 The server (127.0.0.1, its own token and temporary root) comes from test_jupyterlab_browser.py;
-the lesson, notebooks/course.py and notebooks/exercises/ are copied into its root.
+the lesson, notebooks/course/ and notebooks/exercises/ are copied into its root.
 """
 from __future__ import annotations
 
@@ -31,9 +31,8 @@ CELLS = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell"
 def lab(sync_api):
     pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
     server = JupyterLab()
-    shutil.copy(NOTEBOOKS / "course.py", server.root / "course.py")
-    shutil.copytree(NOTEBOOKS / "exercises", server.root / "exercises",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("course", "exercises"):
+        shutil.copytree(NOTEBOOKS / folder, server.root / folder, ignore=shutil.ignore_patterns("__pycache__"))
     yield server
     server.stop()
 

@@ -1,2 +1,2 @@
 """The course's exercises: one module per lesson, exNN.py, each registering its checkers with
-`course.exercise` (see notebooks/course.py). `course.check("NN.k", ...)` imports exNN lazily."""
+`course.checks.exercise` (see notebooks/course/checks.py). `check("NN.k", ...)` imports exNN lazily."""

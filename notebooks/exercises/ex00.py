@@ -2,7 +2,7 @@
 import numpy as np
 
 from bertviz_lite import analysis
-from course import close, equals, exercise
+from course.checks import close, equals, exercise
 from exercises._common import f64
 
 

@@ -1,7 +1,7 @@
 """Lesson 01 · Tokens: the checkers."""
 import numpy as np
 
-from course import close, exercise, sequence
+from course.checks import close, exercise, sequence
 
 
 def _segment_mistakes(tr):

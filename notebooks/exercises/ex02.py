@@ -2,7 +2,7 @@
 import numpy as np
 
 import bertviz_lite as bv
-from course import close, equals, exercise, formula
+from course.checks import close, equals, exercise, formula
 from exercises._common import f64, gain_bias
 
 

@@ -1,7 +1,7 @@
 """Exercises of lesson 03 (positions)."""
 import numpy as np
 
-from course import close, equals, exercise
+from course.checks import close, equals, exercise
 from exercises._common import f64
 
 

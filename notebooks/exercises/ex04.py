@@ -1,7 +1,7 @@
 """Lesson 04 · One attention head: the checkers."""
 import numpy as np
 
-from course import close, exercise, within
+from course.checks import close, exercise, within
 from exercises._common import f64, softmax
 
 

@@ -1,7 +1,7 @@
 """Lesson 05 · Twelve heads: the checkers."""
 import numpy as np
 
-from course import STUB, close, equals, exercise
+from course.checks import STUB, close, equals, exercise
 from exercises._common import f64
 
 

@@ -1,5 +1,5 @@
 """Lesson 06 · Residuals and LayerNorm: the checkers."""
-from course import close, exercise, within
+from course.checks import close, exercise, within
 from exercises._common import f64, gain_bias, normalise
 
 

@@ -1,7 +1,7 @@
 """Exercises of lesson 09 (parameters): the formula exercises take a function, checked on several models."""
 import bertviz_lite as bv
 from bertviz_lite.params import ledger_for_config
-from course import equals, exercise, formula
+from course.checks import equals, exercise, formula
 
 
 def _configs(config):

@@ -7,7 +7,7 @@ so leaving a bias out changes the answer.
 """
 import numpy as np
 
-from course import close, equals, exercise
+from course.checks import close, equals, exercise
 from exercises._common import f64, softmax
 
 

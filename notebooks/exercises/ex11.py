@@ -19,7 +19,8 @@ from threadpoolctl import threadpool_limits
 from bertviz_lite import backward, engine, mlm, tasks
 from bertviz_lite.config import BertConfig
 from bertviz_lite.trace import NullRecorder, Recorder
-from course import STUB, close, equals, exercise
+from course.checks import STUB, close, equals, exercise
+from exercises._common import f64, softmax
 
 H_STEP = 1e-6
 FD_ENTRIES = 5  # entries per gradient checked by finite differences (the references agree on every entry)
@@ -41,7 +42,7 @@ def _tol(ref):
 
 def _agree(a, ref) -> tuple[bool, str]:
     try:
-        a = np.asarray(a, dtype=np.float64)
+        a = f64(a)
     except Exception:
         return False, f"not an array of numbers ({type(a).__name__})"
     if a.shape != np.shape(ref):
@@ -97,7 +98,7 @@ def _judge(answer, args, flatten, reference, mistakes, fd, right_line, what):
         for name, (loss, x) in fd.items():
             entries = _some_entries(np.shape(x), len(name))
             slopes = _slopes(loss, x, entries)
-            ok, detail = close(np.array([np.asarray(got[name], dtype=np.float64)[e] for e in entries]), slopes,
+            ok, detail = close(np.array([f64(got[name])[e] for e in entries]), slopes,
                                atol=1e-5, rtol=1e-4)
             if not ok:
                 return False, f"{name} agrees with bertviz_lite.backward but not with finite differences: {detail}"
@@ -119,11 +120,6 @@ def _rng(seed):
 # ------------------------------------------------------------------------------------------
 
 
-def _softmax(y, axis=-1):
-    e = np.exp(y - y.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
 def _onehot(shape, targets):
     o = np.zeros(shape)
     o[np.arange(len(targets)), targets] = 1.0
@@ -141,16 +137,16 @@ def _dlogits_case():
 
 def _dlogits_mistakes(**context):
     def n_times(y, t):
-        return _softmax(y) - _onehot(y.shape, t)
+        return softmax(y) - _onehot(y.shape, t)
 
     def flipped(y, t):
-        return (_onehot(y.shape, t) - _softmax(y)) / len(t)
+        return (_onehot(y.shape, t) - softmax(y)) / len(t)
 
     def no_onehot(y, t):
-        return _softmax(y) / len(t)
+        return softmax(y) / len(t)
 
     def columns(y, t):
-        return (_softmax(y, axis=0) - _onehot(y.shape, t)) / len(t)
+        return (softmax(y, axis=0) - _onehot(y.shape, t)) / len(t)
 
     return {"right up to a factor N: the loss is the mean over the N rows": n_times,
             "the sign is flipped: that is the direction that lowers the loss, not the gradient": flipped,
@@ -415,7 +411,7 @@ def _softmax_case():
     rng = _rng(7)
     s = rng.normal(0, 1.5, (2, 2, 4, 4))
     s[1, ..., 3] = -np.inf  # a [PAD] key in the second example: p = 0 there
-    return [rng.normal(size=(2, 2, 4, 4)), _softmax(s)]  # dP, P
+    return [rng.normal(size=(2, 2, 4, 4)), softmax(s)]  # dP, P
 
 
 def _softmax_mistakes(**context):
@@ -443,12 +439,12 @@ def _(answer):
 def _softmax_judge(answer, dP, P, s):
     # finite differences on the first example (no -inf there: nudging a masked score is meaningless)
     dP0 = dP[0]
-    fd = {"dE": (lambda v: float((dP0 * _softmax(v)).sum()), s[0])}
+    fd = {"dE": (lambda v: float((dP0 * softmax(v)).sum()), s[0])}
     verdict = _judge(answer, [dP, P], lambda o: {"dE": o}, lambda dP, P: backward.softmax_backward(dP, P, np),
                      _softmax_mistakes(), {}, "", "my_softmax_backward(dA, A) -> dE")
     if not verdict[0]:
         return verdict
-    got = np.asarray(answer(dP.copy(), P.copy()), dtype=np.float64)[0]
+    got = f64(answer(dP.copy(), P.copy()))[0]
     entries = _some_entries(s[0].shape, 7)
     ok, detail = close(np.array([got[e] for e in entries]), _slopes(fd["dE"][0], s[0], entries), atol=1e-5, rtol=1e-4)
     if not ok:
@@ -472,7 +468,7 @@ def _attn_case():
 
 def _attn_ref(dC, Q, K, V, M, *, scale=True, mask=True, dK_t=True, dV_t=True):
     s = 1.0 / math.sqrt(Q.shape[-1])
-    P = _softmax(Q * s @ np.swapaxes(K, -1, -2) + (M if mask else 0.0))
+    P = softmax(Q * s @ np.swapaxes(K, -1, -2) + (M if mask else 0.0))
     dP = dC @ np.swapaxes(V, -1, -2)
     dV = np.swapaxes(P, -1, -2) @ dC if dV_t else P @ dC
     dE = backward.softmax_backward(dP, P, np)
@@ -500,7 +496,7 @@ def _attn_mistakes(**context):
 
 def _attn_loss(dC, Q, K, V, M):
     s = 1.0 / math.sqrt(Q.shape[-1])
-    return float((dC * (_softmax(Q * s @ np.swapaxes(K, -1, -2) + M) @ V)).sum())
+    return float((dC * (softmax(Q * s @ np.swapaxes(K, -1, -2) + M) @ V)).sum())
 
 
 @exercise("11.8", hint=("run the forward's lines backwards: C = A V gives dA and dV; A = softmax(E) gives dE (your "

@@ -2,7 +2,7 @@
 import numpy as np
 import scipy.special
 
-from course import close, exercise, sequence
+from course.checks import close, exercise, sequence
 from exercises._common import f64
 
 

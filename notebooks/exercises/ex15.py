@@ -4,7 +4,7 @@ import re
 import numpy as np
 
 from bertviz_lite import analysis
-from course import close, equals, exercise
+from course.checks import close, equals, exercise
 from exercises._common import f64
 
 

@@ -1,7 +1,7 @@
 """Lesson 16 · What heads look at across a corpus: the checkers."""
 import numpy as np
 
-from course import close, equals, exercise
+from course.checks import close, equals, exercise
 from exercises._common import f64
 
 

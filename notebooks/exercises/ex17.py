@@ -1,7 +1,7 @@
 """Lesson 17 · The BERT family: the checkers."""
 import numpy as np
 
-from course import close, equals, exercise, sequence
+from course.checks import close, equals, exercise, sequence
 from exercises._common import f64
 
 

@@ -1,7 +1,7 @@
 """Exercises of lesson 18 (the same trace on a GPU)."""
 import numpy as np
 
-from course import close, equals, exercise, within
+from course.checks import close, equals, exercise, within
 from exercises._common import f64
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from scipy.special import erf
 
 from bertviz_lite import analysis, schema
-from course import close, exercise
+from course.checks import close, exercise
 from exercises._common import f64, normalise, softmax
 
 KEYS = tuple(dict.fromkeys(st.key for st in schema.STEPS if st.scope == "layer" and not st.optional))
