@@ -192,7 +192,17 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
     has_pooler = any(k.startswith("pooler.") for k in weights) or config.head in ("sequence_classification",
                                                                                   "next_sentence") or \
         (not has_mlm and config.head is None and record.base_has_pooler)
-    expected = param_shapes(config, mlm=has_mlm, nsp=has_nsp, pooler=has_pooler)
+    found_layers = {schema.split_key(k)[0] for k in weights if k.startswith(schema.LAYER_PREFIX)}
+    mismatch = bool(found_layers) and len(found_layers) != config.num_layers and not config.shared_layers
+    # tensor by tensor up to the first layer past the last one the checkpoint holds; the layers after that lack
+    # the same tensors and are said in one line (config.json's num_hidden_layers=100000 over a 2-layer checkpoint
+    # made 1.6 million lines and minutes of work for an error that shows 40 of them)
+    listed = min(config.num_layers, max(found_layers, default=0) + 2) if mismatch else config.num_layers
+    expected = param_shapes(config.replace(num_layers=listed) if listed != config.num_layers else config,
+                            mlm=has_mlm, nsp=has_nsp, pooler=has_pooler)
+    if listed < config.num_layers:
+        problems.append(f"no tensors for layer.{listed} to layer.{config.num_layers - 1} either "
+                        f"({config.num_layers - listed:,} more layers)")
     for ours, shape in expected.items():
         if ours not in weights:
             problems.append(f"missing tensor for {ours} (expected shape {shape})")
@@ -216,8 +226,7 @@ def from_hf_state(state: Mapping, config: BertConfig) -> dict:
         if tuple(dec.shape) != tuple(weights["embed.W_T"].shape):
             problems.append(f"{raw_name!r} has shape {tuple(dec.shape)}; bert ties it to the token "
                             f"embeddings {tuple(weights['embed.W_T'].shape)}")
-    found_layers = {schema.split_key(k)[0] for k in weights if k.startswith(schema.LAYER_PREFIX)}
-    if found_layers and len(found_layers) != config.num_layers and not config.shared_layers:  # say it once, before the tensors it explains
+    if mismatch:  # say it once, before the tensors it explains
         problems.insert(0, f"config.json says num_hidden_layers={config.num_layers}, the checkpoint holds "
                            f"{len(found_layers)} layer(s)")
     if problems:

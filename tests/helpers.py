@@ -8,6 +8,7 @@ import contextlib
 import json
 import shutil
 import traceback
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,18 @@ VOCAB = Path(bv.__file__).parent / "data" / "vocab.txt"
 LAYER_KEYS = ["attn.q", "attn.k", "attn.v", "attn.scores", "attn.probs", "attn.context", "attn.concat",
               "attn.out", "attn.resid", "attn.ln", "ffn.up", "ffn.act", "ffn.down", "ffn.resid", "ffn.ln"]
 EMBED_KEYS = ["embed.token", "embed.position", "embed.segment", "embed.sum", "embed.ln"]
+
+
+def peak_bytes(call) -> int:
+    """The most memory Python's allocators (numpy's included) held at once during `call()`, over what was held
+    before it: the work a call did, the same on any machine however busy (a unit test counts work, never time)."""
+    tracemalloc.start()
+    try:
+        call()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
 
 
 def golden_keys(L, mlm=False):
