@@ -47,12 +47,9 @@ import json
 import math
 import os
 import re
-import shutil
-import stat
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +58,8 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_mlm_head as T  # noqa: E402  (corpus, sample, split, summaries: shared with the head-only fit)
+from private_files import (CACHE, UnsafePath, cached_arrays, check_free_space, read_regular,  # noqa: E402
+                           regular_or_absent, write_atomic)
 
 import bertviz_lite as bv  # noqa: E402
 from bertviz_lite import loading, mlm, schema  # noqa: E402
@@ -83,7 +82,6 @@ BATCH = 128  # masked sentences per Adam step
 LR_LAYERS, LR_HEAD = 5e-4, 1e-3  # the probe's (scripts/probe_mlm_adaptation.py)
 FORWARD_BATCH = 256  # sentences per frozen forward
 LOG_EVERY = 25
-FREE_MARGIN = 16 * 2**20  # bytes left free on the disk after a write
 SMOKE = {"sentences": 64, "layers": 2, "draws": 1, "epochs": 1, "batch": 8, "steps": 6, "masking": "pieces",
          "rates": (0.8, 0.1), "text": "wordnet"}  # the committed log's settings, whatever the defaults
 EXAMPLES = T.EXAMPLES_TO_SHOW + ("The doctor gave the patient some [MASK].", "A [MASK] is a large animal with a trunk.")
@@ -185,7 +183,7 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=_whole(0), default=T.SEED)
     ap.add_argument("--threads", type=_whole(1, 64), default=THREADS, help="BLAS and kernel threads (fixed: --check)")
     ap.add_argument("--out", type=Path, default=OUT, help="the .safetensors file to write (a .json goes beside it)")
-    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / f"bertviz-lite-mlm-{os.getuid()}",
+    ap.add_argument("--cache", type=Path, default=CACHE,
                     help="a private folder (mode 0700, yours, not a link) for the frozen layers' output; made if "
                          "missing (default: %(default)s)")
     what = ap.add_mutually_exclusive_group()
@@ -316,98 +314,8 @@ def features(model, draws, first: int, progress: bool = True) -> list:
 
 
 # ------------------------------------------------------------------------------------------
-# files: a private feature cache, outputs written whole or not at all
+# the feature cache (scripts/private_files.py: private, checked before use, written whole)
 # ------------------------------------------------------------------------------------------
-
-
-class UnsafePath(Exception):
-    """A path the script will not read or write through (a link, a FIFO, someone else's folder, ...)."""
-
-
-def _kind(mode: int) -> str:
-    return ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else
-            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
-            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a regular file")
-
-
-def private_folder(path: Path) -> Path:
-    """`path` as a folder only this user can enter: made with mode 0700 if missing (its parent must exist);
-    refused (UnsafePath) if it is a link, not a folder, someone else's, or open to group or others."""
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        raise UnsafePath(f"the folder above {path} does not exist") from None
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise UnsafePath(f"{path} is {_kind(st.st_mode)}, not a folder of yours")
-    if st.st_uid != os.getuid():
-        raise UnsafePath(f"{path} belongs to user id {st.st_uid}, not to you ({os.getuid()}): someone could have "
-                         "planted features there")
-    if st.st_mode & 0o077:
-        raise UnsafePath(f"{path} is open to others (mode {stat.S_IMODE(st.st_mode):o}); chmod 700 it, or pass "
-                         "another --cache")
-    return path
-
-
-@contextlib.contextmanager
-def open_regular(path: Path, *, owned: bool = False):
-    """A regular file opened for reading, without following a link and without blocking on a FIFO."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as e:
-        raise UnsafePath(f"{path} cannot be opened as a plain file ({e.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafePath(f"{path} is {_kind(st.st_mode)}, not a regular file")
-        if owned and st.st_uid != os.getuid():
-            raise UnsafePath(f"{path} belongs to user id {st.st_uid}, not to you")
-        yield f
-
-
-def read_regular(path: Path) -> bytes:
-    with open_regular(path) as f:
-        return f.read()
-
-
-def regular_or_absent(path: Path) -> None:
-    """Writing onto `path` replaces a regular file or makes a new one; anything else is refused."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISREG(st.st_mode):
-        raise UnsafePath(f"{path} exists and is {_kind(st.st_mode)}: the script writes only onto a regular file "
-                         "or a new name; remove it or choose another --out")
-
-
-def check_free_space(folder: Path, needed: int) -> None:
-    free = shutil.disk_usage(folder).free
-    if free < needed + FREE_MARGIN:
-        raise OSError(errno.ENOSPC, f"{folder} has {free / 2**20:.1f} MiB free; writing needs "
-                      f"{(needed + FREE_MARGIN) / 2**20:.1f} MiB (with a {FREE_MARGIN // 2**20} MiB margin)")
-
-
-def write_atomic(path: Path, data, size: int | None = None) -> None:
-    """`data` (bytes, or a function that writes into a binary file, `size` bytes about) into a temporary file
-    beside `path`, flushed to disk, then renamed onto it (os.replace): a reader sees the old file or the whole
-    new one, never a fragment; on any error the temporary file goes."""
-    regular_or_absent(path)
-    check_free_space(path.parent, len(data) if size is None else size)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data) if isinstance(data, bytes) else data(f)
-            f.flush()
-            os.fsync(f.fileno())
-        regular_or_absent(path)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def features_key(draws, first: int, seed: int, source: str) -> str:
@@ -415,58 +323,27 @@ def features_key(draws, first: int, seed: int, source: str) -> str:
     return hashlib.sha256(json.dumps([seed, first, source, [m.ids for _, m in draws]]).encode()).hexdigest()
 
 
-def _cache_problem(f: dict, key: str, lengths, hidden: int):
-    """Why a cache file's arrays cannot be used (None: they can)."""
-    if set(f) != {"key", "offsets", "Z", "sha256"}:
-        return f"arrays {sorted(f)}"
-    if str(f["key"]) != key:
-        return "made from other inputs (its key differs)"
-    offsets, Z = f["offsets"], f["Z"]
-    want = np.concatenate([[0], np.cumsum(lengths)])
-    if offsets.dtype != np.int64 or offsets.shape != want.shape or not np.array_equal(offsets, want):
-        return "its offsets do not match the sentences' lengths"
-    if Z.dtype != np.float32 or Z.shape != (int(want[-1]), hidden):
-        return f"Z is {Z.dtype} {Z.shape}, expected float32 {(int(want[-1]), hidden)}"
-    if not np.isfinite(Z).all():
-        return "Z holds NaN or infinite values"
-    if _sha256(Z) != str(f["sha256"]):
-        return "Z's bytes do not match the sha256 stored with them"
-    return None
-
-
 def cached_features(model, draws, first: int, seed: int, cache: Path, progress: bool = True) -> list:
-    """features(), stored once in the private folder `cache` (private_folder) as one .npz per key, written
-    atomically; a cached file is used only if it is a regular file of ours whose key, offsets, shape, dtype,
-    values (finite) and sha256 all check out; otherwise the features are made afresh and replace it."""
-    key = features_key(draws, first, seed, model.source)
-    path = private_folder(cache) / f"layer-input-{key[:16]}.npz"
+    """features(), cached in the private folder `cache` (private_files.cached_arrays) as the rows of every draw
+    end to end and their offsets; a cached file is used only if its offsets match the draws' lengths and Z is
+    float32 [rows, H] (and everything cached_arrays checks); otherwise the features are made afresh."""
     lengths = [len(m.ids) for _, m in draws]
-    if os.path.lexists(path):
-        try:
-            with open_regular(path, owned=True) as raw, np.load(raw, allow_pickle=False) as npz:
-                f = {name: npz[name] for name in npz.files}  # each read once
-            why = _cache_problem(f, key, lengths, model.config.hidden_size)
-            if why is None:
-                return _slices(f["Z"], f["offsets"])
-        except UnsafePath as e:
-            raise UnsafePath(f"the feature cache: {e}; remove it, or pass another --cache") from None
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-            why = f"unreadable ({type(e).__name__}: {e})"
-        print(f"  the cached features {path} cannot be used ({why}): made afresh", flush=True)
-    out = features(model, draws, first, progress)
-    Z = np.concatenate(out)
-    del out
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    arrays = {"key": np.array(key), "offsets": offsets, "Z": Z, "sha256": np.array(_sha256(Z))}
-    try:
-        write_atomic(path, lambda f: np.savez(f, **arrays), Z.nbytes + offsets.nbytes)
-    except OSError as e:  # the cache only saves time: a run without it is the same run
-        print(f"  the features were not cached ({e})", flush=True)
-    return _slices(Z, offsets)
 
+    def make() -> dict:
+        return {"offsets": offsets, "Z": np.concatenate(features(model, draws, first, progress))}
 
-def _sha256(Z) -> str:
-    return hashlib.sha256(np.ascontiguousarray(Z).data).hexdigest()
+    def problem(f: dict):
+        if f["offsets"].dtype != np.int64 or not np.array_equal(f["offsets"], offsets):
+            return "its offsets do not match the sentences' lengths"
+        want = (int(offsets[-1]), model.config.hidden_size)
+        if f["Z"].dtype != np.float32 or f["Z"].shape != want:
+            return f"Z is {f['Z'].dtype} {f['Z'].shape}, expected float32 {want}"
+        return None
+
+    key = features_key(draws, first, seed, model.source)
+    f = cached_arrays(cache, "layer-input", key, ("offsets", "Z"), make, problem, say=lambda s: print(s, flush=True))
+    return _slices(f["Z"], f["offsets"])
 
 
 def _slices(Z, offsets) -> list:

@@ -12,7 +12,8 @@ What it does (every choice and its reason is in data/README.md, "The masked-LM h
    10% kept), one draw per sentence, seeded;
 3. the frozen encoder's last layer Z_L at the chosen positions, batched through
    `trace_encodings` (model.trace_batch's path for ready inputs) with keep= only that layer;
-   cached as .npy in a temporary folder (not in git), keyed by everything that determines it;
+   cached in a private folder (scripts/private_files.py: mode 0700, yours, no links, written atomically,
+   checked before use), one file per key of everything that determines it;
 4. the head (bertviz_lite.mlm: dense H x H, GELU, LayerNorm, decoder tied to W_T, output bias)
    trained with minibatch Adam and BERT's linear warm-up/decay on the cross-entropy of the
    chosen rows, gradients written by hand; the output bias starts at the log-frequency of the
@@ -43,6 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 from make_corpus import OUT as EXAMPLES, read_glosses  # noqa: E402
+from private_files import CACHE, UnsafePath, cached_arrays  # noqa: E402
 
 import bertviz_lite as bv  # noqa: E402
 from bertviz_lite import loading, mlm  # noqa: E402
@@ -110,18 +112,33 @@ def features(model, encs, rng, layer: int, progress: bool = True):
             np.array(kinds, dtype=np.int8), np.array(which, dtype=np.int64))
 
 
+FEATURES = {"Z": np.float32, "targets": np.int64, "kinds": np.int8, "which": np.int64}  # features()'s arrays
+
+
 def cached_features(model, encs, seed: int, layer: int, cache: Path, progress: bool = True):
-    """features(), stored once in `cache` under a key of everything that determines them."""
-    h = hashlib.sha256(json.dumps([seed, layer, [e.ids for e in encs]]).encode()).hexdigest()[:16]
-    folder = cache / f"features-{h}"
-    names = ("Z", "targets", "kinds", "which")
-    if all((folder / f"{n}.npy").exists() for n in names):
-        return tuple(np.load(folder / f"{n}.npy") for n in names)
-    out = features(model, encs, np.random.default_rng([seed, 1]), layer, progress)
-    folder.mkdir(parents=True, exist_ok=True)
-    for n, a in zip(names, out):
-        np.save(folder / f"{n}.npy", a)
-    return out
+    """features(), cached in the private folder `cache` (private_files.cached_arrays: mode 0700, ours, no link
+    followed, written atomically) under a key of everything that determines them; a cached file is used only if
+    its arrays have features()'s dtypes and one row each, and hold targets in the vocabulary, kinds 0-2 and
+    sentence numbers of these encodings (and everything cached_arrays checks); otherwise made afresh."""
+    key = hashlib.sha256(json.dumps([seed, layer, model.source, [e.ids for e in encs]]).encode()).hexdigest()
+    c = model.config
+
+    def make() -> dict:
+        return dict(zip(FEATURES, features(model, encs, np.random.default_rng([seed, 1]), layer, progress)))
+
+    def problem(f: dict):
+        n = len(f["Z"])
+        for name, dtype in FEATURES.items():
+            want = (n, c.hidden_size) if name == "Z" else (n,)
+            if f[name].dtype != dtype or f[name].shape != want:
+                return f"{name} is {f[name].dtype} {f[name].shape}, expected {np.dtype(dtype)} {want}"
+        for name, top in (("targets", c.vocab_size), ("kinds", 3), ("which", len(encs))):
+            if n and not (0 <= f[name].min() and f[name].max() < top):
+                return f"{name} holds values outside 0..{top - 1}"
+        return None
+
+    f = cached_arrays(cache, "head-input", key, tuple(FEATURES), make, problem, say=lambda s: print(s, flush=True))
+    return tuple(f[name] for name in FEATURES)
 
 
 def evaluate(params, Z, targets, W_T, c):
@@ -173,7 +190,9 @@ def main(argv=None) -> int:
     ap.add_argument("--layer", type=int, default=None, help="encoder layer that feeds the head (default: the last)")
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--out", type=Path, default=OUT, help="the .safetensors file to write (a .json goes beside it)")
-    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bertviz-lite-mlm")
+    ap.add_argument("--cache", type=Path, default=CACHE,
+                    help="a private folder (mode 0700, yours, not a link) for the encoder's features; made if "
+                         "missing (default: %(default)s)")
     ap.add_argument("--check", action="store_true", help="fit again and compare with the committed file")
     ap.add_argument("--report", action="store_true", help="print the JSON's numbers as markdown tables, fit nothing")
     args = ap.parse_args(argv)
@@ -191,7 +210,11 @@ def main(argv=None) -> int:
     print(f"corpus: {len(sentences):,} sentences; {len(encs):,} sampled ({n_held:,} held out); "
           f"tokenized in {time.perf_counter() - t_start:.0f} s", flush=True)
     t_feat = time.perf_counter()
-    Z, targets, kinds, which = cached_features(model, encs, args.seed, layer, args.cache)
+    try:
+        Z, targets, kinds, which = cached_features(model, encs, args.seed, layer, args.cache)
+    except UnsafePath as e:
+        print(f"refused: {e}; nothing written", file=sys.stderr)
+        return 2
     feat_s = time.perf_counter() - t_feat
     held = which < n_held
     train = ~held
