@@ -39,6 +39,42 @@ def peak_bytes(call) -> int:
     return peak
 
 
+def rewrite_npz(path: Path, **changes) -> None:
+    """An .npz file with some of its arrays replaced or added (a planted or damaged cache file)."""
+    with np.load(path) as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays.update(changes)
+    with open(path, "wb") as out:
+        np.savez(out, **arrays)
+
+
+FOLDER_PLANTS = ["symlink", "open to others", "a file", "someone else's"]
+
+
+def plant_folder(path: Path, plant: str) -> Path:
+    """Something other than a private folder of ours at `path` (one of FOLDER_PLANTS); returns the folder a
+    symlink points to, which must stay empty. Giving a folder to another user needs root (CI runs as root)."""
+    import os
+
+    import pytest
+
+    elsewhere = path.parent / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    if plant == "symlink":
+        path.symlink_to(elsewhere)
+    elif plant == "open to others":
+        path.mkdir()
+        path.chmod(0o755)
+    elif plant == "a file":
+        path.write_bytes(b"")
+    else:
+        if os.getuid() != 0:
+            pytest.skip("giving a folder to another user needs root (CI runs as root)")
+        path.mkdir(mode=0o700)
+        os.chown(path, 12345, 12345)
+    return elsewhere
+
+
 def golden_keys(L, mlm=False):
     keys = EMBED_KEYS + [f"layer.{l}.{k}" for l in range(L) for k in LAYER_KEYS] + ["pooler.out"]
     return keys + (["mlm.logits"] if mlm else [])

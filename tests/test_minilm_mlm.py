@@ -19,6 +19,8 @@ from bertviz_lite import loading
 from bertviz_lite.backend import to_host
 from bertviz_lite.errors import CheckpointError, EditError
 
+from .helpers import FOLDER_PLANTS, plant_folder, rewrite_npz
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "train_minilm_mlm.py"
 TEXT = "The capital of France is [MASK]."
@@ -237,22 +239,10 @@ def the_cache_file(cache: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("plant", ["symlink", "open to others", "a file", "someone else's"])
+@pytest.mark.parametrize("plant", FOLDER_PLANTS)
 def test_a_cache_folder_that_is_not_private_is_refused(script, tmp_path, capsys, plant):
-    cache, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
-    elsewhere.mkdir(mode=0o700)
-    if plant == "symlink":
-        cache.symlink_to(elsewhere)
-    elif plant == "open to others":
-        cache.mkdir()
-        cache.chmod(0o755)
-    elif plant == "a file":
-        cache.write_bytes(b"")
-    else:
-        if os.getuid() != 0:
-            pytest.skip("giving a folder to another user needs root (CI runs as root)")
-        cache.mkdir(mode=0o700)
-        os.chown(cache, 12345, 12345)
+    cache = tmp_path / "cache"
+    elsewhere = plant_folder(cache, plant)
     assert smoke(script, cache) == 2
     err = capsys.readouterr().err
     assert "refused" in err and str(cache) in err
@@ -269,14 +259,6 @@ def test_the_cache_is_private_and_written_whole(script, tmp_path, capsys):
         assert set(f.files) == {"key", "offsets", "Z", "sha256"} and f["Z"].dtype == np.float32
 
 
-def rewrite(path: Path, **changes):
-    with np.load(path) as f:
-        arrays = {k: f[k] for k in f.files}
-    arrays.update(changes)
-    with open(path, "wb") as out:
-        np.savez(out, **arrays)
-
-
 @pytest.mark.parametrize("damage, why", [
     ("zeros", "sha256"), ("nan with its own sha256", "NaN"), ("half written", "unreadable"),
     ("other inputs", "other inputs"), ("float64", "expected float32"),
@@ -288,18 +270,18 @@ def test_planted_or_broken_features_are_not_trained_on(script, files, tmp_path, 
     with np.load(path) as f:
         Z = f["Z"]
     if damage == "zeros":
-        rewrite(path, Z=np.zeros_like(Z))
+        rewrite_npz(path, Z=np.zeros_like(Z))
     elif damage == "nan with its own sha256":
         bad = np.full_like(Z, np.nan)
         with np.load(path) as f:
             offsets = f["offsets"]
-        rewrite(path, Z=bad, sha256=np.array(files.sha256_of({"offsets": offsets, "Z": bad})))
+        rewrite_npz(path, Z=bad, sha256=np.array(files.sha256_of({"offsets": offsets, "Z": bad})))
     elif damage == "half written":
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     elif damage == "other inputs":
-        rewrite(path, key=np.array("0" * 64))
+        rewrite_npz(path, key=np.array("0" * 64))
     else:
-        rewrite(path, Z=Z.astype(np.float64))
+        rewrite_npz(path, Z=Z.astype(np.float64))
     capsys.readouterr()
     assert smoke(script, cache) == 0  # made afresh: the same losses as the committed log
     out = capsys.readouterr().out

@@ -20,6 +20,8 @@ import train_mlm_head  # noqa: E402
 
 sys.path.remove(str(ROOT / "scripts"))
 
+from .helpers import FOLDER_PLANTS, plant_folder, rewrite_npz  # noqa: E402
+
 NAMES = ("rows", "ids")
 
 
@@ -49,14 +51,6 @@ def the_file(cache: Path) -> Path:
     return path
 
 
-def rewrite(path: Path, **changes):
-    with np.load(path) as f:
-        arrays = {k: f[k] for k in f.files}
-    arrays.update(changes)
-    with open(path, "wb") as out:
-        np.savez(out, **arrays)
-
-
 def test_the_cache_is_private_written_whole_and_reused(tmp_path):
     cache, make = tmp_path / "cache", Maker()
     first = cached(cache, make)
@@ -69,22 +63,10 @@ def test_the_cache_is_private_written_whole_and_reused(tmp_path):
         assert again[name].dtype == first[name].dtype
 
 
-@pytest.mark.parametrize("plant", ["symlink", "open to others", "a file", "someone else's"])
+@pytest.mark.parametrize("plant", FOLDER_PLANTS)
 def test_a_cache_folder_that_is_not_private_is_refused(tmp_path, plant):
-    cache, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
-    elsewhere.mkdir(mode=0o700)
-    if plant == "symlink":
-        cache.symlink_to(elsewhere)
-    elif plant == "open to others":
-        cache.mkdir()
-        cache.chmod(0o755)
-    elif plant == "a file":
-        cache.write_bytes(b"")
-    else:
-        if os.getuid() != 0:
-            pytest.skip("giving a folder to another user needs root (CI runs as root)")
-        cache.mkdir(mode=0o700)
-        os.chown(cache, 12345, 12345)
+    cache = tmp_path / "cache"
+    elsewhere = plant_folder(cache, plant)
     make = Maker()
     with pytest.raises(files.UnsafePath, match=str(cache)):
         cached(cache, make)
@@ -125,19 +107,19 @@ def test_a_broken_or_planted_cache_file_is_replaced(tmp_path, damage, why):
     right = cached(cache, Maker())
     path = the_file(cache)
     if damage == "zeros":
-        rewrite(path, rows=np.zeros((4, 3), np.float32))  # the sha256 stored is the right arrays'
+        rewrite_npz(path, rows=np.zeros((4, 3), np.float32))  # the sha256 stored is the right arrays'
     elif damage == "nan with its own sha256":
         bad = {"rows": np.full((4, 3), np.nan, np.float32), "ids": right["ids"]}
-        rewrite(path, **bad, sha256=np.array(files.sha256_of(bad)))
+        rewrite_npz(path, **bad, sha256=np.array(files.sha256_of(bad)))
     elif damage == "half written":
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     elif damage == "other inputs":
-        rewrite(path, key=np.array("0" * 64))
+        rewrite_npz(path, key=np.array("0" * 64))
     elif damage == "float64 with its own sha256":
         bad = {"rows": right["rows"].astype(np.float64), "ids": right["ids"]}
-        rewrite(path, **bad, sha256=np.array(files.sha256_of(bad)))
+        rewrite_npz(path, **bad, sha256=np.array(files.sha256_of(bad)))
     elif damage == "an extra array":
-        rewrite(path, evil=np.zeros(1))
+        rewrite_npz(path, evil=np.zeros(1))
     else:
         path.write_bytes(b"not features")
     make, said = Maker(), []
@@ -229,7 +211,7 @@ def test_the_head_script_replaces_features_that_do_not_fit(minilm, encs, tmp_pat
     (path,) = cache.glob("head-input-*.npz")
     bad = dict(zip(train_mlm_head.FEATURES, right))
     bad["which"] = bad["which"] + len(encs)  # rows of sentences these encodings do not have, with their sha256
-    rewrite(path, **bad, sha256=np.array(files.sha256_of(bad)))
+    rewrite_npz(path, **bad, sha256=np.array(files.sha256_of(bad)))
     fresh = head_features(minilm, encs, cache)
     assert "which holds values outside" in capsys.readouterr().out
     for a, b in zip(right, fresh):
@@ -237,9 +219,7 @@ def test_the_head_script_replaces_features_that_do_not_fit(minilm, encs, tmp_pat
 
 
 def test_the_head_script_exits_2_on_a_cache_folder_that_is_a_link(tmp_path, capsys):
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir(mode=0o700)
-    (tmp_path / "cache").symlink_to(elsewhere)
+    elsewhere = plant_folder(tmp_path / "cache", "symlink")
     out = tmp_path / "head.safetensors"
     code = train_mlm_head.main(["--sentences", "8", "--cache", str(tmp_path / "cache"), "--out", str(out)])
     assert code == 2 and "refused" in capsys.readouterr().err
