@@ -16,8 +16,10 @@ torch is a peer, never a dependency: without torch and transformers in this pyth
 columns are left out, and so are the goals measured against it.
 
 Without a GPU (cupy missing, or cupy.is_available() False) it measures nothing and exits with status 2.
-(`--worker gpu_standin --sizes 8 --reps 1 --batch-sentences 4 --stats-sentences 8` runs the cupy worker's
-code on the CPU's GPU stand-in: a check of this script, with no timing worth reading.)
+`--dry-run` needs no GPU: it runs every part of this script at tiny sizes (8 and 16 tokens, 1 rep, 4 and 8
+sentences), the cupy worker's code on the CPU's GPU stand-in (array_api_strict's device1) and the numpy worker,
+then the table, the goals and --json: a check that the script will not fail on first use, with no timing
+worth reading (tests/test_scripts.py runs it).
 """
 
 from __future__ import annotations
@@ -233,8 +235,13 @@ def main(argv=None) -> int:
     ap.add_argument("--stats-sentences", type=int, default=256, help="sentences in the head_stats timing")
     ap.add_argument("--json", default=None, help="also write every number to this file")
     ap.add_argument("--peer-python", default=sys.executable, help="a python with torch + transformers (the peer)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="no GPU needed: every part of the script at tiny sizes, the GPU's code on the CPU's "
+                         "GPU stand-in; no timing worth reading")
     ap.add_argument("--worker", choices=["cupy", "numpy", "torch", "gpu_standin"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.dry_run:
+        args.sizes, args.reps, args.batch_sentences, args.stats_sentences = "8,16", 1, 4, 8
     sizes = [int(s) for s in args.sizes.split(",")]
 
     if args.worker:
@@ -245,15 +252,19 @@ def main(argv=None) -> int:
 
     sys.path.insert(0, ROOT)
     from bertviz_lite import backend
-    if not backend.cupy_available():
+    if not args.dry_run and not backend.cupy_available():
         print("bench_gpu.py measures the GPU path: it needs cupy and a CUDA GPU (cupy.is_available() is False "
-              "here, or cupy is not installed). Nothing was measured.", file=sys.stderr)
+              "here, or cupy is not installed). Nothing was measured. (--dry-run checks the script without one.)",
+              file=sys.stderr)
         return 2
 
-    print(f"GPU: {gpu_name()}; cpu cores: {os.cpu_count()}; python {platform.python_version()}", flush=True)
-    gpu = run_worker(sys.executable, "cupy", args)
-    print("cupy done", flush=True)
-    peer = run_worker(args.peer_python, "torch", args) if has_torch_cuda(args.peer_python) else None
+    device = "the GPU stand-in (array_api_strict on the CPU): a DRY RUN, no timing worth reading" if args.dry_run \
+        else gpu_name()
+    print(f"GPU: {device}; cpu cores: {os.cpu_count()}; python {platform.python_version()}", flush=True)
+    gpu = run_worker(sys.executable, "gpu_standin" if args.dry_run else "cupy", args)
+    print("cupy done" if not args.dry_run else "the GPU worker's code done on the stand-in", flush=True)
+    peer = run_worker(args.peer_python, "torch", args) if not args.dry_run and has_torch_cuda(args.peer_python) \
+        else None
     print("torch done" if peer else "torch: not measured (no torch/transformers with CUDA in --peer-python)",
           flush=True)
     cpu = run_worker(sys.executable, "numpy", args)
@@ -276,6 +287,8 @@ def main(argv=None) -> int:
           f"{cpu['head_stats_s']:.2f} s on numpy ({cpu['head_stats_s'] / gpu['head_stats_s']:.1f}x); "
           f"the statistics differ by {stats_diff:.1e} at most")
     table = goals(gpu, cpu, peer, sizes)
+    if args.dry_run:  # the stand-in's numbers meet or miss nothing
+        table = [{**r, "met": None} for r in table]
     print(f"\n{'goal':<58} {'before':>7} {'target':>7} {'now':>7}  met")
     for r in table:
         now = "-" if r["measured"] is None else f"{r['measured']:.2f}"
@@ -283,7 +296,7 @@ def main(argv=None) -> int:
               f"{'-' if r['met'] is None else ('yes' if r['met'] else 'no')}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"gpu": gpu_name(), "cpu_cores": os.cpu_count(), "sizes": sizes, "reps": args.reps,
+            json.dump({"gpu": device, "dry_run": args.dry_run, "cpu_cores": os.cpu_count(), "sizes": sizes, "reps": args.reps,
                        "cupy": gpu, "torch": peer, "numpy": cpu, "head_stats_max_difference": stats_diff,
                        "goals": table}, f, indent=1)
         print(f"\nwritten: {args.json}")

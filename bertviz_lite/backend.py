@@ -257,6 +257,13 @@ def itemsize(x) -> int:
     return namespace_of(x).finfo(x.dtype).bits // 8
 
 
+def part_of_larger(x) -> bool:
+    """Whether x is a view into a larger array (numpy's or cupy's .base), so that holding x holds all of it:
+    Q, K and V from one product are three views of one [..., n, 3H] buffer (kernels.numpy_qkv)."""
+    base = getattr(x, "base", None)
+    return base is not None and getattr(base, "nbytes", 0) > x.nbytes
+
+
 def read_only(x):
     """x as an array nobody can write through: a read-only numpy view (no copy), or a copy on
     backends without read-only arrays. What an edit gets, so it cannot change a recorded tensor."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 
 from . import backend, kernels, schema
 from .config import BertConfig
@@ -26,14 +27,16 @@ from .trace import NullRecorder, Recorder
 def fusable(formula):
     """Marks a formula function that a fused kernel may replace on the fast path.
 
-    Which kernel, for which backend and dtype, is decided in one table, `kernels.FUSED`;
+    Which kernel, for which backend and dtype, is decided in one table, `kernels.FUSED`; a kernel
+    may decline (return None, e.g. Q, K, V's when a weight was replaced), and the line runs.
     `model.trace(..., fast=False)` switches every replacement off, so the lines below run
     exactly as written (edit one and the trace changes).
     """
     @functools.wraps(formula)
     def run(x, *args):
         kernel = kernels.fused_kernel(formula.__name__, x)
-        return formula(x, *args) if kernel is None else kernel(x, *args)
+        out = None if kernel is None else kernel(x, *args)  # a kernel may decline (None): the line runs
+        return formula(x, *args) if out is None else out
     run.formula = formula  # the undecorated line, for tests and the curious
     return run
 
@@ -185,12 +188,21 @@ def embeddings(W: dict, ids, segments, c: BertConfig, rec: Recorder, xp):
     return Z
 
 
+@fusable
+def queries_keys_values(Z, W: dict, n_h: int, xp):
+    """Every token's query, key and value, split into the n_h heads   [..., n, H] -> 3 x [..., n_h, n, d_k].
+    (The fast path computes all three from one product with [W^Q | W^K | W^V]: kernels.numpy_qkv.)"""
+    Q = split_heads(matmul(Z, W["attn.W_Q"], xp) + W["attn.b_Q"], n_h, xp)  # [..., n_h, n, d_k]
+    K = split_heads(matmul(Z, W["attn.W_K"], xp) + W["attn.b_K"], n_h, xp)  # [..., n_h, n, d_k]
+    V = split_heads(matmul(Z, W["attn.W_V"], xp) + W["attn.b_V"], n_h, xp)  # [..., n_h, n, d_k]
+    return Q, K, V
+
+
 def attention(W: dict, Z, mask_add, c: BertConfig, rec: Recorder, xp):
     """Multi-head self-attention and its residual + layernorm   [..., n, H] -> [..., n, H]."""
     n_h, scale = c.num_heads, c.scale
-    Q = rec("attn.q", split_heads(matmul(Z, W["attn.W_Q"], xp) + W["attn.b_Q"], n_h, xp))  # [..., n_h, n, d_k]
-    K = rec("attn.k", split_heads(matmul(Z, W["attn.W_K"], xp) + W["attn.b_K"], n_h, xp))  # [..., n_h, n, d_k]
-    V = rec("attn.v", split_heads(matmul(Z, W["attn.W_V"], xp) + W["attn.b_V"], n_h, xp))  # [..., n_h, n, d_k]
+    Q, K, V = queries_keys_values(Z, W, n_h, xp)  # [..., n_h, n, d_k] each
+    Q, K, V = rec("attn.q", Q), rec("attn.k", K), rec("attn.v", V)
     # [..., n_h, n, n]: Q K^T / sqrt(d_k); scaling the n x d_k queries first gives the same product and
     # touches n_h*n*d_k numbers instead of n_h*n*n
     scores = (Q * scale) @ xp.matrix_transpose(K)
@@ -261,12 +273,22 @@ def task_head(W: dict, Z_L, p, c: BertConfig, rec: Recorder, xp):
     raise ValueError(f"unknown head {c.head!r}")
 
 
-class LayerWeights(dict):
-    """A layer's weights under scope-relative names ('attn.W_Q'), read from the full dict."""
+class LayerWeights(Mapping):
+    """A layer's weights under scope-relative names ('attn.W_Q'), read from the full dict each time: a weight
+    replaced there (`model.weights["layer.0.attn.W_Q"] = ...`) is the one the next forward reads.
+    qkv: the model's packed [W^Q | W^K | W^V] for the fast path (kernels.pack_qkv), or None."""
 
-    def __init__(self, weights: dict, layer: int):
-        prefix = schema.layer_prefix(layer)
-        super().__init__({k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)})
+    def __init__(self, weights: dict, layer: int, qkv=None):
+        self.weights, self.prefix, self.qkv = weights, schema.layer_prefix(layer), qkv
+
+    def __getitem__(self, name: str):
+        return self.weights[self.prefix + name]
+
+    def __iter__(self):
+        return (k[len(self.prefix):] for k in self.weights if k.startswith(self.prefix))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def forward(weights: dict, layer_weights: list, ids, segments, mask, c: BertConfig, rec: Recorder, xp, *,

@@ -146,18 +146,73 @@ def numpy_matmul(x: np.ndarray, W: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------
+# Q, K and V from one product. A model keeps each layer's W^Q, W^K, W^V side by side in one [H, 3H]
+# array (and b^Q, b^K, b^V in one [3H]), made once when it is built (Bert.__init__, so at load and
+# variant): its weights dict holds views of those columns. An edit in place of a view
+# (`model.weights["layer.0.attn.W_Q"][:, :8] = 0`) is an edit of the packed array, so both paths see it;
+# a weight replaced by another array is not the view any more, and the fast path then runs the three
+# formula lines (the kernel declines) until the model is built again (variant).
+# ------------------------------------------------------------------------------------------
+
+QKV_WEIGHTS = ("attn.W_Q", "attn.W_K", "attn.W_V", "attn.b_Q", "attn.b_K", "attn.b_V")
+
+
+class PackedQKV:
+    """One layer's [W^Q | W^K | W^V] [H, 3H] and [b^Q | b^K | b^V] [3H], and the six views handed to the weights
+    dict (in QKV_WEIGHTS' order): the packed arrays hold the layer's current values while the dict holds these."""
+
+    def __init__(self, W: np.ndarray, b: np.ndarray, views: tuple):
+        self.W, self.b, self.views = W, b, views
+
+    def current(self, weights) -> bool:
+        """Whether the layer still reads these views (no weight replaced by another array since)."""
+        return all(weights[name] is view for name, view in zip(QKV_WEIGHTS, self.views))
+
+
+def pack_qkv(weights: dict, prefix: str) -> PackedQKV | None:
+    """Layer `prefix`'s query, key and value weights packed into one [H, 3H] array (numpy float32 only: the
+    backends and dtypes the FUSED table has a queries_keys_values kernel for), or None. The caller puts
+    the returned views in the weights dict in place of the separate arrays."""
+    Ws = [weights[prefix + name] for name in QKV_WEIGHTS]
+    if not all(isinstance(w, np.ndarray) and ("queries_keys_values", "numpy", w.dtype.name) in FUSED for w in Ws):
+        return None
+    W, b = np.concatenate(Ws[:3], axis=1), np.concatenate(Ws[3:])  # [H, 3H], [3H]: fresh, owned here
+    H = Ws[0].shape[1]
+    views = tuple(W[:, i * H:(i + 1) * H] for i in range(3)) + tuple(b[i * H:(i + 1) * H] for i in range(3))
+    return PackedQKV(W, b, views)
+
+
+def numpy_qkv(Z: np.ndarray, W, n_h: int):
+    """Q, K, V split into heads from one product Z [W^Q | W^K | W^V] + [b^Q | b^K | b^V]: [..., n, 3H] read as
+    [..., n, 3, n_h, d_k] and permuted to 3 x [..., n_h, n, d_k] (views; no per-head or per-matrix loop).
+    None (run the three formula lines) when W has no packed weights or one of them was replaced."""
+    packed = getattr(W, "qkv", None)
+    if packed is None or not packed.current(W):
+        return None
+    QKV = numpy_matmul(Z, packed.W)  # [..., n, 3H]
+    np.add(QKV, packed.b, out=QKV)  # in place: the product is this function's own buffer
+    *lead, n, H3 = QKV.shape
+    r = len(lead)
+    heads = QKV.reshape(*lead, n, 3, n_h, H3 // (3 * n_h))  # [..., n, 3, n_h, d_k]
+    heads = heads.transpose(r + 1, *range(r), r + 2, r, r + 3)  # [3, ..., n_h, n, d_k]
+    return heads[0], heads[1], heads[2]
+
+
+# ------------------------------------------------------------------------------------------
 # the fast path, decided once: which fused kernel replaces which formula function
 # ------------------------------------------------------------------------------------------
 
 # (formula function, backend, dtype) -> the kernel that computes the same line faster. The
 # formula functions live in engine.py, the kernels above; each kernel takes the formula
-# function's own arguments. Nothing else in the package chooses a kernel. Tests hold every
-# kernel equal to its formula, and `model.trace(..., fast=False)` runs the formulas as written.
+# function's own arguments, and may decline (return None: the formula runs). Nothing else in the
+# package chooses a kernel. Tests hold every kernel equal to its formula, and
+# `model.trace(..., fast=False)` runs the formulas as written.
 FUSED = {
     ("layer_norm", "numpy", "float32"): lambda x, gamma, beta, eps, xp: numpy_layer_norm(x, gamma, beta, eps),
     ("softmax", "numpy", "float32"): lambda s, xp: numpy_softmax(s),
     ("gelu", "numpy", "float32"): lambda x, xp: numpy_gelu(x),
     ("matmul", "numpy", "float32"): lambda x, W, xp: numpy_matmul(x, W),
+    ("queries_keys_values", "numpy", "float32"): lambda Z, W, n_h, xp: numpy_qkv(Z, W, n_h),
 }
 
 _FAST = contextvars.ContextVar("bertviz_lite_fast", default=True)

@@ -11,7 +11,7 @@ import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from . import backend, engine, families, schema
+from . import backend, engine, families, kernels, schema
 from .config import BertConfig
 from .errors import BertVizError
 from .trace import Trace
@@ -56,8 +56,12 @@ class Bert:
         # weights move to the backend once; the engine never changes them
         self.weights = {k: backend.from_host(v, self.xp) for k, v in weights.items()}
         # ALBERT (shared_layers): every layer reads layer 0's weights
-        self.layer_weights = [engine.LayerWeights(self.weights, 0 if config.shared_layers else layer)
-                              for layer in range(config.num_layers)]
+        stored = [0 if config.shared_layers else layer for layer in range(config.num_layers)]
+        packed = {layer: kernels.pack_qkv(self.weights, schema.layer_prefix(layer)) for layer in set(stored)}
+        for layer, qkv in packed.items():  # the fast path's one [W^Q | W^K | W^V]: the dict holds views of it
+            if qkv is not None:
+                self.weights.update(zip((schema.layer_prefix(layer) + k for k in kernels.QKV_WEIGHTS), qkv.views))
+        self.layer_weights = [engine.LayerWeights(self.weights, layer, packed[layer]) for layer in stored]
         if tokenizer is not None and tokenizer.vocab_size != config.vocab_size:
             raise BertVizError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's embedding "
                                f"table has {config.vocab_size} rows; load a matching vocab.txt")

@@ -203,6 +203,10 @@ class Recorder:
             if key in self.store:
                 raise RuntimeError(f"trace key {key!r} recorded twice")
             stored = value if self.dtype is None or value.dtype == self.dtype else self.xp.astype(value, self.dtype)
+            if self.keep is not None and stored is value and backend.part_of_larger(value):
+                # only some keys kept: a view would hold the whole buffer (attn.q alone: q, k and v), more
+                # than the budget counts for the key; every key kept, the buffer is the trace's anyway
+                stored = self.xp.asarray(value, copy=True)
             self.store[key] = stored
         return value
 

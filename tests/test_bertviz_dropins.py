@@ -16,6 +16,8 @@ import pytest
 
 import bertviz_lite as bv
 
+from .helpers import host
+
 pytest.importorskip("anywidget")
 
 FAMILY = Path(__file__).resolve().parent / "fixtures" / "checkpoints" / "family"
@@ -105,7 +107,7 @@ def test_neuron_view_traces_a_transformers_model_through_the_package(shown):
     bv.views.neuron_view(model, "bert", tokenizer, "the cat sat", "it slept", layer=1)
     w = shown.pop()
     ours = bv.load(folder).trace("the cat sat", pair="it slept")
-    np.testing.assert_array_equal(np.asarray(w.trace.get("attn.q", layer=1)), np.asarray(ours.get("attn.q", layer=1)))
+    np.testing.assert_array_equal(host(w.trace.get("attn.q", layer=1)), host(ours.get("attn.q", layer=1)))
     with pytest.raises(bv.BertVizError, match="runs the model types albert, bert.*got model_type 'gpt2'"):
         bv.views.neuron_view(model, "gpt2", tokenizer, "hi")
     broken = FakeHF(folder, ["model.safetensors"])  # no config.json: not a checkpoint the package can load
@@ -115,14 +117,23 @@ def test_neuron_view_traces_a_transformers_model_through_the_package(shown):
         bv.views.neuron_view(model, "bert", None, "hi")
 
 
-def test_train_mode_attention_is_told_to_call_model_eval():  # issue 39 item 3, issue 42 item 6
+@pytest.mark.parametrize("call", ["head_view", "model_view", "from_attentions"])
+def test_train_mode_attention_is_told_to_call_model_eval(call):  # issue 39 item 3, issue 42 item 6
+    # dropout (p = 0.1) zeroes some weights and scales the rest by 1 / 0.9: rows non-negative, summing to 1 on
+    # average but not each; that is a model left in train mode, not scores, and the message must say which
+    run = {"head_view": bv.views.head_view, "model_view": bv.views.model_view,
+           "from_attentions": bv.Trace.from_attentions}[call]
     rng = np.random.default_rng(1)
     att = attentions()
-    dropped = [np.where(rng.random(a.shape) < 0.1, 0, a / 0.9).astype(np.float32) for a in att]  # dropout p = 0.1
-    with pytest.raises(ValueError, match=r"dropout.*call model\.eval\(\)"):
-        bv.views.head_view(dropped, TOKENS)
-    with pytest.raises(ValueError, match=r"after the softmax, not the scores"):  # scores are still named as such
-        bv.Trace.from_attentions([np.log(a) for a in att], TOKENS)
+    dropped = [np.where(rng.random(a.shape) < 0.1, 0, a / 0.9).astype(np.float32) for a in att]
+    sums = dropped[0].sum(-1)
+    assert dropped[0].min() >= 0 and abs(sums - 1).max() > 1e-2 and abs(sums.mean() - 1) < 0.1  # what dropout gives
+    with pytest.raises(ValueError, match=r"dropout.*call model\.eval\(\)") as told:
+        run(dropped, TOKENS)
+    assert "after the softmax" not in str(told.value) and "scores" not in str(told.value)
+    with pytest.raises(ValueError, match=r"after the softmax, not the scores") as told:  # scores: named as such
+        run([np.log(a) for a in att], TOKENS)
+    assert "eval()" not in str(told.value)
 
 
 def test_attention_alone_does_not_state_h_or_d_k(shown):  # issue 39 item 4

@@ -20,7 +20,8 @@ def model():
 
 
 @pytest.mark.parametrize("keep, dtype", [(["mlm.logits"], "float16"), (["mlm.logits"], "float32"),
-                                         (None, "float16"), (None, "float32"), (["attn.probs"], "float16")])
+                                         (None, "float16"), (None, "float32"), (["attn.probs"], "float16"),
+                                         (["attn.q"], "float32")])
 def test_the_estimate_covers_the_peak(model, keep, dtype):
     texts = ["word " * 120] * 4
     btr = model.trace_batch(texts[:1], keep=[])  # warm up: first-call allocations are not the trace's

@@ -73,9 +73,39 @@ def test_an_edited_activation_line_takes_effect(small, monkeypatch):
     assert np.abs(host(tr["pooler.out"]) - host(plain["pooler.out"])).max() > 0
 
 
+@pytest.mark.parametrize("how", ["in place", "replaced"])
+def test_an_edit_of_W_Q_takes_effect_on_the_fast_and_the_formula_path(how):
+    # the fast path's one [W^Q | W^K | W^V] is made when the model is built; the dict holds views of it, so an
+    # edit in place is an edit of the packed array, and a replaced array makes the kernel run the three lines.
+    # (Before, a weight replaced in model.weights was not read by any layer: the layers read a copy of the dict.)
+    model = bv.load("random", seed=6, config=SMALL)
+    key, d = "layer.1.attn.W_Q", model.config.head_size
+    plain = {fast: model.trace(*PAIR, fast=fast) for fast in (True, False)}
+    new = host_weights(model)[key].copy()
+    new[:, :d] = 0.0  # head 0's queries are its bias alone
+    if how == "in place":
+        model.weights[key][:, :d] = backend.from_host(new[:, :d], model.xp)
+    else:
+        model.weights[key] = backend.from_host(new, model.xp)
+    b_Q = host_weights(model)["layer.1.attn.b_Q"]
+    for fast in (True, False):
+        tr = model.trace(*PAIR, fast=fast)
+        q = host(tr["layer.1.attn.q"])
+        np.testing.assert_array_equal(q[0], np.broadcast_to(b_Q[:d], q[0].shape), err_msg=f"fast={fast}")
+        expected = engine.split_heads(host(tr["layer.0.ffn.ln"]) @ new + b_Q, model.config.num_heads, np)
+        np.testing.assert_allclose(q, expected, atol=2e-5, err_msg=f"fast={fast}")
+        for unchanged in ("layer.0.ffn.ln", "layer.1.attn.k", "layer.1.attn.v"):
+            np.testing.assert_array_equal(host(tr[unchanged]), host(plain[fast][unchanged]), err_msg=unchanged)
+        assert np.abs(host(tr["layer.1.attn.scores"]) - host(plain[fast]["layer.1.attn.scores"])).max() > 1e-2
+    if model.backend == "numpy":  # in place the one product still runs; replaced, the three lines
+        packed = model.layer_weights[1].qkv
+        assert packed.current(model.layer_weights[1]) == (how == "in place")
+
+
 def test_fused_kernels_are_decided_in_one_table():
     assert set(kernels.FUSED) == {("layer_norm", "numpy", "float32"), ("softmax", "numpy", "float32"),
-                                  ("gelu", "numpy", "float32"), ("matmul", "numpy", "float32")}
+                                  ("gelu", "numpy", "float32"), ("matmul", "numpy", "float32"),
+                                  ("queries_keys_values", "numpy", "float32")}
     for name, _, _ in kernels.FUSED:  # every kernel replaces a formula line the engine runs (none unreachable)
         assert hasattr(getattr(engine, name), "formula"), name
     x = np.ones((2, 3), dtype=np.float32)

@@ -78,3 +78,45 @@ def test_numpy_kernels_compute_the_array_api_lines(shape):
     np.testing.assert_allclose(fast, backend.to_host(slow), atol=2e-6, rtol=1e-5)
     for out in (engine.softmax(x, np), engine.gelu(y, np), fast):
         assert out.shape == x.shape and out.dtype == np.float32
+
+
+@pytest.mark.parametrize("lead", [(), (3,)])
+def test_q_k_v_from_one_product_are_the_three_formula_lines_to_float32_rounding(lead):
+    # kernels.numpy_qkv (one product with [W^Q | W^K | W^V]) against engine.queries_keys_values' three lines,
+    # run through array_api_strict; a batch axis (lead) too. Each output is a sum of H products: the bound is
+    # float32's rounding of that sum, H eps (|Z| |W| + |b|) (the two paths may add in another order).
+    from bertviz_lite import kernels
+    H, n_h, n = 48, 4, 9
+    rng = np.random.default_rng(11)
+    weights = {f"layer.0.{k}": rng.standard_normal((H, H) if ".W_" in k else H).astype(np.float32)
+               for k in kernels.QKV_WEIGHTS}
+    packed = kernels.pack_qkv(weights, "layer.0.")
+    weights.update(zip((f"layer.0.{k}" for k in kernels.QKV_WEIGHTS), packed.views))
+    W = engine.LayerWeights(weights, 0, packed)
+    Z = rng.standard_normal((*lead, n, H)).astype(np.float32)
+    fast = kernels.numpy_qkv(Z, W, n_h)
+    assert fast is not None and np.shares_memory(packed.W, W["attn.W_Q"])
+    strict = backend.get_namespace("array_api_strict")
+    formula = engine.queries_keys_values.formula(strict.asarray(Z), {k: strict.asarray(v) for k, v in W.items()},
+                                                 n_h, strict)
+    eps = np.finfo(np.float32).eps
+    for name, f, s in zip("QKV", fast, formula):
+        assert f.shape == (*lead, n_h, n, H // n_h) and f.dtype == np.float32, name
+        w, b = W[f"attn.W_{name}"], W[f"attn.b_{name}"]
+        bound = engine.split_heads(np.abs(Z) @ np.abs(w) + np.abs(b), n_h, np) * H * eps
+        assert np.all(np.abs(f - backend.to_host(s)) <= bound), name
+    # a weight replaced by another array (not the packed view any more): the kernel declines, the lines run
+    weights["layer.0.attn.W_K"] = np.array(weights["layer.0.attn.W_K"])
+    assert kernels.numpy_qkv(Z, W, n_h) is None
+
+
+@pytest.mark.cpu_path("numpy's views (.base): the one product is numpy's fast path")
+def test_keeping_q_alone_holds_no_k_or_v(small):
+    # Q, K, V are views of one [n, 3H] product on the fast path: a trace keeping attn.q alone stores its own
+    # copy, so it holds what the budget counts for the key, not the buffer three times its size
+    tr = small.trace("the cat sat on the mat", keep=["layer.0.attn.q"])
+    q = tr["layer.0.attn.q"]
+    assert q.base is None or q.base.nbytes == q.nbytes
+    every = small.trace("the cat sat on the mat")
+    assert every["layer.0.attn.q"].base.nbytes == 3 * q.nbytes  # every key kept: the views, no copies
+    np.testing.assert_array_equal(q, every["layer.0.attn.q"])

@@ -48,3 +48,20 @@ def test_help_and_an_unknown_argument_do_no_work(script):
     assert refused.returncode == 2 and "unrecognized arguments: --no-such-option" in refused.stderr, \
         refused.stdout + refused.stderr
     assert stamps() == before  # nothing written
+
+
+def test_bench_gpu_dry_run_runs_every_part_without_a_gpu(tmp_path):
+    # the GPU benchmark had never run: --dry-run takes its cupy worker's code through the GPU stand-in, the numpy
+    # worker, the table, the goals and --json, so a first run on a GPU does not fail on the script itself
+    import json
+    out = tmp_path / "gpu.json"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--dry-run", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "DRY RUN" in done.stdout and "to_host of a 16-token trace" in done.stdout
+    result = json.loads(out.read_text())
+    assert result["dry_run"] is True and result["sizes"] == [8, 16] and result["torch"] is None
+    assert result["cupy"]["backend"] == "gpu_standin" and result["numpy"]["backend"] == "numpy"
+    assert all(goal["met"] is None for goal in result["goals"])  # a dry run meets or misses nothing
+    assert result["head_stats_max_difference"] < 1e-4  # the stand-in's statistics are numpy's
