@@ -23,24 +23,33 @@ function el(tag, attrs, kids) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v);
   }
-  for (const c of kids || []) if (c !== null && c !== undefined) e.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
+  for (const c of kids || []) {
+    if (c !== null && c !== undefined) e.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
+  }
   return e;
 }
 const range = (n) => Array.from({ length: n }, (_, i) => i);
 function options(select, values, labelOf) {
-  select.replaceChildren(...values.map((v) => el("option", { value: String(v), text: labelOf ? labelOf(v) : String(v) })));
+  const option = (v) => el("option", { value: String(v), text: labelOf ? labelOf(v) : String(v) });
+  select.replaceChildren(...values.map(option));
 }
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
-const fmt = (v, d = 3) => (Number.isFinite(v) ? (Math.abs(v) >= 1000 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(2) : v.toFixed(d)) : "–");
-const canon = (view, args) => view + "|{" + Object.keys(args).sort().map((k) => JSON.stringify(k) + ":" + JSON.stringify(args[k])).join(",") + "}";
+const tiny = (v) => Math.abs(v) < 1e-3 && v !== 0;
+const fmt = (v, d = 3) =>
+  (Number.isFinite(v) ? (Math.abs(v) >= 1000 || tiny(v) ? v.toExponential(2) : v.toFixed(d)) : "–");
+// a request's key (codec.request_key): the view and its arguments, keys sorted
+const canon = (view, args) => view + "|{" +
+  Object.keys(args).sort().map((k) => JSON.stringify(k) + ":" + JSON.stringify(args[k])).join(",") + "}";
 
 // a formula from the schema (latex) as html: sub/superscripts, no MathJax
 function formulaHtml(latex) {
   let s = latex.replace(/\\mathrm\{([^{}]*)\}/g, "$1").replace(/\\tilde\s*\{?(\w)\}?/g, "$1\u0303")
     .replace(/\\bar\s*\{?(\w)\}?/g, "$1\u0304").replace(/\\sqrt\{([^{}]*)\}/g, "\u221a$1")
-    .replace(/\^\\top/g, "^T").replace(/\\tanh/g, "tanh").replace(/\\dots/g, "\u2026").replace(/\\,/g, " ").replace(/\{:\}/g, ":");
+    .replace(/\^\\top/g, "^T").replace(/\\tanh/g, "tanh").replace(/\\dots/g, "\u2026").replace(/\\,/g, " ")
+    .replace(/\{:\}/g, ":");
   s = esc(s);
-  s = s.replace(/_\{([^{}]*)\}|_(\\?\w)/g, (m, a, b) => `<sub>${a || b}</sub>`).replace(/\^\{([^{}]*)\}|\^(\\?\w+)/g, (m, a, b) => `<sup>${a || b}</sup>`);
+  s = s.replace(/_\{([^{}]*)\}|_(\\?\w)/g, (m, a, b) => `<sub>${a || b}</sub>`)
+    .replace(/\^\{([^{}]*)\}|\^(\\?\w+)/g, (m, a, b) => `<sup>${a || b}</sup>`);
   return s.replace(/[{}\\]/g, "");
 }
 
@@ -56,7 +65,8 @@ function decode(header, buffers) {
   const vd = { ...header, arrays: {}, bytes: 0 };
   header.arrays.forEach((spec, i) => {
     const raw = typed(buffers[i], TYPES[spec.dtype]);
-    const size = spec.shape.reduce((a, b) => a * b, 1), slices = spec.per ? spec.shape.slice(0, spec.per).reduce((a, b) => a * b, 1) : 1;
+    const product = (dims) => dims.reduce((a, b) => a * b, 1);
+    const size = product(spec.shape), slices = spec.per ? product(spec.shape.slice(0, spec.per)) : 1;
     const step = size / slices, top = TOPS[spec.dtype];
     vd.bytes += raw.byteLength;
     // slice(s): the s-th block of `step` values (one map when per = 1) as float32
@@ -226,7 +236,9 @@ function drawColorbar(node, c, lut, clim, height, unit, ticks) {
   }
   ctx.fillStyle = ink(node); ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
   const [lo, hi] = clim, digits = Math.abs(hi - lo) >= 10 ? 1 : 3;
-  [0, 0.5, 1].forEach((f, i) => ctx.fillText(ticks ? ticks[i] : fmt(lo + f * (hi - lo), digits), 8 + bar + 4, 8 + (1 - f) * height));
+  [0, 0.5, 1].forEach((f, i) => {
+    ctx.fillText(ticks ? ticks[i] : fmt(lo + f * (hi - lo), digits), 8 + bar + 4, 8 + (1 - f) * height);
+  });
   c.title = unit || "";
 }
 
@@ -245,14 +257,22 @@ function fixedPy(v, d) {
   }
   return (v < 0 || Object.is(v, -0) ? "-" : "") + s;
 }
-const fmtPy = (v, d = 3) => (Number.isFinite(v) ? (Math.abs(v) >= 1000 || (Math.abs(v) < 1e-3 && v !== 0 && d >= 3) ? v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2") : fixedPy(v, d)) : "\u2013");
+function fmtPy(v, d = 3) {
+  if (!Number.isFinite(v)) return "\u2013";
+  if (Math.abs(v) >= 1000 || (tiny(v) && d >= 3)) return v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2");
+  return fixedPy(v, d);
+}
 function pairIndex(pair, segs) {
   const all = range(segs.length);
   if (pair === "all") return [all, all];
   const [q, k] = pair.split("->").map((s) => (s === "A" ? 0 : 1));
   return [all.filter((i) => segs[i] === q), all.filter((i) => segs[i] === k)];
 }
-function splitsOf(idx, segs) { const out = []; for (let i = 1; i < idx.length; i++) if (segs[idx[i]] !== segs[idx[i - 1]]) out.push(i); return out; }
+function splitsOf(idx, segs) {
+  const out = [];
+  for (let i = 1; i < idx.length; i++) if (segs[idx[i]] !== segs[idx[i - 1]]) out.push(i);
+  return out;
+}
 function neuronNumbers(vd, head, query) { // data.neuron_numbers
   const d = vd.d_k, Q = vd.arrays.q, K = vd.arrays.k, N = Q.shape[1];
   const q = Q.slice(head * N + query, d), k = K.slice(head, N * d);
@@ -262,8 +282,10 @@ function neuronNumbers(vd, head, query) { // data.neuron_numbers
   const scores = Array.from(vd.arrays.scores.slice(head * N + query, N));
   const weights = Array.from(vd.arrays.weights.slice(head * N + query, N));
   const best = weights.indexOf(Math.max(...weights)), labels = vd.labels, dot = scores[best] / vd.scale_factor;
-  return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d }, scores, weights,
-    summary: `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, \u00d7 ${vd.scale_text} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}` };
+  const summary = `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, ` +
+    `\u00d7 ${vd.scale_text} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}`;
+  return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d },
+    scores, weights, summary };
 }
 // panels.expand: a repeated panel ({repeat: {layer: L, head: H}, ...}) written out per combination, "$name" filled in
 function fill(spec, values) {
@@ -273,7 +295,11 @@ function fill(spec, values) {
     return spec;
   }
   if (Array.isArray(spec)) return spec.map((x) => fill(x, values));
-  if (spec && typeof spec === "object") { const out = {}; for (const [k, v] of Object.entries(spec)) out[k] = fill(v, values); return out; }
+  if (spec && typeof spec === "object") {
+    const out = {};
+    for (const [k, v] of Object.entries(spec)) out[k] = fill(v, values);
+    return out;
+  }
   return spec;
 }
 function expand(panels) {
@@ -281,7 +307,10 @@ function expand(panels) {
   for (const p of panels) {
     if (!p.repeat) { out.push(p); continue; }
     const names = Object.keys(p.repeat), body = { ...p }; delete body.repeat;
-    const walk = (i, values) => { if (i === names.length) { out.push(fill(body, values)); return; } for (let v = 0; v < p.repeat[names[i]]; v++) walk(i + 1, { ...values, [names[i]]: v }); };
+    const walk = (i, values) => {
+      if (i === names.length) { out.push(fill(body, values)); return; }
+      for (let v = 0; v < p.repeat[names[i]]; v++) walk(i + 1, { ...values, [names[i]]: v });
+    };
     walk(0, {});
   }
   return out;
@@ -291,9 +320,12 @@ function onlyShown(fig, layers, heads) {
   if (!layers && !heads) return fig;
   const keep = (x, list) => !list || list.includes(x);
   const panels = fig.panels.filter((p) => !p.meta || (keep(p.meta.layer, layers) && keep(p.meta.head, heads)))
-    .map((p) => (p.meta ? { ...p, at: [layers ? layers.indexOf(p.meta.layer) : p.at[0], heads ? heads.indexOf(p.meta.head) : p.at[1], p.at[2], p.at[3]] } : p));
+    .map((p) => (p.meta ? { ...p, at: [layers ? layers.indexOf(p.meta.layer) : p.at[0],
+      heads ? heads.indexOf(p.meta.head) : p.at[1], p.at[2], p.at[3]] } : p));
   const rows = layers || range(fig.grid[0]), cols = heads || range(fig.grid[1]);
-  return { ...fig, panels, grid: [rows.length, cols.length], row_titles: fig.row_titles && rows.map((r) => fig.row_titles[r]), col_titles: fig.col_titles && cols.map((c) => fig.col_titles[c]) };
+  return { ...fig, panels, grid: [rows.length, cols.length],
+    row_titles: fig.row_titles && rows.map((r) => fig.row_titles[r]),
+    col_titles: fig.col_titles && cols.map((c) => fig.col_titles[c]) };
 }
 // a layout's references into its view data: {ref: "arrays.maps", at: [...]} (a slice: {values, R, C, shape}),
 // {ref: "labels"} (a value), {derive: ...} (the neuron view's numbers); `at` may name a selection ("head")
@@ -315,7 +347,10 @@ function resolver(vd, sel) {
       for (const a of at) v = v[a];
       return v; // numbers a text prints arrive formatted (data.py: limit_texts, stats)
     }
-    if (isObject(spec) && "derive" in spec) return (neuron = neuron || neuronNumbers(vd, sel.head, sel.query))[spec.part];
+    if (isObject(spec) && "derive" in spec) {
+      neuron = neuron || neuronNumbers(vd, sel.head, sel.query);
+      return neuron[spec.part];
+    }
     return spec;
   };
   // a layout text: its own strings get the selection's words; referenced values (token labels, sentences) go in as
@@ -342,7 +377,9 @@ function resolveHeatmap(out, p, vd, sel, { value, text }) {
   if (p.pair && segs) {
     [rows, cols] = pairIndex(sel.pair_filter, segs);
     const sub = new Float32Array(rows.length * cols.length);
-    for (let i = 0; i < rows.length; i++) for (let j = 0; j < cols.length; j++) sub[i * cols.length + j] = values[rows[i] * C + cols[j]];
+    for (let i = 0; i < rows.length; i++) {
+      for (let j = 0; j < cols.length; j++) sub[i * cols.length + j] = values[rows[i] * C + cols[j]];
+    }
     values = sub; R = rows.length; C = cols.length;
     if (ylab) ylab = rows.map((i) => ylab[i]);
     if (xlab) xlab = cols.map((j) => xlab[j]);
@@ -356,7 +393,8 @@ function resolveHeatmap(out, p, vd, sel, { value, text }) {
     }
     raw = values; values = norm;
   }
-  Object.assign(out, { values, raw, R, C, rows, cols, clim: value(p.clim).map(Number), y_labels: ylab, x_labels: xlab });
+  Object.assign(out, { values, raw, R, C, rows, cols, clim: value(p.clim).map(Number), y_labels: ylab,
+    x_labels: xlab });
   if (segs) { // which labels are sentence B's (drawn in the accent colour)
     const [fullR, fullC] = p.pair ? [segs.length, segs.length] : [z.R, z.C];
     if (xlab && p.splits && fullC === segs.length) out.x_groups = cols.map((j) => segs[j]);
@@ -373,7 +411,9 @@ function resolveLines(out, p, vd, sel, { value }) {
   const [rows, cols] = p.pair ? pairIndex(sel.pair_filter, g) : [range(labels.length), range(labels.length)];
   out.series = sel.heads.map((h) => {
     const m = maps.slice(h), z = new Float32Array(rows.length * cols.length);
-    for (let i = 0; i < rows.length; i++) for (let j = 0; j < cols.length; j++) z[i * cols.length + j] = m[rows[i] * side + cols[j]];
+    for (let i = 0; i < rows.length; i++) {
+      for (let j = 0; j < cols.length; j++) z[i * cols.length + j] = m[rows[i] * side + cols[j]];
+    }
     return { head: h, colour: p.colours[h % p.colours.length], z };
   });
   out.min_weight = value(p.min_weight);
@@ -387,7 +427,8 @@ function resolvePanel(p, vd, sel, r) {
   else if (p.type === "lines") resolveLines(out, p, vd, sel, r);
   else if (p.type === "bars") {
     const values = Array.from(r.value(p.values));
-    Object.assign(out, { labels: r.value(p.labels), values, texts: p.texts ?? values.map((v) => fmtPy(v, p.digits ?? 3)) });
+    const texts = p.texts ?? values.map((v) => fmtPy(v, p.digits ?? 3));
+    Object.assign(out, { labels: r.value(p.labels), values, texts });
   } else if (p.type === "table") {
     out.rows = r.value(p.rows).map((row) => row.map(String));
   }
@@ -398,7 +439,8 @@ function resolve(lay, vd, sel) {
   return { title: text(lay.title), formula: value(lay.formula), subtitle: text(lay.subtitle || ""),
     notes: lay.notes.map(text), live: (lay.live || []).map(text), grid: lay.grid, edited: value(lay.edited) || "",
     row_titles: lay.row_titles, col_titles: lay.col_titles, links: value(lay.links),
-    summary: lay.summary ? value(lay.summary) : "", panels: expand(lay.panels).map((p) => resolvePanel(p, vd, sel, r)) };
+    summary: lay.summary ? value(lay.summary) : "",
+    panels: expand(lay.panels).map((p) => resolvePanel(p, vd, sel, r)) };
 }
 
 // ---------------------------------------------------------------- primitives: lines, bars, table (Heatmap above)
@@ -406,68 +448,101 @@ function Lines() {
   const l = { node: null, hover: null };
   l.canvas = el("canvas", { "aria-label": "lines" });
   l.node = el("div", {}, [l.canvas]);
-  l.canvas.addEventListener("mousemove", (ev) => { const r = l.canvas.getBoundingClientRect(); l.hover = l.pick && l.pick(ev.clientX - r.left, ev.clientY - r.top); l.redraw && l.redraw(); });
-  l.canvas.addEventListener("mouseleave", () => { l.hover = null; l.redraw && l.redraw(); });
+  l.canvas.addEventListener("mousemove", (ev) => {
+    const r = l.canvas.getBoundingClientRect();
+    l.hover = l.pick && l.pick(ev.clientX - r.left, ev.clientY - r.top);
+    if (l.redraw) l.redraw();
+  });
+  l.canvas.addEventListener("mouseleave", () => { l.hover = null; if (l.redraw) l.redraw(); });
   l.draw = (p, width) => {
-    l.redraw = () => {
-      const N = Math.max(p.left.length, p.right.length), rowH = N > 128 ? 12 : 18, top = 24;
-      const dpr = window.devicePixelRatio || 1, W = Math.min(760, Math.max(420, width)), H = top + N * rowH + 8;
-      const c = l.canvas, ctx = c.getContext("2d");
-      c.width = W * dpr; c.height = H * dpr; c.style.width = `${W}px`; c.style.height = `${H}px`;
-      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-      ctx.font = `${Math.min(13, rowH - 3)}px sans-serif`; ctx.textBaseline = "middle";
-      const xl = W * 0.3, xr = W * 0.7, y = (i) => top + (i + 0.5) * rowH, colour = ink(l.node), other = accent(l.node);
-      l.pick = (x, yy) => { const i = Math.floor((yy - top) / rowH); if (i < 0 || i >= N) return null; return x < W / 2 ? { side: "q", i } : { side: "k", i }; };
-      const hov = l.hover, C = p.right.length, [a0, a1] = p.alpha, [w0, w1] = p.width;
-      ctx.fillStyle = colour; ctx.textAlign = "center"; ctx.fillText(p.left_title, xl - 50, 10); ctx.fillText(p.right_title, xr + 50, 10);
-      // the layout's rule (panels.line_alpha, line_order; the plotly and PNG head views use it too): every head's
-      // lines weakest first, so the strongest weights of any head are on top; the faint floor shared by the k heads
-      const lines = [], k = p.series.length;
-      p.series.forEach((s, si) => {
-        for (let i = 0; i < p.left.length; i++) {
-          if (hov && hov.side === "q" && hov.i !== i) continue;
-          for (let j = 0; j < C; j++) {
-            if (hov && hov.side === "k" && hov.i !== j) continue;
-            const w = s.z[i * C + j];
-            if (w >= p.min_weight) lines.push([w, si, i, j]);
-          }
-        }
-      });
-      lines.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-      for (const [w, si, i, j] of lines) {
-        ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = Math.min(1, a0 / Math.max(1, k) + a1 * w); ctx.lineWidth = w0 + w1 * w;
-        ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
-      }
-      ctx.globalAlpha = 1;
-      const label = (s) => (s.length > 22 ? s.slice(0, 21) + "\u2026" : s);
-      p.left.forEach((s, i) => { ctx.font = `${hov && hov.side === "q" && hov.i === i ? "bold " : ""}${Math.min(13, rowH - 3)}px sans-serif`; ctx.fillStyle = p.left_groups[i] ? other : colour; ctx.textAlign = "right"; ctx.fillText(label(s), xl - 2, y(i)); });
-      p.right.forEach((s, j) => { ctx.font = `${hov && hov.side === "k" && hov.i === j ? "bold " : ""}${Math.min(13, rowH - 3)}px sans-serif`; ctx.fillStyle = p.right_groups[j] ? other : colour; ctx.textAlign = "left"; ctx.fillText(label(s), xr + 2, y(j)); });
-    };
+    l.redraw = () => drawLines(l, p, width);
     l.redraw();
   };
   return l;
+}
+// the layout's rule (panels.line_alpha, line_order; the plotly and PNG head views use it too): every head's
+// lines weakest first, so the strongest weights of any head are on top; the faint floor shared by the k heads.
+// hov: the token under the mouse ({side: "q" | "k", i}): only its lines
+function strokeLines(ctx, p, hov, xl, xr, y) {
+  const lines = [], k = p.series.length, C = p.right.length, [a0, a1] = p.alpha, [w0, w1] = p.width;
+  p.series.forEach((s, si) => {
+    for (let i = 0; i < p.left.length; i++) {
+      if (hov && hov.side === "q" && hov.i !== i) continue;
+      for (let j = 0; j < C; j++) {
+        if (hov && hov.side === "k" && hov.i !== j) continue;
+        const w = s.z[i * C + j];
+        if (w >= p.min_weight) lines.push([w, si, i, j]);
+      }
+    }
+  });
+  lines.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  for (const [w, si, i, j] of lines) {
+    ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = Math.min(1, a0 / Math.max(1, k) + a1 * w);
+    ctx.lineWidth = w0 + w1 * w;
+    ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
+  }
+  ctx.globalAlpha = 1;
+}
+// the head view: queries on the left, keys on the right, a line per weight; the hovered token's lines alone
+function drawLines(l, p, width) {
+  const N = Math.max(p.left.length, p.right.length), rowH = N > 128 ? 12 : 18, top = 24;
+  const dpr = window.devicePixelRatio || 1, W = Math.min(760, Math.max(420, width)), H = top + N * rowH + 8;
+  const c = l.canvas, ctx = c.getContext("2d");
+  c.width = W * dpr; c.height = H * dpr; c.style.width = `${W}px`; c.style.height = `${H}px`;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.font = `${Math.min(13, rowH - 3)}px sans-serif`; ctx.textBaseline = "middle";
+  const xl = W * 0.3, xr = W * 0.7, y = (i) => top + (i + 0.5) * rowH, colour = ink(l.node), other = accent(l.node);
+  l.pick = (x, yy) => {
+    const i = Math.floor((yy - top) / rowH);
+    if (i < 0 || i >= N) return null;
+    return x < W / 2 ? { side: "q", i } : { side: "k", i };
+  };
+  const hov = l.hover;
+  ctx.fillStyle = colour; ctx.textAlign = "center";
+  ctx.fillText(p.left_title, xl - 50, 10); ctx.fillText(p.right_title, xr + 50, 10);
+  strokeLines(ctx, p, hov, xl, xr, y);
+  const label = (s) => (s.length > 22 ? s.slice(0, 21) + "\u2026" : s);
+  const tokens = (list, groups, side, align, x) => list.forEach((s, i) => {
+    ctx.font = `${hov && hov.side === side && hov.i === i ? "bold " : ""}${Math.min(13, rowH - 3)}px sans-serif`;
+    ctx.fillStyle = groups[i] ? other : colour; ctx.textAlign = align; ctx.fillText(label(s), x, y(i));
+  });
+  tokens(p.left, p.left_groups, "q", "right", xl - 2);
+  tokens(p.right, p.right_groups, "k", "left", xr + 2);
 }
 function Bars() {
   const b = {};
   b.title = el("div", { class: "bvl-x-title" });
   b.body = el("div", { class: "bvl-bars" });
   b.node = el("div", {}, [b.title, b.body]);
-  b.draw = (p, rowHeight) => {
-    b.title.textContent = p.title || ""; b.title.style.display = p.title ? "block" : "none";
-    const lo = Math.min(0, ...p.values), hi = Math.max(0, ...p.values), span = (hi - lo) || 1, room = p.aligned ? 90 : 320;
-    const thin = rowHeight && rowHeight < 12; // rows too thin for numbers: the bars alone (hover shows each value)
-    const barH = thin ? `height:${Math.max(1, rowHeight - 1)}px;` : "";
-    b.body.replaceChildren(...p.values.map((v, i) => el("div", { class: "bvl-bar-row", title: `${p.labels[i]}: ${p.texts[i]}`, style: rowHeight ? `height:${rowHeight}px;margin:0` : null }, [
-      p.aligned ? null : el("span", { class: "bvl-bar-label", text: p.labels[i] }),
-      el("span", { class: "bvl-bar-track", style: `width:${room}px;${barH}` }, [el("span", { class: "bvl-bar", style: `${barH}margin-left:${room * (Math.min(v, 0) - lo) / span}px;width:${Math.max(1, room * Math.abs(v) / span)}px;background:${p.colour}` })]),
-      thin ? null : el("span", { class: "bvl-bar-value", text: p.texts[i] })])));
-  };
+  b.draw = (p, rowHeight) => drawBars(b, p, rowHeight);
   return b;
 }
+// one bar per value from 0 (labelled unless aligned with a map beside it); rows too thin for numbers: the bars
+// alone (hover shows each value)
+function drawBars(b, p, rowHeight) {
+  b.title.textContent = p.title || ""; b.title.style.display = p.title ? "block" : "none";
+  const lo = Math.min(0, ...p.values), hi = Math.max(0, ...p.values), span = (hi - lo) || 1;
+  const room = p.aligned ? 90 : 320, thin = rowHeight && rowHeight < 12;
+  const barH = thin ? `height:${Math.max(1, rowHeight - 1)}px;` : "";
+  const bar = (v) => el("span", { class: "bvl-bar",
+    style: `${barH}margin-left:${room * (Math.min(v, 0) - lo) / span}px;` +
+    `width:${Math.max(1, room * Math.abs(v) / span)}px;background:${p.colour}` });
+  const row = (v, i) => el("div", { class: "bvl-bar-row", title: `${p.labels[i]}: ${p.texts[i]}`,
+    style: rowHeight ? `height:${rowHeight}px;margin:0` : null }, [
+    p.aligned ? null : el("span", { class: "bvl-bar-label", text: p.labels[i] }),
+    el("span", { class: "bvl-bar-track", style: `width:${room}px;${barH}` }, [bar(v)]),
+    thin ? null : el("span", { class: "bvl-bar-value", text: p.texts[i] })]);
+  b.body.replaceChildren(...p.values.map(row));
+}
 // one selection change from a row's (column's) click spec: each word one value, or one value per row
-function pick(spec, i) { const out = {}; for (const [k, v] of Object.entries(spec)) out[k] = Array.isArray(v) ? v[i] : v; return out; }
+function pick(spec, i) {
+  const out = {};
+  for (const [k, v] of Object.entries(spec)) out[k] = Array.isArray(v) ? v[i] : v;
+  return out;
+}
 function table(columns, rows, caption) {
-  return el("table", { class: "bvl-table" }, [caption ? el("caption", { text: caption }) : null, el("tr", {}, columns.map((h) => el("th", { text: h }))),
+  return el("table", { class: "bvl-table" }, [caption ? el("caption", { text: caption }) : null,
+    el("tr", {}, columns.map((h) => el("th", { text: h }))),
     ...rows.map((r) => el("tr", {}, r.map((c) => el("td", { text: String(c) }))))]);
 }
 
@@ -486,7 +561,10 @@ function hideSavedPicture(host, tries = 0) {
   if (!mine || !mine.parentElement) return; // the exported page, VS Code: nothing to hide
   const hide = () => { // the explorer's saved picture is the output just before the widget's
     const prev = mine.previousElementSibling; // the saved page (text/html), or an older notebook's PNG
-    if (prev && (prev.querySelector(".bvl-saved") || prev.querySelector(".jp-RenderedImage"))) { prev.style.display = "none"; return true; }
+    if (prev && (prev.querySelector(".bvl-saved") || prev.querySelector(".jp-RenderedImage"))) {
+      prev.style.display = "none";
+      return true;
+    }
     return false;
   };
   if (hide()) return;
@@ -553,7 +631,8 @@ function buildFrame(app, host) {
   app.sections = {};
   for (const tab of info.views) {
     const onclick = () => openTab(app, tab);
-    app.nav.appendChild(el("button", { class: "bvl-x-tab", "data-tab": tab, role: "tab", text: info.titles[tab], onclick }));
+    const text = info.titles[tab];
+    app.nav.appendChild(el("button", { class: "bvl-x-tab", "data-tab": tab, role: "tab", text, onclick }));
     app.sections[tab] = el("div", { class: "bvl-x-section", "data-tab": tab });
   }
   app.root.append(headerOf(info), app.nav, app.error, ...Object.values(app.sections));
@@ -571,7 +650,10 @@ function pendingNote(app) {
     app.waitTimer = setTimeout(() => showError(app, note), WAIT_NOTE_MS);
   }
 }
-function setSel(app, changes) { for (const [k, v] of Object.entries(changes)) app.model.set(k, v); app.model.save_changes(); }
+function setSel(app, changes) {
+  for (const [k, v] of Object.entries(changes)) app.model.set(k, v);
+  app.model.save_changes();
+}
 // the compare tab opens, the first time, on the first layer whose attention differs (an edit in layer
 // 2 leaves layers 0 and 1 blank), unless a later layer is already selected
 function openTab(app, tab) {
@@ -603,7 +685,11 @@ function remember(app, k, vd) {
   }
 }
 // the view data, at once when it is in the page (synchronously: a head switch needs no wait)
-function have(app, view, args) { const k = canon(view, args), v = app.cache.get(k); if (v) remember(app, k, v); return v; }
+function have(app, view, args) {
+  const k = canon(view, args), v = app.cache.get(k);
+  if (v) remember(app, k, v);
+  return v;
+}
 function request(app, view, args) {
   const k = canon(view, args);
   if (app.cache.has(k)) return Promise.resolve(have(app, view, args));
@@ -642,7 +728,8 @@ const layerSelect = (app, cls) => select(app, cls, "layer", app.info.layers_show
   (v) => ({ layer: +v }));
 const kindSelect = (app, cls) => select(app, cls, "kind", app.info.kinds,
   (k) => (k === "probs" ? "weights A (after softmax)" : "scores E (before softmax)"), (v) => ({ kind: v }));
-const tokenSelect = (app, cls) => select(app, cls, "token", range(app.n), (i) => app.info.labels[i], (v) => ({ query: +v }));
+const tokenSelect = (app, cls) => select(app, cls, "token", range(app.n), (i) => app.info.labels[i],
+  (v) => ({ query: +v }));
 // the sentence-pair filter (one selection, shared by the tabs that have it)
 const pairSelect = (app, cls) => select(app, cls, "sentences", app.info.pair_filters,
   (p) => (p === "all" ? "all tokens" : p), (v) => ({ pair_filter: v }));
@@ -715,8 +802,9 @@ function queryControl(app, tab, cls) {
   const chips = el("div", { class: "bvl-chips" });
   if (tab === "token" && app.n <= LABEL_ALL_UP_TO) {
     for (const i of range(app.n)) {
-      chips.appendChild(el("button", { class: info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", "data-query": String(i),
-        text: info.tokens[i], title: info.labels[i], onclick: () => setSel(app, { query: i }) }));
+      const cls = info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", onclick = () => setSel(app, { query: i });
+      chips.appendChild(el("button", { class: cls, "data-query": String(i), text: info.tokens[i], title: info.labels[i],
+        onclick }));
     }
     nodes.push(chips);
   }
@@ -730,7 +818,10 @@ function keyControl(app) {
   const keys = app.info.keys, edited = new Set(app.info.edits.map((e) => e[0]));
   const key = select(app, "bvl-key", "trace key", keys,
     (k) => `${keys.indexOf(k) + 1}. ${k}${edited.has(k) ? "  \u270e edited" : ""}`, (v) => ({ key: v }));
-  const move = (d) => { const i = keys.indexOf(app.model.get("key")) + d; if (i >= 0 && i < keys.length) setSel(app, { key: keys[i] }); };
+  const move = (d) => {
+    const i = keys.indexOf(app.model.get("key")) + d;
+    if (i >= 0 && i < keys.length) setSel(app, { key: keys[i] });
+  };
   const prev = el("button", { class: "bvl-prev", text: "\u25c0 previous", onclick: () => move(-1) });
   const next = el("button", { class: "bvl-next", text: "next \u25b6", onclick: () => move(1) });
   const pos = el("span", { class: "bvl-x-label" });
@@ -750,7 +841,10 @@ function thumbsControl(app) {
 // the step-through's head: hidden for a tensor without heads
 function stepHeadControl(app) {
   const head = select(app, "bvl-step-head", "head", range(app.info.heads), (h) => `head ${h}`, (v) => ({ head: +v }));
-  return { nodes: [head], sync: (x, vd) => { head.value = String(x.head); head.style.display = vd && !vd.per_head ? "none" : ""; } };
+  return { nodes: [head], sync: (x, vd) => {
+    head.value = String(x.head);
+    head.style.display = vd && !vd.per_head ? "none" : "";
+  } };
 }
 // each tab's controls come from its view's record (records.py: info.controls[tab]), one maker per control
 const CONTROLS = { layer: layerControl, head: headControl, heads: headsControl, all_heads: allHeadsControl,
@@ -835,9 +929,11 @@ function drawHeading(app, p, tab, fig) {
   p.edit.textContent = fig.edited && tab === "step" ? `\u270e edited: ${fig.edited}` : "";
   p.edit.style.display = p.edit.textContent ? "block" : "none";
   if (!fig.links) return;
-  const link = (k) => el("a", { href: "#", text: k, onclick: (ev) => { ev.preventDefault(); setSel(app, { key: k }); } });
+  const onclick = (k) => (ev) => { ev.preventDefault(); setSel(app, { key: k }); };
+  const link = (k) => el("a", { href: "#", text: k, onclick: onclick(k) });
   const links = fig.links.flatMap((k, j) => [j ? ", " : "", app.info.keys.includes(k) ? link(k) : k]);
-  p.links.replaceChildren(...(fig.links.length ? ["computed from ", ...links] : ["reads only weights and the input ids"]));
+  p.links.replaceChildren(...(fig.links.length ? ["computed from ", ...links]
+    : ["reads only weights and the input ids"]));
 }
 // the panels placed in the grid (a model view: row and column titles around the thumbnails), before they are
 // drawn: canvas labels take the page's (theme's) ink
@@ -848,8 +944,10 @@ function placePanels(app, p, fig, titled, cols) {
   const nodes = [];
   if (titled) {
     nodes.push(el("div", {}));
-    fig.col_titles.forEach((t, c) => nodes.push(el("div", { class: "bvl-x-label", text: t, style: `grid-row:1;grid-column:${c + 2}` })));
-    fig.row_titles.forEach((t, r) => nodes.push(el("div", { class: "bvl-x-label", text: t, style: `grid-row:${r + 2};grid-column:1` })));
+    const label = (t, row, col) =>
+      el("div", { class: "bvl-x-label", text: t, style: `grid-row:${row};grid-column:${col}` });
+    fig.col_titles.forEach((t, c) => nodes.push(label(t, 1, c + 2)));
+    fig.row_titles.forEach((t, r) => nodes.push(label(t, r + 2, 1)));
   }
   fig.panels.forEach((panel, i) => {
     const part = partFor(app, p, i, panel), [r, c, rs, cs] = panel.at, o = titled ? 1 : 0;
@@ -875,7 +973,8 @@ function drawThumb(app, part, panel, size) {
   cv.classList.toggle("bvl-on", !!panel.marked); cv.setAttribute("aria-selected", String(!!panel.marked));
   cv.title = thumbs.lines ? panel.hover.replace("click to open", "click to enlarge or shrink") : panel.hover;
   cv.dataset.layer = String(layer); cv.dataset.head = String(head);
-  cv.onclick = thumbs.lines ? () => { thumbs.big = thumbs.big === id ? null : id; show(app); } : () => setSel(app, panel.click);
+  const enlarge = () => { thumbs.big = thumbs.big === id ? null : id; show(app); };
+  cv.onclick = thumbs.lines ? enlarge : () => setSel(app, panel.click);
   cv.limits = [panel.clim]; cv.bvl = panel.meta;
 }
 // what a click on a map selects, from the layout: "$row" / "$col" are the clicked token's index
@@ -903,10 +1002,11 @@ function heatmapRowHeight(panel, aligned) {
 const rowHeightOf = (panel) => (panel.R > LABEL_ALL_UP_TO ? 6 : 16);
 function drawHeatmapPanel(app, part, panel, size, aligned) {
   const { full, cols } = size, cs = panel.at[3], bare = !panel.x_labels && !panel.square;
-  const room = cols === 1 || cs === cols ? full : Math.max(120, Math.floor((full + 150) * cs / cols) - 250); // labels, bar
+  // a map beside others leaves room for its labels and colour bar
+  const room = cols === 1 || cs === cols ? full : Math.max(120, Math.floor((full + 150) * cs / cols) - 250);
   const label = (list, i) => (list ? list[i] : String(i));
-  const hover = (ii, jj, v) => panel.hover.replace("{y}", label(panel.y_labels, ii)).replace("{x}", label(panel.x_labels, jj))
-    .replace("{v}", fmt(panel.raw ? panel.raw[ii * panel.C + jj] : v, 4));
+  const hover = (ii, jj, v) => panel.hover.replace("{y}", label(panel.y_labels, ii))
+    .replace("{x}", label(panel.x_labels, jj)).replace("{v}", fmt(panel.raw ? panel.raw[ii * panel.C + jj] : v, 4));
   const groups = (labels, given) => (labels ? given || labels.map(() => 0) : null);
   part.opts.onclick = heatmapClick(app, panel);
   part.draw({ values: panel.values, R: panel.R, C: panel.C, rowLabels: panel.y_labels,
@@ -915,11 +1015,13 @@ function drawHeatmapPanel(app, part, panel, size, aligned) {
     rowHeight: heatmapRowHeight(panel, aligned), unit: panel.unit, noBar: panel.colorbar === false,
     rowSplits: panel.row_splits || [], colSplits: panel.col_splits || [],
     rowGroup: groups(panel.y_labels, panel.y_groups), colGroup: groups(panel.x_labels, panel.x_groups),
-    title: panel.title || "", xTitle: panel.x_title ? `${panel.x_title} \u2192` : "", yTitle: panel.y_title || "", hover });
+    title: panel.title || "", xTitle: panel.x_title ? `${panel.x_title} \u2192` : "", yTitle: panel.y_title || "",
+    hover });
   part.heat.limits = [panel.clim];
 }
 // the map beside a row of aligned bars (the neuron view: k, q∘k and the bars), or -1
-const besideIndex = (fig, panel) => fig.panels.findIndex((q) => q.type === "heatmap" && q.at[0] === panel.at[0] && !q.thumb);
+const besideIndex = (fig, panel) =>
+  fig.panels.findIndex((q) => q.type === "heatmap" && q.at[0] === panel.at[0] && !q.thumb);
 function drawPanel(app, p, fig, i, size) {
   const panel = fig.panels[i], part = p.parts[i];
   if (panel.type === "heatmap" && panel.thumb) {
@@ -990,7 +1092,10 @@ function recordDrawing(app, tab, fig, p, s, ms) {
     main.bvl = record;
     Object.assign(main.dataset, { layer: s.layer, head: s.head, kind: s.kind, pair: s.pair_filter });
   }
-  if (tab === "compare") { const g = p.parts.find((q) => q.key.startsWith("heatmap:grid")); if (g) g.heat.bvl = record; }
+  if (tab === "compare") {
+    const g = p.parts.find((q) => q.key.startsWith("heatmap:grid"));
+    if (g) g.heat.bvl = record;
+  }
   const section = app.sections[tab];
   p.grid.bvl = record; section.bvl = record; section.limits = p.grid.limits;
   section.fig = fig; // what was drawn (read by the tests: the same panels as panels.resolve in Python)
@@ -999,14 +1104,17 @@ function recordDrawing(app, tab, fig, p, s, ms) {
 // what is likely next: the neighbouring layers, the next step
 function prefetch(app, tab, s) {
   const ask = (sel) => request(app, ...requestOf(app, tab, sel)).catch(() => {});
-  if (tab === "attention") for (const l of [s.layer + 1, s.layer - 1]) if (l >= 0 && l < app.info.layers) ask({ ...s, layer: l });
-  if (tab === "step") { const i = app.info.keys.indexOf(s.key); if (i + 1 < app.info.keys.length) ask({ ...s, key: app.info.keys[i + 1] }); }
+  const keys = app.info.keys, i = keys.indexOf(s.key);
+  if (tab === "attention") {
+    for (const l of [s.layer + 1, s.layer - 1]) if (l >= 0 && l < app.info.layers) ask({ ...s, layer: l });
+  }
+  if (tab === "step" && i + 1 < keys.length) ask({ ...s, key: keys[i + 1] });
 }
 function drawTab(app, tab) {
   const s = selectionOf(app), info = app.info;
   if (tab === "neuron" && !info.neuron) {
-    app.drawings.neuron.notes.textContent = "this trace did not record attn.q, attn.k, attn.scores and attn.probs for " +
-      "every layer (trace with keep=None)";
+    app.drawings.neuron.notes.textContent = "this trace did not record attn.q, attn.k, attn.scores and attn.probs " +
+      "for every layer (trace with keep=None)";
     return;
   }
   const [view, args] = requestOf(app, tab, s);
@@ -1038,7 +1146,8 @@ function show(app) {
 function watchTheme(app) {
   const redraw = () => requestAnimationFrame(() => requestAnimationFrame(app.show));
   const themeWatch = new MutationObserver(redraw);
-  themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  const attributeFilter = ["data-jp-theme-light", "data-jp-theme-name"];
+  themeWatch.observe(document.body, { attributes: true, attributeFilter });
   const scheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
   if (scheme) scheme.addEventListener("change", redraw);
   return () => {
@@ -1051,7 +1160,11 @@ function watchTheme(app) {
 }
 
 // ---------------------------------------------------------------- the exported page's stand-in model
-function b64bytes(s) { const bin = atob(s), out = new Uint8Array(bin.length); for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i); return out; }
+function b64bytes(s) {
+  const bin = atob(s), out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
 async function inflate(b64) {
   const stream = new Blob([b64bytes(b64)]).stream().pipeThrough(new DecompressionStream("gzip"));
   return new DataView(await new Response(stream).arrayBuffer());
@@ -1085,12 +1198,14 @@ function pageModel(state, packed) {
     send: (msg) => page.then(({ payloads, layouts, bytes, base }) => {
       const p = payloads[msg.request_key];
       if (!p) {
-        fire("msg:custom", { type: "error", request_key: msg.request_key, message: `${msg.view} ${JSON.stringify(msg.args)} is not in this page ` +
-          "(it keeps what fits its size budget; export again with fewer tokens, or use the notebook explorer)" }, []);
+        const message = `${msg.view} ${JSON.stringify(msg.args)} is not in this page ` +
+          "(it keeps what fits its size budget; export again with fewer tokens, or use the notebook explorer)";
+        fire("msg:custom", { type: "error", request_key: msg.request_key, message }, []);
         return;
       }
       // the page keeps each distinct layout once: a header names its layouts by id
-      const header = typeof p.header.layouts === "string" ? { ...p.header, layouts: layouts[p.header.layouts] } : p.header;
+      const named = typeof p.header.layouts === "string";
+      const header = named ? { ...p.header, layouts: layouts[p.header.layouts] } : p.header;
       const buffers = p.data.map(([o, n], i) => unfilter(bytes, base + o, n, p.header.arrays[i]));
       fire("msg:custom", { ...header, type: "view", request_key: msg.request_key }, buffers);
     }),
