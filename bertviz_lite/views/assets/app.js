@@ -1102,7 +1102,7 @@ function recordDrawing(app, tab, fig, p, s, ms) {
   app.root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: tab, ...record } }));
 }
 // what is likely next: the neighbouring layers, the next step
-function prefetch(app, tab, s) {
+function askAhead(app, tab, s) {
   const ask = (sel) => request(app, ...requestOf(app, tab, sel)).catch(() => {});
   const keys = app.info.keys, i = keys.indexOf(s.key);
   if (tab === "attention") {
@@ -1130,7 +1130,7 @@ function drawTab(app, tab) {
   const p = drawPanels(app, tab, fig);
   recordDrawing(app, tab, fig, p, s, performance.now() - t0);
   showError(app, "");
-  prefetch(app, tab, s);
+  askAhead(app, tab, s);
 }
 
 // ---------------------------------------------------------------- tabs
