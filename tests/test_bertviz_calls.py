@@ -242,12 +242,12 @@ def test_a_saved_notebook_keeps_the_page_under_its_cap(small):
     import json
     import re
 
-    from bertviz_lite.views import explorer
+    from bertviz_lite.views import widget
     w = bv.explore(small.trace("The cat sat on the mat."), layer=1, head=2, tab="head")
     bundle = w.saved_bundle()
     assert set(bundle) == {"text/html", "image/png", "text/plain"}
     page = w.saved_page()
-    assert len(page) <= explorer.SAVED_PAGE_BYTES
+    assert len(page) <= widget.SAVED_PAGE_BYTES
     state = json.loads(re.search(r'id="bvl-data">(.*?)</script>', page, re.S).group(1))["state"]
     assert (state["tab"], state["layer"], state["head"]) == ("head", 1, 2)
     assert state["info"]["views"] == ["attention", "model", "head", "token", "neuron", "step", "params"]

@@ -15,7 +15,7 @@ import bertviz_lite as bv
 from bertviz_lite import schema
 from bertviz_lite.params import formula_total, ledger_for_config
 from bertviz_lite.views import PAIR_FILTERS, codec, data, stepper_steps
-from bertviz_lite.views.explorer import EXACT_UP_TO, explore, widgets_available
+from bertviz_lite.views.explorer import explore, widgets_available
 
 from .helpers import real_idx, real_map
 
@@ -83,6 +83,7 @@ def test_layer_2_head_5_gets_exactly_that_layers_maps(padded):
 
 
 def test_long_inputs_travel_as_scaled_uint16(wide):
+    from bertviz_lite.views.widget import EXACT_UP_TO
     tr = wide.trace(" ".join(["the cat sat on the mat"] * 25), pad_to=160)
     n = tr.n_real
     assert n > EXACT_UP_TO
@@ -232,7 +233,7 @@ def test_a_saved_notebook_keeps_a_picture_and_the_key_facts(padded):
 
     from PIL import Image
 
-    from bertviz_lite.views.explorer import Explorer
+    from bertviz_lite.views.widget import Explorer
     w = explore(padded, layer=1, head=3)
     assert isinstance(w, Explorer)
     bundle = w._repr_mimebundle_()
@@ -333,3 +334,25 @@ def test_importing_the_views_loads_no_widget_library_and_the_engine_no_views():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False []"
+
+
+@pytest.mark.parametrize("name, bad", [("tab", "heatmap"), ("layer", 3), ("head", 6), ("kind", "logits"),
+                                       ("pair_filter", "A->C"), ("query", 99), ("key", "no.such.key"),
+                                       ("heads", [1, 6])])
+def test_every_selection_is_checked_where_it_is_set(padded, name, bad):
+    # the page sets selections through the widget's state: each trait is checked as explore() checks it
+    w = explore(padded)
+    before = getattr(w, name)
+    with pytest.raises((ValueError, KeyError, IndexError)):  # OutOfRangeError is an IndexError
+        setattr(w, name, bad)
+    assert getattr(w, name) == before
+
+
+def test_a_layer_or_head_not_shown_is_refused_after_the_fact(padded):
+    w = explore(padded, include_layers=[1, 2], include_heads=[0, 3])
+    with pytest.raises(ValueError, match=r"layer 0 is not among those shown \(include_layers=\[1, 2\]\)"):
+        w.layer = 0
+    with pytest.raises(ValueError, match=r"head 2 is not among those shown"):
+        w.heads = [0, 2]
+    w.heads = [3]
+    assert (w.layer, w.heads) == (1, [3])

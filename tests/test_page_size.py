@@ -119,3 +119,15 @@ def test_a_long_page_packs_smaller_than_its_payloads_one_by_one(small):
         a, b = codec.from_text(payloads[key]), codec.from_text(back[key])
         for name in a["arrays"]:
             np.testing.assert_allclose(b["arrays"][name], a["arrays"][name], rtol=1e-6, atol=1e-6)
+
+
+def test_the_page_inlines_every_code_line_of_app_js_in_order(minilm_page):
+    # the page drops app.js's comment lines and indentation (its size budget), nothing else
+    _, path, _ = minilm_page
+    text = path.read_text(encoding="utf-8")
+    script = text.split('<script type="module">', 1)[1].split("</script>", 1)[0]
+    source = (export.ASSETS / "app.js").read_text(encoding="utf-8").split("\n")
+    code = [line.strip() for line in source if line.strip() and not line.strip().startswith("//")]
+    assert [line for line in script.split("\n") if line][:len(code)] == code
+    assert sum(map(len, code)) > 0.75 * len(script)  # most of the page's script is app.js's code
+

@@ -1,4 +1,4 @@
-"""The saved notebook page holds to its stated cap (explorer.SAVED_PAGE_BYTES): fewer tabs first, then
+"""The saved notebook page holds to its stated cap (widget.SAVED_PAGE_BYTES): fewer tabs first, then
 only the picture with the reason, never a page over the cap (a reviewer measured 4.5 MB under a 2 MB cap)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("anywidget")
 
 import bertviz_lite as bv  # noqa: E402
-from bertviz_lite.views import explorer  # noqa: E402
+from bertviz_lite.views import widget  # noqa: E402
 
 
 def test_a_page_over_the_cap_keeps_fewer_tabs_then_only_the_picture(small, monkeypatch):
@@ -16,10 +16,10 @@ def test_a_page_over_the_cap_keeps_fewer_tabs_then_only_the_picture(small, monke
     w = bv.explore(tr, model=small)
     full = w.saved_page()
     long = len(full.encode()) - 1
-    monkeypatch.setattr(explorer, "SAVED_PAGE_BYTES", long)
+    monkeypatch.setattr(widget, "SAVED_PAGE_BYTES", long)
     fewer = w.saved_page()
     assert len(fewer.encode()) <= long  # the attention, model, head view and parameters tabs (the note is packed)
-    monkeypatch.setattr(explorer, "SAVED_PAGE_BYTES", 1000)
+    monkeypatch.setattr(widget, "SAVED_PAGE_BYTES", 1000)
     with pytest.raises(bv.BertVizError, match="over the"):
         w.saved_page()
     bundle = w.saved_bundle()

@@ -37,10 +37,10 @@ def test_parameter_groups_in_forward_order_with_readable_shares(small):
 def test_the_readme_states_the_views_numbers_as_the_code_has_them():
     from pathlib import Path
 
-    from bertviz_lite.views import explorer, export
+    from bertviz_lite.views import export, widget
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     views = readme[readme.index("## Views, export and the command line"):readme.index("## Many sentences")]
     assert f"fits in {export.DEFAULT_MAX_BYTES // 10**6} MB" in views and f"{export.DEFAULT_MAX_BYTES:,}" in views
-    assert f"at most {explorer.SAVED_PAGE_BYTES // 10**6} MB" in views.replace("\n", " ")
+    assert f"at most {widget.SAVED_PAGE_BYTES // 10**6} MB" in views.replace("\n", " ")
     assert f"at most {data.MAX_TOKENS:,} tokens" in views
     assert "15 MB" not in views

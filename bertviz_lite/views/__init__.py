@@ -20,7 +20,7 @@ compare. plotly, matplotlib and the widget libraries are imported only when firs
 
 from ..foreign import prettify_tokens
 from .data import PAIR_FILTERS, VIEWS, stepper_steps, view_data
-from .explorer import explore, head_view, model_view, neuron_view  # anywidget only when a widget is made
+from .explorer import explore, head_view, model_view, neuron_view  # anywidget only when a widget is made (widget.py)
 from .export import export_html
 
 _FIGURES = ("attention_heatmap", "head_view_figure", "token_view", "model_view_figure", "neuron_view_figure",

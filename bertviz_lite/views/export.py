@@ -248,8 +248,16 @@ def _layers(layers: list[int], total: int) -> str:
 PACKED_FACTS = ("luts", "symbols", "formulas")
 
 
+def front_end() -> str:
+    """app.js as the page inlines it: without its comment lines and indentation (the page's size budget:
+    app.js has no string or template that spans lines, so each code line is kept as it is, and a line
+    stays a line)."""
+    lines = (ASSETS / "app.js").read_text(encoding="utf-8").split("\n")
+    return "\n".join(line.lstrip() for line in lines if not line.lstrip().startswith("//"))
+
+
 def render_page(info: dict, state: dict, payloads: dict, title: str, layouts: dict | None = None) -> str:
-    script = (ASSETS / "app.js").read_text(encoding="utf-8")
+    script = front_end()
     style = (ASSETS / "app.css").read_text(encoding="utf-8")
     if "</script" in script.lower() or "</style" in style.lower():
         raise BertVizError("assets/app.js or app.css contains a closing tag; it cannot be inlined")
@@ -348,7 +356,7 @@ def build_page(trace, *, ledger=None, compare=None, title=None, max_bytes: int =
     info = dict(info) if info is not None else data.facts(
         trace, trace_b=compare, ledger_source="the loaded model's arrays" if ledger is not None else
         "the config's shapes")
-    fixed = sum(len((ASSETS / name).read_bytes()) for name in ("app.js", "app.css")) + len(codec.to_json(info)) + 4000
+    fixed = len(front_end().encode()) + len((ASSETS / "app.css").read_bytes()) + len(codec.to_json(info)) + 4000
     if views is not None:
         info["views"] = [v for v in info["views"] if v in views]
     payloads, layouts, kept = build_payloads(trace, ledger=ledger, trace_b=compare, max_bytes=max_bytes,

@@ -23,24 +23,33 @@ function el(tag, attrs, kids) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v);
   }
-  for (const c of kids || []) if (c !== null && c !== undefined) e.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
+  for (const c of kids || []) {
+    if (c !== null && c !== undefined) e.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
+  }
   return e;
 }
 const range = (n) => Array.from({ length: n }, (_, i) => i);
 function options(select, values, labelOf) {
-  select.replaceChildren(...values.map((v) => el("option", { value: String(v), text: labelOf ? labelOf(v) : String(v) })));
+  const option = (v) => el("option", { value: String(v), text: labelOf ? labelOf(v) : String(v) });
+  select.replaceChildren(...values.map(option));
 }
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
-const fmt = (v, d = 3) => (Number.isFinite(v) ? (Math.abs(v) >= 1000 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(2) : v.toFixed(d)) : "–");
-const canon = (view, args) => view + "|{" + Object.keys(args).sort().map((k) => JSON.stringify(k) + ":" + JSON.stringify(args[k])).join(",") + "}";
+const tiny = (v) => Math.abs(v) < 1e-3 && v !== 0;
+const fmt = (v, d = 3) =>
+  (Number.isFinite(v) ? (Math.abs(v) >= 1000 || tiny(v) ? v.toExponential(2) : v.toFixed(d)) : "–");
+// a request's key (codec.request_key): the view and its arguments, keys sorted
+const canon = (view, args) => view + "|{" +
+  Object.keys(args).sort().map((k) => JSON.stringify(k) + ":" + JSON.stringify(args[k])).join(",") + "}";
 
 // a formula from the schema (latex) as html: sub/superscripts, no MathJax
 function formulaHtml(latex) {
   let s = latex.replace(/\\mathrm\{([^{}]*)\}/g, "$1").replace(/\\tilde\s*\{?(\w)\}?/g, "$1\u0303")
     .replace(/\\bar\s*\{?(\w)\}?/g, "$1\u0304").replace(/\\sqrt\{([^{}]*)\}/g, "\u221a$1")
-    .replace(/\^\\top/g, "^T").replace(/\\tanh/g, "tanh").replace(/\\dots/g, "\u2026").replace(/\\,/g, " ").replace(/\{:\}/g, ":");
+    .replace(/\^\\top/g, "^T").replace(/\\tanh/g, "tanh").replace(/\\dots/g, "\u2026").replace(/\\,/g, " ")
+    .replace(/\{:\}/g, ":");
   s = esc(s);
-  s = s.replace(/_\{([^{}]*)\}|_(\\?\w)/g, (m, a, b) => `<sub>${a || b}</sub>`).replace(/\^\{([^{}]*)\}|\^(\\?\w+)/g, (m, a, b) => `<sup>${a || b}</sup>`);
+  s = s.replace(/_\{([^{}]*)\}|_(\\?\w)/g, (m, a, b) => `<sub>${a || b}</sub>`)
+    .replace(/\^\{([^{}]*)\}|\^(\\?\w+)/g, (m, a, b) => `<sup>${a || b}</sup>`);
   return s.replace(/[{}\\]/g, "");
 }
 
@@ -56,7 +65,8 @@ function decode(header, buffers) {
   const vd = { ...header, arrays: {}, bytes: 0 };
   header.arrays.forEach((spec, i) => {
     const raw = typed(buffers[i], TYPES[spec.dtype]);
-    const size = spec.shape.reduce((a, b) => a * b, 1), slices = spec.per ? spec.shape.slice(0, spec.per).reduce((a, b) => a * b, 1) : 1;
+    const product = (dims) => dims.reduce((a, b) => a * b, 1);
+    const size = product(spec.shape), slices = spec.per ? product(spec.shape.slice(0, spec.per)) : 1;
     const step = size / slices, top = TOPS[spec.dtype];
     vd.bytes += raw.byteLength;
     // slice(s): the s-th block of `step` values (one map when per = 1) as float32
@@ -127,95 +137,109 @@ function Heatmap(opts = {}) {
   h.native = document.createElement("canvas");
   h.bar = el("canvas", { class: "bvl-colorbar" });
   h.tip = el("div", { class: "bvl-x-tip" });
-  h.grid = el("div", { class: "bvl-x-grid" }, [el("div"), el("div"), h.xTitle, el("div"), el("div"), el("div"), h.colLabels, el("div"),
-    h.yTitle, h.rowLabels, h.heat, h.bar]);
+  h.grid = el("div", { class: "bvl-x-grid" }, [el("div"), el("div"), h.xTitle, el("div"), el("div"), el("div"),
+    h.colLabels, el("div"), h.yTitle, h.rowLabels, h.heat, h.bar]);
   h.box = el("div", { class: "bvl-x-heatbox" }, [h.grid, h.tip]);
   h.node = el("div", { class: "bvl-x-heatwrap" }, [h.title, h.box]);
-  h.heat.addEventListener("mousemove", (ev) => {
-    const d = h.drawn; if (!d) return;
-    const r = h.heat.getBoundingClientRect();
-    const j = Math.floor((ev.clientX - r.left) / d.cw), i = Math.floor((ev.clientY - r.top) / d.ch);
-    if (i < 0 || j < 0 || i >= d.R || j >= d.C) { h.tip.style.display = "none"; return; }
-    h.tip.textContent = d.hover(i, j, d.values[i * d.C + j]);
-    const b = h.box.getBoundingClientRect();
-    h.tip.style.left = `${ev.clientX - b.left + 14}px`; h.tip.style.top = `${ev.clientY - b.top + 14}px`;
-    h.tip.style.display = "block";
-  });
+  h.heat.addEventListener("mousemove", (ev) => heatmapTip(h, ev));
   h.heat.addEventListener("mouseleave", () => { h.tip.style.display = "none"; });
   h.heat.addEventListener("click", (ev) => {
     const d = h.drawn; if (!d || !opts.onclick) return;
     const r = h.heat.getBoundingClientRect();
     opts.onclick(Math.floor((ev.clientY - r.top) / d.ch), Math.floor((ev.clientX - r.left) / d.cw));
   });
-
-  // d: {values, R, C, rowLabels, colLabels, lut, clim, rowClim, width, maxCell, title, xTitle, yTitle,
-  //     rowSplits, colSplits, hover(i, j, v), unit, square}
-  h.draw = (d) => {
-    paint(h.native, d.values, d.R, d.C, d.lut, d.clim, d.rowClim);
-    const room = Math.max(200, (d.width || 640));
-    let cw = Math.max(1, Math.min(d.maxCell || 26, Math.floor(room / d.C)));
-    if (d.C <= LABEL_ALL_UP_TO && d.colLabels) cw = Math.max(cw, 11);
-    let ch = d.square === false ? Math.max(d.R <= LABEL_ALL_UP_TO ? 12 : 1, Math.min(22, Math.floor(720 / d.R))) : cw;
-    if (d.rowHeight) ch = d.rowHeight;
-    const W = d.C * cw, H = d.R * ch;
-    h.heat.width = W; h.heat.height = H; h.heat.style.width = `${W}px`; h.heat.style.height = `${H}px`;
-    const ctx = h.heat.getContext("2d");
-    ctx.imageSmoothingEnabled = false;
-    ctx.clearRect(0, 0, W, H);
-    ctx.drawImage(h.native, 0, 0, W, H);
-    ctx.strokeStyle = accent(h.node); ctx.lineWidth = 2;
-    for (const i of d.rowSplits || []) { ctx.beginPath(); ctx.moveTo(0, i * ch); ctx.lineTo(W, i * ch); ctx.stroke(); }
-    for (const j of d.colSplits || []) { ctx.beginPath(); ctx.moveTo(j * cw, 0); ctx.lineTo(j * cw, H); ctx.stroke(); }
-    h.drawn = { ...d, cw, ch };
-    h.heat.limits = d.rowClim || [d.clim]; // the limits drawn, read by the tests (the view model's, never decided here)
-    labels(h.rowLabels, d.rowLabels, ch, "rows", d.rowSplits, d.rowGroup);
-    labels(h.colLabels, d.colLabels, cw, "cols", d.colSplits, d.colGroup);
-    h.bar.style.display = d.noBar ? "none" : "";
-    if (!d.noBar) colorbar(h.bar, d.lut, d.rowClim ? [0, 1] : d.clim, Math.max(80, Math.min(H, 320)), d.unit, d.rowClim ? ["0", "", "row max"] : null);
-    h.title.textContent = d.title || "";
-    h.title.style.display = d.title ? "block" : "none";
-    h.xTitle.textContent = d.xTitle || ""; h.yTitle.textContent = d.yTitle || "";
-  };
-
-  function labels(canvas, list, cell, side, splits, group) {
-    if (!list) { canvas.width = 0; canvas.height = 0; canvas.style.width = "0px"; canvas.style.height = "0px"; return; }
-    const dpr = window.devicePixelRatio || 1, colour = ink(h.node), other = accent(h.node);
-    const font = Math.max(9, Math.min(13, cell - 1));
-    const every = Math.max(1, Math.ceil((font + 1) / cell));
-    const text = (s) => (s.length > 18 ? s.slice(0, 17) + "\u2026" : s);
-    const m = canvas.getContext("2d"); m.font = `${font}px sans-serif`;
-    const widest = Math.min(160, Math.max(16, ...list.map((s, i) => (i % every ? 0 : m.measureText(text(s)).width))) + 8);
-    const pad = Math.ceil(font / 2) + 2, len = list.length * cell + 2 * pad;
-    const [w, hgt] = side === "rows" ? [widest, len] : [len, widest];
-    canvas.width = Math.round(w * dpr); canvas.height = Math.round(hgt * dpr);
-    canvas.style.width = `${w}px`; canvas.style.height = `${hgt}px`;
-    canvas.style.margin = side === "rows" ? `${-pad}px 0` : `0 ${-pad}px`;
-    const ctx = canvas.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0); ctx.font = `${font}px sans-serif`; ctx.textBaseline = "middle";
-    const firstSplit = splits && splits.length ? splits[0] : Infinity;
-    list.forEach((s, i) => {
-      if (i % every) return;
-      ctx.fillStyle = group ? (group[i] ? other : colour) : (i >= firstSplit ? other : colour);
-      if (side === "rows") { ctx.textAlign = "right"; ctx.fillText(text(s), w - 5, pad + (i + 0.5) * cell); }
-      else { ctx.save(); ctx.translate(pad + (i + 0.5) * cell, hgt - 4); ctx.rotate(-Math.PI / 2); ctx.textAlign = "left"; ctx.fillText(text(s), 0, 0); ctx.restore(); }
-    });
-  }
-
-  function colorbar(c, lut, clim, height, unit, ticks) {
-    const dpr = window.devicePixelRatio || 1, w = 78, bar = 14;
-    c.width = w * dpr; c.height = Math.round((height + 16) * dpr); c.style.width = `${w}px`; c.style.height = `${height + 16}px`;
-    const ctx = c.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    for (let y = 0; y < height; y++) {
-      const rgb = lut[Math.round(255 * (1 - y / Math.max(1, height - 1)))];
-      ctx.fillStyle = `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`; ctx.fillRect(8, y + 8, bar, 1);
-    }
-    ctx.fillStyle = ink(h.node); ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
-    const [lo, hi] = clim;
-    [0, 0.5, 1].forEach((f, i) => ctx.fillText(ticks ? ticks[i] : fmt(lo + f * (hi - lo), Math.abs(hi - lo) >= 10 ? 1 : 3), 8 + bar + 4, 8 + (1 - f) * height));
-    c.title = unit || "";
-  }
+  h.draw = (d) => drawHeatmap(h, d);
   return h;
+}
+// the hover tip: the cell under the mouse, as the drawing's hover(i, j, v) says it
+function heatmapTip(h, ev) {
+  const d = h.drawn; if (!d) return;
+  const r = h.heat.getBoundingClientRect();
+  const j = Math.floor((ev.clientX - r.left) / d.cw), i = Math.floor((ev.clientY - r.top) / d.ch);
+  if (i < 0 || j < 0 || i >= d.R || j >= d.C) { h.tip.style.display = "none"; return; }
+  h.tip.textContent = d.hover(i, j, d.values[i * d.C + j]);
+  const b = h.box.getBoundingClientRect();
+  h.tip.style.left = `${ev.clientX - b.left + 14}px`; h.tip.style.top = `${ev.clientY - b.top + 14}px`;
+  h.tip.style.display = "block";
+}
+// a cell's size: as wide as the room allows (labelled columns at least 11 px), square or by its rows
+function cellSize(d) {
+  const room = Math.max(200, (d.width || 640));
+  let cw = Math.max(1, Math.min(d.maxCell || 26, Math.floor(room / d.C)));
+  if (d.C <= LABEL_ALL_UP_TO && d.colLabels) cw = Math.max(cw, 11);
+  let ch = d.square === false ? Math.max(d.R <= LABEL_ALL_UP_TO ? 12 : 1, Math.min(22, Math.floor(720 / d.R))) : cw;
+  if (d.rowHeight) ch = d.rowHeight;
+  return [cw, ch];
+}
+// d: {values, R, C, rowLabels, colLabels, lut, clim, rowClim, width, maxCell, title, xTitle, yTitle,
+//     rowSplits, colSplits, hover(i, j, v), unit, square}
+function drawHeatmap(h, d) {
+  paint(h.native, d.values, d.R, d.C, d.lut, d.clim, d.rowClim);
+  const [cw, ch] = cellSize(d), W = d.C * cw, H = d.R * ch;
+  h.heat.width = W; h.heat.height = H; h.heat.style.width = `${W}px`; h.heat.style.height = `${H}px`;
+  const ctx = h.heat.getContext("2d");
+  ctx.imageSmoothingEnabled = false;
+  ctx.clearRect(0, 0, W, H);
+  ctx.drawImage(h.native, 0, 0, W, H);
+  ctx.strokeStyle = accent(h.node); ctx.lineWidth = 2;
+  const line = (x0, y0, x1, y1) => { ctx.beginPath(); ctx.moveTo(x0, y0); ctx.lineTo(x1, y1); ctx.stroke(); };
+  for (const i of d.rowSplits || []) line(0, i * ch, W, i * ch);
+  for (const j of d.colSplits || []) line(j * cw, 0, j * cw, H);
+  h.drawn = { ...d, cw, ch };
+  h.heat.limits = d.rowClim || [d.clim]; // the limits drawn, read by the tests (the view model's, never decided here)
+  drawLabels(h.node, h.rowLabels, d.rowLabels, ch, "rows", d.rowSplits, d.rowGroup);
+  drawLabels(h.node, h.colLabels, d.colLabels, cw, "cols", d.colSplits, d.colGroup);
+  h.bar.style.display = d.noBar ? "none" : "";
+  if (!d.noBar) {
+    drawColorbar(h.node, h.bar, d.lut, d.rowClim ? [0, 1] : d.clim, Math.max(80, Math.min(H, 320)), d.unit,
+      d.rowClim ? ["0", "", "row max"] : null);
+  }
+  h.title.textContent = d.title || "";
+  h.title.style.display = d.title ? "block" : "none";
+  h.xTitle.textContent = d.xTitle || ""; h.yTitle.textContent = d.yTitle || "";
+}
+// a map's token labels on a canvas (rows: right-aligned; columns: rotated), thinned when cells are too small;
+// sentence B's in the accent colour
+function drawLabels(node, canvas, list, cell, side, splits, group) {
+  if (!list) { canvas.width = 0; canvas.height = 0; canvas.style.width = "0px"; canvas.style.height = "0px"; return; }
+  const dpr = window.devicePixelRatio || 1, colour = ink(node), other = accent(node);
+  const font = Math.max(9, Math.min(13, cell - 1));
+  const every = Math.max(1, Math.ceil((font + 1) / cell));
+  const text = (s) => (s.length > 18 ? s.slice(0, 17) + "\u2026" : s);
+  const m = canvas.getContext("2d"); m.font = `${font}px sans-serif`;
+  const widest = Math.min(160, Math.max(16, ...list.map((s, i) => (i % every ? 0 : m.measureText(text(s)).width))) + 8);
+  const pad = Math.ceil(font / 2) + 2, len = list.length * cell + 2 * pad;
+  const [w, hgt] = side === "rows" ? [widest, len] : [len, widest];
+  canvas.width = Math.round(w * dpr); canvas.height = Math.round(hgt * dpr);
+  canvas.style.width = `${w}px`; canvas.style.height = `${hgt}px`;
+  canvas.style.margin = side === "rows" ? `${-pad}px 0` : `0 ${-pad}px`;
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0); ctx.font = `${font}px sans-serif`; ctx.textBaseline = "middle";
+  const firstSplit = splits && splits.length ? splits[0] : Infinity;
+  list.forEach((s, i) => {
+    if (i % every) return;
+    ctx.fillStyle = group ? (group[i] ? other : colour) : (i >= firstSplit ? other : colour);
+    if (side === "rows") { ctx.textAlign = "right"; ctx.fillText(text(s), w - 5, pad + (i + 0.5) * cell); return; }
+    ctx.save(); ctx.translate(pad + (i + 0.5) * cell, hgt - 4); ctx.rotate(-Math.PI / 2);
+    ctx.textAlign = "left"; ctx.fillText(text(s), 0, 0); ctx.restore();
+  });
+}
+function drawColorbar(node, c, lut, clim, height, unit, ticks) {
+  const dpr = window.devicePixelRatio || 1, w = 78, bar = 14;
+  c.width = w * dpr; c.height = Math.round((height + 16) * dpr);
+  c.style.width = `${w}px`; c.style.height = `${height + 16}px`;
+  const ctx = c.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  for (let y = 0; y < height; y++) {
+    const rgb = lut[Math.round(255 * (1 - y / Math.max(1, height - 1)))];
+    ctx.fillStyle = `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`; ctx.fillRect(8, y + 8, bar, 1);
+  }
+  ctx.fillStyle = ink(node); ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
+  const [lo, hi] = clim, digits = Math.abs(hi - lo) >= 10 ? 1 : 3;
+  [0, 0.5, 1].forEach((f, i) => {
+    ctx.fillText(ticks ? ticks[i] : fmt(lo + f * (hi - lo), digits), 8 + bar + 4, 8 + (1 - f) * height);
+  });
+  c.title = unit || "";
 }
 
 // ---------------------------------------------------------------- the panels' resolver (panels.py's `resolve`)
@@ -233,14 +257,22 @@ function fixedPy(v, d) {
   }
   return (v < 0 || Object.is(v, -0) ? "-" : "") + s;
 }
-const fmtPy = (v, d = 3) => (Number.isFinite(v) ? (Math.abs(v) >= 1000 || (Math.abs(v) < 1e-3 && v !== 0 && d >= 3) ? v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2") : fixedPy(v, d)) : "\u2013");
+function fmtPy(v, d = 3) {
+  if (!Number.isFinite(v)) return "\u2013";
+  if (Math.abs(v) >= 1000 || (tiny(v) && d >= 3)) return v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2");
+  return fixedPy(v, d);
+}
 function pairIndex(pair, segs) {
   const all = range(segs.length);
   if (pair === "all") return [all, all];
   const [q, k] = pair.split("->").map((s) => (s === "A" ? 0 : 1));
   return [all.filter((i) => segs[i] === q), all.filter((i) => segs[i] === k)];
 }
-function splitsOf(idx, segs) { const out = []; for (let i = 1; i < idx.length; i++) if (segs[idx[i]] !== segs[idx[i - 1]]) out.push(i); return out; }
+function splitsOf(idx, segs) {
+  const out = [];
+  for (let i = 1; i < idx.length; i++) if (segs[idx[i]] !== segs[idx[i - 1]]) out.push(i);
+  return out;
+}
 function neuronNumbers(vd, head, query) { // data.neuron_numbers
   const d = vd.d_k, Q = vd.arrays.q, K = vd.arrays.k, N = Q.shape[1];
   const q = Q.slice(head * N + query, d), k = K.slice(head, N * d);
@@ -250,8 +282,10 @@ function neuronNumbers(vd, head, query) { // data.neuron_numbers
   const scores = Array.from(vd.arrays.scores.slice(head * N + query, N));
   const weights = Array.from(vd.arrays.weights.slice(head * N + query, N));
   const best = weights.indexOf(Math.max(...weights)), labels = vd.labels, dot = scores[best] / vd.scale_factor;
-  return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d }, scores, weights,
-    summary: `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, \u00d7 ${vd.scale_text} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}` };
+  const summary = `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, ` +
+    `\u00d7 ${vd.scale_text} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}`;
+  return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d },
+    scores, weights, summary };
 }
 // panels.expand: a repeated panel ({repeat: {layer: L, head: H}, ...}) written out per combination, "$name" filled in
 function fill(spec, values) {
@@ -261,7 +295,11 @@ function fill(spec, values) {
     return spec;
   }
   if (Array.isArray(spec)) return spec.map((x) => fill(x, values));
-  if (spec && typeof spec === "object") { const out = {}; for (const [k, v] of Object.entries(spec)) out[k] = fill(v, values); return out; }
+  if (spec && typeof spec === "object") {
+    const out = {};
+    for (const [k, v] of Object.entries(spec)) out[k] = fill(v, values);
+    return out;
+  }
   return spec;
 }
 function expand(panels) {
@@ -269,7 +307,10 @@ function expand(panels) {
   for (const p of panels) {
     if (!p.repeat) { out.push(p); continue; }
     const names = Object.keys(p.repeat), body = { ...p }; delete body.repeat;
-    const walk = (i, values) => { if (i === names.length) { out.push(fill(body, values)); return; } for (let v = 0; v < p.repeat[names[i]]; v++) walk(i + 1, { ...values, [names[i]]: v }); };
+    const walk = (i, values) => {
+      if (i === names.length) { out.push(fill(body, values)); return; }
+      for (let v = 0; v < p.repeat[names[i]]; v++) walk(i + 1, { ...values, [names[i]]: v });
+    };
     walk(0, {});
   }
   return out;
@@ -279,90 +320,127 @@ function onlyShown(fig, layers, heads) {
   if (!layers && !heads) return fig;
   const keep = (x, list) => !list || list.includes(x);
   const panels = fig.panels.filter((p) => !p.meta || (keep(p.meta.layer, layers) && keep(p.meta.head, heads)))
-    .map((p) => (p.meta ? { ...p, at: [layers ? layers.indexOf(p.meta.layer) : p.at[0], heads ? heads.indexOf(p.meta.head) : p.at[1], p.at[2], p.at[3]] } : p));
+    .map((p) => (p.meta ? { ...p, at: [layers ? layers.indexOf(p.meta.layer) : p.at[0],
+      heads ? heads.indexOf(p.meta.head) : p.at[1], p.at[2], p.at[3]] } : p));
   const rows = layers || range(fig.grid[0]), cols = heads || range(fig.grid[1]);
-  return { ...fig, panels, grid: [rows.length, cols.length], row_titles: fig.row_titles && rows.map((r) => fig.row_titles[r]), col_titles: fig.col_titles && cols.map((c) => fig.col_titles[c]) };
+  return { ...fig, panels, grid: [rows.length, cols.length],
+    row_titles: fig.row_titles && rows.map((r) => fig.row_titles[r]),
+    col_titles: fig.col_titles && cols.map((c) => fig.col_titles[c]) };
 }
-function resolve(lay, vd, sel) {
-  const words = { layer: sel.layer, head: sel.head, query: sel.query, key: sel.key || "", pair: sel.pair_filter === "all" ? "" : ` [${sel.pair_filter}]`,
-    query_label: vd.labels && vd.labels[sel.query] !== undefined ? vd.labels[sel.query] : String(sel.query) };
+// a layout's references into its view data: {ref: "arrays.maps", at: [...]} (a slice: {values, R, C, shape}),
+// {ref: "labels"} (a value), {derive: ...} (the neuron view's numbers); `at` may name a selection ("head")
+function resolver(vd, sel) {
   let neuron = null;
   const idx = (a) => (typeof a === "string" ? sel[a] : a);
+  const isObject = (spec) => spec && typeof spec === "object" && !Array.isArray(spec);
+  const slice = (a, at) => {
+    const shape = a.shape, k = at.length;
+    let s = 0; for (let i = 0; i < k; i++) s = s * shape[i] + at[i];
+    const tail = shape.slice(k), len = tail.reduce((x, y) => x * y, 1), C = tail.length ? tail[tail.length - 1] : 1;
+    return { values: a.slice(s, len), R: tail.length > 1 ? len / C : 1, C, shape: tail };
+  };
   const value = (spec) => {
-    if (spec && typeof spec === "object" && !Array.isArray(spec) && "ref" in spec) {
+    if (isObject(spec) && "ref" in spec) {
       const [head, ...rest] = spec.ref.split("."), at = spec.at.map(idx);
-      if (head === "arrays") {
-        const a = vd.arrays[rest.join(".")], shape = a.shape, k = at.length;
-        let s = 0; for (let i = 0; i < k; i++) s = s * shape[i] + at[i];
-        const tail = shape.slice(k), len = tail.reduce((x, y) => x * y, 1);
-        return { values: a.slice(s, len), R: tail.length > 1 ? len / tail[tail.length - 1] : 1, C: tail.length ? tail[tail.length - 1] : 1, shape: tail };
-      }
+      if (head === "arrays") return slice(vd.arrays[rest.join(".")], at);
       let v = vd[head]; for (const r of rest) v = v[r];
       for (const a of at) v = v[a];
       return v; // numbers a text prints arrive formatted (data.py: limit_texts, stats)
     }
-    if (spec && typeof spec === "object" && !Array.isArray(spec) && "derive" in spec) return (neuron = neuron || neuronNumbers(vd, sel.head, sel.query))[spec.part];
+    if (isObject(spec) && "derive" in spec) {
+      neuron = neuron || neuronNumbers(vd, sel.head, sel.query);
+      return neuron[spec.part];
+    }
     return spec;
   };
-  // a layout text: its own strings get the selection's words; referenced values (token labels, sentences) go in as they are
+  // a layout text: its own strings get the selection's words; referenced values (token labels, sentences) go in as
+  // they are
+  const words = { layer: sel.layer, head: sel.head, query: sel.query, key: sel.key || "",
+    pair: sel.pair_filter === "all" ? "" : ` [${sel.pair_filter}]`,
+    query_label: vd.labels && vd.labels[sel.query] !== undefined ? vd.labels[sel.query] : String(sel.query) };
   const wordsIn = (t) => t.replace(new RegExp(`\\{(${WORDS.join("|")})\\}`, "g"), (m, w) => String(words[w]));
   const text = (spec) => {
-    const parts = Array.isArray(spec) ? spec : [spec];
-    return parts.filter((p) => p !== null && p !== undefined).map((p) => (typeof p === "object" ? String(value(p)) : wordsIn(String(p)))).join("");
+    const parts = (Array.isArray(spec) ? spec : [spec]).filter((p) => p !== null && p !== undefined);
+    return parts.map((p) => (typeof p === "object" ? String(value(p)) : wordsIn(String(p)))).join("");
   };
-  const panel = (p) => {
-    const out = { ...p, at: p.at.length === 4 ? p.at : [...p.at, 1, 1] };
-    for (const k of ["title", "x_title", "y_title", "hover", "caption"]) if (k in p) out[k] = text(p[k]);
-    const segs = vd.segments;
-    if (p.type === "heatmap") {
-      const z = value(p.z);
-      let R = z.R, C = z.C, values = z.values;
-      let ylab = value(p.y_labels), xlab = value(p.x_labels);
-      ylab = ylab ? ylab.map((s) => (Array.isArray(p.y_labels) ? text(s) : String(s))) : null; xlab = xlab ? Array.from(xlab, String) : null;
-      let rows = range(R), cols = range(C);
-      if (p.pair && segs) {
-        [rows, cols] = pairIndex(sel.pair_filter, segs);
-        const sub = new Float32Array(rows.length * cols.length);
-        for (let i = 0; i < rows.length; i++) for (let j = 0; j < cols.length; j++) sub[i * cols.length + j] = values[rows[i] * C + cols[j]];
-        values = sub; R = rows.length; C = cols.length;
-        if (ylab) ylab = rows.map((i) => ylab[i]); if (xlab) xlab = cols.map((j) => xlab[j]);
-      }
-      let raw = null;
-      if (p.row_scale) { // each row to its own largest value (the token view's rule)
-        const lims = value(p.row_scale).flat(), norm = new Float32Array(values.length);
-        for (let i = 0; i < R; i++) { const top = lims[i] && lims[i][1] > 0 ? lims[i][1] : 1; for (let j = 0; j < C; j++) norm[i * C + j] = values[i * C + j] / top; }
-        raw = values; values = norm;
-      }
-      Object.assign(out, { values, raw, R, C, rows, cols, clim: value(p.clim).map(Number), y_labels: ylab, x_labels: xlab });
-      if (segs) { // which labels are sentence B's (drawn in the accent colour)
-        const [fullR, fullC] = p.pair ? [segs.length, segs.length] : [z.R, z.C];
-        if (xlab && p.splits && fullC === segs.length) out.x_groups = cols.map((j) => segs[j]);
-        if (ylab && (p.pair || p.row_groups) && fullR === segs.length) out.y_groups = rows.map((i) => segs[i]);
-      }
-      if (segs && p.splits) { out.col_splits = splitsOf(cols, segs); if (p.pair) out.row_splits = splitsOf(rows, segs); }
-      if (p.row_groups && segs && segs.length === R) out.row_splits = splitsOf(rows, segs);
-      if (p.mark) out.marked = !!sel.outline && Object.entries(p.mark).every(([k, v]) => Number(sel[k]) === v);
-    } else if (p.type === "lines") {
-      const maps = vd.arrays[p.z.ref.split(".").slice(1).join(".")], labels = value(p.labels), g = value(p.groups), side = maps.shape[1];
-      const [rows, cols] = p.pair ? pairIndex(sel.pair_filter, g) : [range(labels.length), range(labels.length)];
-      out.series = sel.heads.map((h) => {
-        const m = maps.slice(h), z = new Float32Array(rows.length * cols.length);
-        for (let i = 0; i < rows.length; i++) for (let j = 0; j < cols.length; j++) z[i * cols.length + j] = m[rows[i] * side + cols[j]];
-        return { head: h, colour: p.colours[h % p.colours.length], z };
-      });
-      out.min_weight = value(p.min_weight);
-      Object.assign(out, { left: rows.map((i) => labels[i]), right: cols.map((j) => labels[j]), left_groups: rows.map((i) => g[i]), right_groups: cols.map((j) => g[j]), rows, cols });
-    } else if (p.type === "bars") {
-      const values = Array.from(value(p.values));
-      Object.assign(out, { labels: value(p.labels), values, texts: p.texts ?? values.map((v) => fmtPy(v, p.digits ?? 3)) });
-    } else if (p.type === "table") {
-      out.rows = value(p.rows).map((r) => r.map(String));
+  return { value, text };
+}
+// a heatmap panel: its map (the sentence-pair filter's rows and columns; each row to its own largest value for
+// the token view), labels, limits, which labels are sentence B's, the sentence boundaries, the outline
+function resolveHeatmap(out, p, vd, sel, { value, text }) {
+  const segs = vd.segments, z = value(p.z);
+  let R = z.R, C = z.C, values = z.values;
+  let ylab = value(p.y_labels), xlab = value(p.x_labels);
+  ylab = ylab ? ylab.map((s) => (Array.isArray(p.y_labels) ? text(s) : String(s))) : null;
+  xlab = xlab ? Array.from(xlab, String) : null;
+  let rows = range(R), cols = range(C);
+  if (p.pair && segs) {
+    [rows, cols] = pairIndex(sel.pair_filter, segs);
+    const sub = new Float32Array(rows.length * cols.length);
+    for (let i = 0; i < rows.length; i++) {
+      for (let j = 0; j < cols.length; j++) sub[i * cols.length + j] = values[rows[i] * C + cols[j]];
     }
-    return out;
-  };
-  return { title: text(lay.title), formula: value(lay.formula), subtitle: text(lay.subtitle || ""), notes: lay.notes.map(text), live: (lay.live || []).map(text),
-    grid: lay.grid, edited: value(lay.edited) || "", row_titles: lay.row_titles, col_titles: lay.col_titles, links: value(lay.links),
-    summary: lay.summary ? value(lay.summary) : "", panels: expand(lay.panels).map(panel) };
+    values = sub; R = rows.length; C = cols.length;
+    if (ylab) ylab = rows.map((i) => ylab[i]);
+    if (xlab) xlab = cols.map((j) => xlab[j]);
+  }
+  let raw = null;
+  if (p.row_scale) { // each row to its own largest value (the token view's rule)
+    const lims = value(p.row_scale).flat(), norm = new Float32Array(values.length);
+    for (let i = 0; i < R; i++) {
+      const top = lims[i] && lims[i][1] > 0 ? lims[i][1] : 1;
+      for (let j = 0; j < C; j++) norm[i * C + j] = values[i * C + j] / top;
+    }
+    raw = values; values = norm;
+  }
+  Object.assign(out, { values, raw, R, C, rows, cols, clim: value(p.clim).map(Number), y_labels: ylab,
+    x_labels: xlab });
+  if (segs) { // which labels are sentence B's (drawn in the accent colour)
+    const [fullR, fullC] = p.pair ? [segs.length, segs.length] : [z.R, z.C];
+    if (xlab && p.splits && fullC === segs.length) out.x_groups = cols.map((j) => segs[j]);
+    if (ylab && (p.pair || p.row_groups) && fullR === segs.length) out.y_groups = rows.map((i) => segs[i]);
+  }
+  if (segs && p.splits) { out.col_splits = splitsOf(cols, segs); if (p.pair) out.row_splits = splitsOf(rows, segs); }
+  if (p.row_groups && segs && segs.length === R) out.row_splits = splitsOf(rows, segs);
+  if (p.mark) out.marked = !!sel.outline && Object.entries(p.mark).every(([k, v]) => Number(sel[k]) === v);
+}
+// a lines panel (the head view): one series per chosen head, within the sentence-pair filter
+function resolveLines(out, p, vd, sel, { value }) {
+  const maps = vd.arrays[p.z.ref.split(".").slice(1).join(".")], labels = value(p.labels), g = value(p.groups);
+  const side = maps.shape[1];
+  const [rows, cols] = p.pair ? pairIndex(sel.pair_filter, g) : [range(labels.length), range(labels.length)];
+  out.series = sel.heads.map((h) => {
+    const m = maps.slice(h), z = new Float32Array(rows.length * cols.length);
+    for (let i = 0; i < rows.length; i++) {
+      for (let j = 0; j < cols.length; j++) z[i * cols.length + j] = m[rows[i] * side + cols[j]];
+    }
+    return { head: h, colour: p.colours[h % p.colours.length], z };
+  });
+  out.min_weight = value(p.min_weight);
+  Object.assign(out, { left: rows.map((i) => labels[i]), right: cols.map((j) => labels[j]),
+    left_groups: rows.map((i) => g[i]), right_groups: cols.map((j) => g[j]), rows, cols });
+}
+function resolvePanel(p, vd, sel, r) {
+  const out = { ...p, at: p.at.length === 4 ? p.at : [...p.at, 1, 1] };
+  for (const k of ["title", "x_title", "y_title", "hover", "caption"]) if (k in p) out[k] = r.text(p[k]);
+  if (p.type === "heatmap") resolveHeatmap(out, p, vd, sel, r);
+  else if (p.type === "lines") resolveLines(out, p, vd, sel, r);
+  else if (p.type === "bars") {
+    const values = Array.from(r.value(p.values));
+    const texts = p.texts ?? values.map((v) => fmtPy(v, p.digits ?? 3));
+    Object.assign(out, { labels: r.value(p.labels), values, texts });
+  } else if (p.type === "table") {
+    out.rows = r.value(p.rows).map((row) => row.map(String));
+  }
+  return out;
+}
+function resolve(lay, vd, sel) {
+  const r = resolver(vd, sel), { value, text } = r;
+  return { title: text(lay.title), formula: value(lay.formula), subtitle: text(lay.subtitle || ""),
+    notes: lay.notes.map(text), live: (lay.live || []).map(text), grid: lay.grid, edited: value(lay.edited) || "",
+    row_titles: lay.row_titles, col_titles: lay.col_titles, links: value(lay.links),
+    summary: lay.summary ? value(lay.summary) : "",
+    panels: expand(lay.panels).map((p) => resolvePanel(p, vd, sel, r)) };
 }
 
 // ---------------------------------------------------------------- primitives: lines, bars, table (Heatmap above)
@@ -370,68 +448,101 @@ function Lines() {
   const l = { node: null, hover: null };
   l.canvas = el("canvas", { "aria-label": "lines" });
   l.node = el("div", {}, [l.canvas]);
-  l.canvas.addEventListener("mousemove", (ev) => { const r = l.canvas.getBoundingClientRect(); l.hover = l.pick && l.pick(ev.clientX - r.left, ev.clientY - r.top); l.redraw && l.redraw(); });
-  l.canvas.addEventListener("mouseleave", () => { l.hover = null; l.redraw && l.redraw(); });
+  l.canvas.addEventListener("mousemove", (ev) => {
+    const r = l.canvas.getBoundingClientRect();
+    l.hover = l.pick && l.pick(ev.clientX - r.left, ev.clientY - r.top);
+    if (l.redraw) l.redraw();
+  });
+  l.canvas.addEventListener("mouseleave", () => { l.hover = null; if (l.redraw) l.redraw(); });
   l.draw = (p, width) => {
-    l.redraw = () => {
-      const N = Math.max(p.left.length, p.right.length), rowH = N > 128 ? 12 : 18, top = 24;
-      const dpr = window.devicePixelRatio || 1, W = Math.min(760, Math.max(420, width)), H = top + N * rowH + 8;
-      const c = l.canvas, ctx = c.getContext("2d");
-      c.width = W * dpr; c.height = H * dpr; c.style.width = `${W}px`; c.style.height = `${H}px`;
-      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-      ctx.font = `${Math.min(13, rowH - 3)}px sans-serif`; ctx.textBaseline = "middle";
-      const xl = W * 0.3, xr = W * 0.7, y = (i) => top + (i + 0.5) * rowH, colour = ink(l.node), other = accent(l.node);
-      l.pick = (x, yy) => { const i = Math.floor((yy - top) / rowH); if (i < 0 || i >= N) return null; return x < W / 2 ? { side: "q", i } : { side: "k", i }; };
-      const hov = l.hover, C = p.right.length, [a0, a1] = p.alpha, [w0, w1] = p.width;
-      ctx.fillStyle = colour; ctx.textAlign = "center"; ctx.fillText(p.left_title, xl - 50, 10); ctx.fillText(p.right_title, xr + 50, 10);
-      // the layout's rule (panels.line_alpha, line_order; the plotly and PNG head views use it too): every head's
-      // lines weakest first, so the strongest weights of any head are on top; the faint floor shared by the k heads
-      const lines = [], k = p.series.length;
-      p.series.forEach((s, si) => {
-        for (let i = 0; i < p.left.length; i++) {
-          if (hov && hov.side === "q" && hov.i !== i) continue;
-          for (let j = 0; j < C; j++) {
-            if (hov && hov.side === "k" && hov.i !== j) continue;
-            const w = s.z[i * C + j];
-            if (w >= p.min_weight) lines.push([w, si, i, j]);
-          }
-        }
-      });
-      lines.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-      for (const [w, si, i, j] of lines) {
-        ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = Math.min(1, a0 / Math.max(1, k) + a1 * w); ctx.lineWidth = w0 + w1 * w;
-        ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
-      }
-      ctx.globalAlpha = 1;
-      const label = (s) => (s.length > 22 ? s.slice(0, 21) + "\u2026" : s);
-      p.left.forEach((s, i) => { ctx.font = `${hov && hov.side === "q" && hov.i === i ? "bold " : ""}${Math.min(13, rowH - 3)}px sans-serif`; ctx.fillStyle = p.left_groups[i] ? other : colour; ctx.textAlign = "right"; ctx.fillText(label(s), xl - 2, y(i)); });
-      p.right.forEach((s, j) => { ctx.font = `${hov && hov.side === "k" && hov.i === j ? "bold " : ""}${Math.min(13, rowH - 3)}px sans-serif`; ctx.fillStyle = p.right_groups[j] ? other : colour; ctx.textAlign = "left"; ctx.fillText(label(s), xr + 2, y(j)); });
-    };
+    l.redraw = () => drawLines(l, p, width);
     l.redraw();
   };
   return l;
+}
+// the layout's rule (panels.line_alpha, line_order; the plotly and PNG head views use it too): every head's
+// lines weakest first, so the strongest weights of any head are on top; the faint floor shared by the k heads.
+// hov: the token under the mouse ({side: "q" | "k", i}): only its lines
+function strokeLines(ctx, p, hov, xl, xr, y) {
+  const lines = [], k = p.series.length, C = p.right.length, [a0, a1] = p.alpha, [w0, w1] = p.width;
+  p.series.forEach((s, si) => {
+    for (let i = 0; i < p.left.length; i++) {
+      if (hov && hov.side === "q" && hov.i !== i) continue;
+      for (let j = 0; j < C; j++) {
+        if (hov && hov.side === "k" && hov.i !== j) continue;
+        const w = s.z[i * C + j];
+        if (w >= p.min_weight) lines.push([w, si, i, j]);
+      }
+    }
+  });
+  lines.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  for (const [w, si, i, j] of lines) {
+    ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = Math.min(1, a0 / Math.max(1, k) + a1 * w);
+    ctx.lineWidth = w0 + w1 * w;
+    ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
+  }
+  ctx.globalAlpha = 1;
+}
+// the head view: queries on the left, keys on the right, a line per weight; the hovered token's lines alone
+function drawLines(l, p, width) {
+  const N = Math.max(p.left.length, p.right.length), rowH = N > 128 ? 12 : 18, top = 24;
+  const dpr = window.devicePixelRatio || 1, W = Math.min(760, Math.max(420, width)), H = top + N * rowH + 8;
+  const c = l.canvas, ctx = c.getContext("2d");
+  c.width = W * dpr; c.height = H * dpr; c.style.width = `${W}px`; c.style.height = `${H}px`;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.font = `${Math.min(13, rowH - 3)}px sans-serif`; ctx.textBaseline = "middle";
+  const xl = W * 0.3, xr = W * 0.7, y = (i) => top + (i + 0.5) * rowH, colour = ink(l.node), other = accent(l.node);
+  l.pick = (x, yy) => {
+    const i = Math.floor((yy - top) / rowH);
+    if (i < 0 || i >= N) return null;
+    return x < W / 2 ? { side: "q", i } : { side: "k", i };
+  };
+  const hov = l.hover;
+  ctx.fillStyle = colour; ctx.textAlign = "center";
+  ctx.fillText(p.left_title, xl - 50, 10); ctx.fillText(p.right_title, xr + 50, 10);
+  strokeLines(ctx, p, hov, xl, xr, y);
+  const label = (s) => (s.length > 22 ? s.slice(0, 21) + "\u2026" : s);
+  const tokens = (list, groups, side, align, x) => list.forEach((s, i) => {
+    ctx.font = `${hov && hov.side === side && hov.i === i ? "bold " : ""}${Math.min(13, rowH - 3)}px sans-serif`;
+    ctx.fillStyle = groups[i] ? other : colour; ctx.textAlign = align; ctx.fillText(label(s), x, y(i));
+  });
+  tokens(p.left, p.left_groups, "q", "right", xl - 2);
+  tokens(p.right, p.right_groups, "k", "left", xr + 2);
 }
 function Bars() {
   const b = {};
   b.title = el("div", { class: "bvl-x-title" });
   b.body = el("div", { class: "bvl-bars" });
   b.node = el("div", {}, [b.title, b.body]);
-  b.draw = (p, rowHeight) => {
-    b.title.textContent = p.title || ""; b.title.style.display = p.title ? "block" : "none";
-    const lo = Math.min(0, ...p.values), hi = Math.max(0, ...p.values), span = (hi - lo) || 1, room = p.aligned ? 90 : 320;
-    const thin = rowHeight && rowHeight < 12; // rows too thin for numbers: the bars alone (hover shows each value)
-    const barH = thin ? `height:${Math.max(1, rowHeight - 1)}px;` : "";
-    b.body.replaceChildren(...p.values.map((v, i) => el("div", { class: "bvl-bar-row", title: `${p.labels[i]}: ${p.texts[i]}`, style: rowHeight ? `height:${rowHeight}px;margin:0` : null }, [
-      p.aligned ? null : el("span", { class: "bvl-bar-label", text: p.labels[i] }),
-      el("span", { class: "bvl-bar-track", style: `width:${room}px;${barH}` }, [el("span", { class: "bvl-bar", style: `${barH}margin-left:${room * (Math.min(v, 0) - lo) / span}px;width:${Math.max(1, room * Math.abs(v) / span)}px;background:${p.colour}` })]),
-      thin ? null : el("span", { class: "bvl-bar-value", text: p.texts[i] })])));
-  };
+  b.draw = (p, rowHeight) => drawBars(b, p, rowHeight);
   return b;
 }
+// one bar per value from 0 (labelled unless aligned with a map beside it); rows too thin for numbers: the bars
+// alone (hover shows each value)
+function drawBars(b, p, rowHeight) {
+  b.title.textContent = p.title || ""; b.title.style.display = p.title ? "block" : "none";
+  const lo = Math.min(0, ...p.values), hi = Math.max(0, ...p.values), span = (hi - lo) || 1;
+  const room = p.aligned ? 90 : 320, thin = rowHeight && rowHeight < 12;
+  const barH = thin ? `height:${Math.max(1, rowHeight - 1)}px;` : "";
+  const bar = (v) => el("span", { class: "bvl-bar",
+    style: `${barH}margin-left:${room * (Math.min(v, 0) - lo) / span}px;` +
+    `width:${Math.max(1, room * Math.abs(v) / span)}px;background:${p.colour}` });
+  const row = (v, i) => el("div", { class: "bvl-bar-row", title: `${p.labels[i]}: ${p.texts[i]}`,
+    style: rowHeight ? `height:${rowHeight}px;margin:0` : null }, [
+    p.aligned ? null : el("span", { class: "bvl-bar-label", text: p.labels[i] }),
+    el("span", { class: "bvl-bar-track", style: `width:${room}px;${barH}` }, [bar(v)]),
+    thin ? null : el("span", { class: "bvl-bar-value", text: p.texts[i] })]);
+  b.body.replaceChildren(...p.values.map(row));
+}
 // one selection change from a row's (column's) click spec: each word one value, or one value per row
-function pick(spec, i) { const out = {}; for (const [k, v] of Object.entries(spec)) out[k] = Array.isArray(v) ? v[i] : v; return out; }
+function pick(spec, i) {
+  const out = {};
+  for (const [k, v] of Object.entries(spec)) out[k] = Array.isArray(v) ? v[i] : v;
+  return out;
+}
 function table(columns, rows, caption) {
-  return el("table", { class: "bvl-table" }, [caption ? el("caption", { text: caption }) : null, el("tr", {}, columns.map((h) => el("th", { text: h }))),
+  return el("table", { class: "bvl-table" }, [caption ? el("caption", { text: caption }) : null,
+    el("tr", {}, columns.map((h) => el("th", { text: h }))),
     ...rows.map((r) => el("tr", {}, r.map((c) => el("td", { text: String(c) }))))]);
 }
 
@@ -450,7 +561,10 @@ function hideSavedPicture(host, tries = 0) {
   if (!mine || !mine.parentElement) return; // the exported page, VS Code: nothing to hide
   const hide = () => { // the explorer's saved picture is the output just before the widget's
     const prev = mine.previousElementSibling; // the saved page (text/html), or an older notebook's PNG
-    if (prev && (prev.querySelector(".bvl-saved") || prev.querySelector(".jp-RenderedImage"))) { prev.style.display = "none"; return true; }
+    if (prev && (prev.querySelector(".bvl-saved") || prev.querySelector(".jp-RenderedImage"))) {
+      prev.style.display = "none";
+      return true;
+    }
     return false;
   };
   if (hide()) return;
@@ -459,407 +573,598 @@ function hideSavedPicture(host, tries = 0) {
   setTimeout(() => watch.disconnect(), 30000);
 }
 
+// render(): one app over a model (the widget's, or the page's stand-in). `app` holds what the functions
+// below share: the model, the facts, the request cache, the page's parts, each tab's controls and drawing.
 function render({ model, el: host }) {
-  const info = model.get("info");
-  const n = info.n;
-  const cache = new Map(); // request key -> decoded view data (least recently used first)
-  const waiting = new Map(); // request key -> {resolve, reject, promise}
-  let cacheBytes = 0, waitTimer = null, nextId = 1;
+  const app = newApp(model);
+  buildFrame(app, host);
+  hideSavedPicture(host);
+  showError(app, "");
+  app.onMessage = (msg, buffers) => onMessage(app, msg, buffers);
+  model.on("msg:custom", app.onMessage);
+  for (const tab of Object.keys(app.sections)) app.controls[tab] = tabControls(app, tab);
+  for (const tab of Object.keys(app.controls)) app.drawings[tab] = tabDrawing(app, tab);
+  app.show = () => show(app);
+  for (const name of STATE) model.on(`change:${name}`, app.show);
+  // the starting tab's view data, in the widget's state (Explorer.first_view): the first picture needs no round
+  // trip to the kernel, which may still be building the saved page
+  const first = model.get("first");
+  if (first && first.header) onMessage(app, { ...first.header, type: "view", request_key: first.key }, first.buffers);
+  app.show();
+  return watchTheme(app);
+}
 
-  const root = el("div", { class: info.mode ? `bvl-x bvl-mode-${info.mode}` : "bvl-x" }); // bertviz's display_mode
-  const short = info.title.length > 140 ? info.title.slice(0, 139) + "\u2026" : info.title;
+function newApp(model) {
+  const info = model.get("info");
+  return {
+    model, info, n: info.n,
+    cache: new Map(), // request key -> decoded view data (least recently used first)
+    waiting: new Map(), // request key -> {resolve, reject, promise}
+    cacheBytes: 0, waitTimer: null, nextId: 1,
+    compared: false, // the compare tab has been opened (openTab)
+    allHeads: info.heads_shown || range(info.heads), // the head view's heads at the start (bertviz's: every head)
+    thumbs: { lines: false, big: null }, // the model view's thumbnails: lines or maps; the one enlarged (lines)
+    controls: {}, // tab -> {controls: [nodes], sync(sel, vd)}
+    drawings: {}, // tab -> the nodes that draw its resolved panels
+  };
+}
+
+function headerOf(info) {
+  const n = info.n, short = info.title.length > 140 ? info.title.slice(0, 139) + "\u2026" : info.title;
   const header = el("div", { class: "bvl-x-header", title: info.title }, [el("b", { text: short }),
     el("span", { text: `  ${n} tokens${info.n_total > n ? ` (+${info.n_total - n} [PAD] not shown)` : ""}, ` +
       `${info.layers} layers \u00d7 ${info.heads} heads` +
       ("H" in info.sizes ? `, H = ${info.sizes.H}, d\u2096 = ${info.sizes.d_k}` : "") })]);
-  if (info.edits.length) header.appendChild(el("div", { class: "bvl-x-edited", text: `\u270e edited run: ${info.edits.map((e) => e[1] || e[0]).join("; ")}` }));
-  const nav = el("div", { class: "bvl-x-tabs", role: "tablist" });
-  const error = el("div", { class: "bvl-x-error" });
-  const sections = {};
+  if (info.edits.length) {
+    const edits = info.edits.map((e) => e[1] || e[0]).join("; ");
+    header.appendChild(el("div", { class: "bvl-x-edited", text: `\u270e edited run: ${edits}` }));
+  }
+  return header;
+}
+
+// the page's frame: header, tab buttons, the error line, one section per tab (bertviz's display_mode as a class)
+function buildFrame(app, host) {
+  const info = app.info;
+  app.root = el("div", { class: info.mode ? `bvl-x bvl-mode-${info.mode}` : "bvl-x" });
+  app.nav = el("div", { class: "bvl-x-tabs", role: "tablist" });
+  app.error = el("div", { class: "bvl-x-error" });
+  app.sections = {};
   for (const tab of info.views) {
-    nav.appendChild(el("button", { class: "bvl-x-tab", "data-tab": tab, role: "tab", text: info.titles[tab], onclick: () => openTab(tab) }));
-    sections[tab] = el("div", { class: "bvl-x-section", "data-tab": tab });
+    const onclick = () => openTab(app, tab);
+    const text = info.titles[tab];
+    app.nav.appendChild(el("button", { class: "bvl-x-tab", "data-tab": tab, role: "tab", text, onclick }));
+    app.sections[tab] = el("div", { class: "bvl-x-section", "data-tab": tab });
   }
-  root.append(header, nav, error, ...Object.values(sections));
-  if (info.page_note) root.appendChild(el("div", { class: "bvl-x-note bvl-page-note", text: info.page_note }));
-  host.appendChild(root);
-  hideSavedPicture(host);
-  const width = () => Math.max(320, (root.clientWidth || 900) - 150);
+  app.root.append(headerOf(info), app.nav, app.error, ...Object.values(app.sections));
+  if (info.page_note) app.root.appendChild(el("div", { class: "bvl-x-note bvl-page-note", text: info.page_note }));
+  host.appendChild(app.root);
+}
+const widthOf = (app) => Math.max(320, (app.root.clientWidth || 900) - 150);
 
-  function showError(text) { error.textContent = text; error.style.display = text ? "block" : "none"; }
-  showError("");
-  function pendingNote() {
-    clearTimeout(waitTimer);
-    root.dataset.pending = String(waiting.size);
-    if (waiting.size) waitTimer = setTimeout(() => showError("waiting for the kernel: if this stays, run the cell again"), WAIT_NOTE_MS);
+function showError(app, text) { app.error.textContent = text; app.error.style.display = text ? "block" : "none"; }
+function pendingNote(app) {
+  clearTimeout(app.waitTimer);
+  app.root.dataset.pending = String(app.waiting.size);
+  if (app.waiting.size) {
+    const note = "waiting for the kernel: if this stays, run the cell again";
+    app.waitTimer = setTimeout(() => showError(app, note), WAIT_NOTE_MS);
   }
-  function setSel(changes) { for (const [k, v] of Object.entries(changes)) model.set(k, v); model.save_changes(); }
-  // the compare tab opens, the first time, on the first layer whose attention differs (an edit in layer
-  // 2 leaves layers 0 and 1 blank), unless a later layer is already selected
-  let compared = false;
-  function openTab(tab) {
-    const first = info.compare ? info.compare.first_layer || 0 : 0;
-    if (tab === "compare" && !compared && model.get("layer") < first) setSel({ tab, layer: first });
-    else setSel({ tab });
-    if (tab === "compare") compared = true;
-  }
+}
+function setSel(app, changes) {
+  for (const [k, v] of Object.entries(changes)) app.model.set(k, v);
+  app.model.save_changes();
+}
+// the compare tab opens, the first time, on the first layer whose attention differs (an edit in layer
+// 2 leaves layers 0 and 1 blank), unless a later layer is already selected
+function openTab(app, tab) {
+  const first = app.info.compare ? app.info.compare.first_layer || 0 : 0;
+  if (tab === "compare" && !app.compared && app.model.get("layer") < first) setSel(app, { tab, layer: first });
+  else setSel(app, { tab });
+  if (tab === "compare") app.compared = true;
+}
 
-  // ---------------------------------------------------------------- requests
-  function onMessage(msg, buffers) {
-    if (msg.type !== "view" && msg.type !== "error") return;
-    const k = msg.request_key;
-    const w = waiting.get(k);
-    waiting.delete(k);
-    pendingNote();
-    if (msg.type === "error") { if (w) w.reject(new Error(msg.message)); showError(msg.message); return; }
-    const vd = decode(msg, buffers);
-    remember(k, vd);
-    if (w) w.resolve(vd);
+// ---------------------------------------------------------------- requests
+function onMessage(app, msg, buffers) {
+  if (msg.type !== "view" && msg.type !== "error") return;
+  const k = msg.request_key;
+  const w = app.waiting.get(k);
+  app.waiting.delete(k);
+  pendingNote(app);
+  if (msg.type === "error") { if (w) w.reject(new Error(msg.message)); showError(app, msg.message); return; }
+  const vd = decode(msg, buffers);
+  remember(app, k, vd);
+  if (w) w.resolve(vd);
+}
+function remember(app, k, vd) {
+  const cache = app.cache;
+  if (cache.has(k)) { app.cacheBytes -= cache.get(k).bytes; cache.delete(k); }
+  cache.set(k, vd); app.cacheBytes += vd.bytes;
+  for (const [old, v] of cache) {
+    if (app.cacheBytes <= CACHE_BYTES || old === k) break;
+    cache.delete(old); app.cacheBytes -= v.bytes;
   }
-  model.on("msg:custom", onMessage);
-  function remember(k, vd) {
-    if (cache.has(k)) { cacheBytes -= cache.get(k).bytes; cache.delete(k); }
-    cache.set(k, vd); cacheBytes += vd.bytes;
-    for (const [old, v] of cache) { if (cacheBytes <= CACHE_BYTES || old === k) break; cache.delete(old); cacheBytes -= v.bytes; }
+}
+// the view data, at once when it is in the page (synchronously: a head switch needs no wait)
+function have(app, view, args) {
+  const k = canon(view, args), v = app.cache.get(k);
+  if (v) remember(app, k, v);
+  return v;
+}
+function request(app, view, args) {
+  const k = canon(view, args);
+  if (app.cache.has(k)) return Promise.resolve(have(app, view, args));
+  if (!app.waiting.has(k)) {
+    let resolve, reject;
+    const promise = new Promise((a, b) => { resolve = a; reject = b; });
+    promise.catch(() => {});
+    app.waiting.set(k, { resolve, reject, promise });
+    app.model.send({ type: "view", id: app.nextId++, view, args, request_key: k });
+    pendingNote(app);
   }
-  // the view data, at once when it is in the page (synchronously: a head switch needs no wait)
-  function have(view, args) { const k = canon(view, args), v = cache.get(k); if (v) remember(k, v); return v; }
-  function request(view, args) {
-    const k = canon(view, args);
-    if (cache.has(k)) return Promise.resolve(have(view, args));
-    if (!waiting.has(k)) {
-      let resolve, reject;
-      const promise = new Promise((a, b) => { resolve = a; reject = b; });
-      promise.catch(() => {});
-      waiting.set(k, { resolve, reject, promise });
-      model.send({ type: "view", id: nextId++, view, args, request_key: k });
-      pendingNote();
-    }
-    return waiting.get(k).promise;
-  }
-  const fail = (e) => showError(String(e.message || e));
-  // draw once the data is in; a request that fails shows its message and says so to listeners
-  const later = (view, args, then) => request(view, args).then(then).catch((e) => {
-    fail(e);
-    root.dispatchEvent(new CustomEvent("bvl-error", { bubbles: true, detail: { view, args, message: String(e.message || e) } }));
+  return app.waiting.get(k).promise;
+}
+const fail = (app, e) => showError(app, String(e.message || e));
+// draw once the data is in; a request that fails shows its message and says so to listeners
+function later(app, view, args, then) {
+  return request(app, view, args).then(then).catch((e) => {
+    fail(app, e);
+    const detail = { view, args, message: String(e.message || e) };
+    app.root.dispatchEvent(new CustomEvent("bvl-error", { bubbles: true, detail }));
   });
+}
 
-  // segment of each row of a view's maps: the view data carries them (block starts when block means)
-  const controls = (...kids) => el("div", { class: "bvl-x-controls" }, kids);
-  function layerSelect(cls) {
-    const s = el("select", { class: cls, "aria-label": "layer" });
-    options(s, info.layers_shown || range(info.layers));
-    s.addEventListener("change", () => setSel({ layer: +s.value }));
-    return s;
+// ---------------------------------------------------------------- the selectors the controls are made of
+const controlsRow = (...kids) => el("div", { class: "bvl-x-controls" }, kids);
+const lab = (text, ctl) => el("label", {}, [text, ctl]);
+const headLabel = () => el("span", { class: "bvl-x-label", text: "head" });
+const onHeads = (box, on) => { for (const b of box.children) b.classList.toggle("bvl-on", on(+b.dataset.head)); };
+function select(app, cls, aria, values, labelOf, changes) { // a <select> whose change sets one selection
+  const s = el("select", { class: cls, "aria-label": aria });
+  options(s, values, labelOf);
+  s.addEventListener("change", () => setSel(app, changes(s.value)));
+  return s;
+}
+const layerSelect = (app, cls) => select(app, cls, "layer", app.info.layers_shown || range(app.info.layers), null,
+  (v) => ({ layer: +v }));
+const kindSelect = (app, cls) => select(app, cls, "kind", app.info.kinds,
+  (k) => (k === "probs" ? "weights A (after softmax)" : "scores E (before softmax)"), (v) => ({ kind: v }));
+const tokenSelect = (app, cls) => select(app, cls, "token", range(app.n), (i) => app.info.labels[i],
+  (v) => ({ query: +v }));
+// the sentence-pair filter (one selection, shared by the tabs that have it)
+const pairSelect = (app, cls) => select(app, cls, "sentences", app.info.pair_filters,
+  (p) => (p === "all" ? "all tokens" : p), (v) => ({ pair_filter: v }));
+function headButtons(app, onpick, colours) {
+  const box = el("div", { class: "bvl-heads", role: "group", "aria-label": "head" });
+  for (const h of app.allHeads) {
+    const b = el("button", { class: "bvl-head", "data-head": String(h), text: String(h), onclick: () => onpick(h) });
+    if (colours) b.style.setProperty("--bvl-head-colour", colours[h % colours.length]);
+    box.appendChild(b);
   }
-  function headButtons(onpick, colours) {
-    const box = el("div", { class: "bvl-heads", role: "group", "aria-label": "head" });
-    for (const h of info.heads_shown || range(info.heads)) {
-      const b = el("button", { class: "bvl-head", "data-head": String(h), text: String(h), onclick: () => onpick(h) });
-      if (colours) b.style.setProperty("--bvl-head-colour", colours[h % colours.length]);
-      box.appendChild(b);
-    }
-    return box;
-  }
-  function kindSelect(cls) {
-    const s = el("select", { class: cls, "aria-label": "kind" });
-    options(s, info.kinds, (k) => (k === "probs" ? "weights A (after softmax)" : "scores E (before softmax)"));
-    s.addEventListener("change", () => setSel({ kind: s.value }));
-    return s;
-  }
-  function tokenSelect(cls) {
-    const s = el("select", { class: cls, "aria-label": "token" });
-    options(s, range(n), (i) => info.labels[i]);
-    s.addEventListener("change", () => setSel({ query: +s.value }));
-    return s;
-  }
-  const lab = (text, ctl) => el("label", {}, [text, ctl]);
-  const headLabel = () => el("span", { class: "bvl-x-label", text: "head" });
+  return box;
+}
+// the head view's chosen heads: every head at the start (bertviz's), or the model's "heads" when set
+function headsOf(app) { const h = app.model.get("heads"); return h && h.length ? [...h] : app.allHeads; }
+const setHeads = (app, hs) => setSel(app, { heads: hs.length === app.info.heads ? [] : hs });
+function selectionOf(app) {
+  const m = app.model;
+  return { outline: true, layer: m.get("layer"), head: m.get("head"), heads: headsOf(app), query: m.get("query"),
+    kind: m.get("kind"), key: m.get("key"), pair_filter: m.get("pair_filter") };
+}
 
-  // ---------------------------------------------------------------- each view's controls (what it selects)
-  const C = {}; // tab -> {controls: [nodes], sync(sel)}
-  const thumbs = { lines: false, big: null }; // the model view's thumbnails: lines or maps; the one enlarged (lines)
-  const onHeads = (box, on) => { for (const b of box.children) b.classList.toggle("bvl-on", on(+b.dataset.head)); };
-  // the head view's chosen heads: every head at the start (bertviz's), or the model's "heads" when set
-  const allHeads = info.heads_shown || range(info.heads);
-  const headsOf = () => { const h = model.get("heads"); return h && h.length ? [...h] : allHeads; };
-  const sel = () => ({ outline: true, layer: model.get("layer"), head: model.get("head"), heads: headsOf(), query: model.get("query"), kind: model.get("kind"), key: model.get("key"), pair_filter: model.get("pair_filter") });
-  function pairSelect(cls) { // the sentence-pair filter (one selection, shared by the tabs that have it)
-    const pair = el("select", { class: cls, "aria-label": "sentences" });
-    options(pair, info.pair_filters, (p) => (p === "all" ? "all tokens" : p));
-    pair.addEventListener("change", () => setSel({ pair_filter: pair.value }));
-    return pair;
-  }
-  // each tab's controls come from its view's record (records.py: info.controls[tab]), one maker per control;
-  // a control's class is bvl-<name> on the attention tab and bvl-<tab>-<name> elsewhere (what the tests find)
-  const setHeads = (hs) => setSel({ heads: hs.length === info.heads ? [] : hs });
-  const MAKE = {
-    layer: (tab, cls) => { const s = layerSelect(cls("layer")); return { nodes: [lab("layer ", s)], sync: (x) => { s.value = String(x.layer); } }; },
-    head: () => { const hb = headButtons((h) => setSel({ head: h })); return { nodes: [headLabel(), hb], sync: (x) => onHeads(hb, (h) => h === x.head) }; },
-    heads: () => { // click a head's box: add or remove it; double-click: that head alone (bertviz's)
-      const hb = headButtons((h) => { const on = new Set(headsOf()); on.has(h) ? on.delete(h) : on.add(h); setHeads([...on].sort((a, b) => a - b)); }, info.colours);
-      // double-click: that head alone, or every head when it was already alone (the heads before the clicks that
-      // came with the double-click, which toggled it twice)
-      let before = null;
-      for (const b of hb.children) {
-        b.addEventListener("mousedown", (ev) => { if (ev.detail <= 1) before = headsOf(); });
-        b.addEventListener("dblclick", () => { const h = +b.dataset.head, was = before || headsOf(); setHeads(was.length === 1 && was[0] === h ? allHeads : [h]); });
-        b.title = "click: add or remove this head; double-click: this head alone (again: every head)";
-      }
-      return { nodes: [el("span", { class: "bvl-x-label", text: "heads" }), hb], sync: (x) => onHeads(hb, (h) => x.heads.includes(h)) };
-    },
-    all_heads: () => { const all = el("button", { class: "bvl-all-heads", text: "all heads", onclick: () => setHeads(allHeads) }); return { nodes: [all], sync: (x) => { all.disabled = x.heads.length === allHeads.length; } }; },
-    kind: (tab, cls) => { const s = kindSelect(cls("kind")); return { nodes: info.kinds.length > 1 ? [lab("show ", s)] : [], sync: (x) => { s.value = x.kind; } }; },
-    pair_filter: (tab, cls) => { const s = pairSelect(cls("pair")); return { nodes: info.has_pair ? [lab("sentences ", s)] : [], sync: (x) => { s.value = x.pair_filter; } }; },
-    query: (tab, cls) => {
-      const tok = tokenSelect(tab === "token" ? "bvl-token" : cls("token")), nodes = [lab(tab === "token" ? "token " : "query token ", tok)];
-      const chips = el("div", { class: "bvl-chips" }); // the token tab: every token as a chip to click
-      if (tab === "token" && n <= LABEL_ALL_UP_TO) { range(n).forEach((i) => chips.appendChild(el("button", { class: info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", "data-query": String(i), text: info.tokens[i], title: info.labels[i], onclick: () => setSel({ query: i }) }))); nodes.push(chips); }
-      return { nodes, sync: (x) => { tok.value = String(x.query); for (const b of chips.children) b.classList.toggle("bvl-on", +b.dataset.query === x.query); } };
-    },
-    key: () => {
-      const edited = new Set(info.edits.map((e) => e[0]));
-      const key = el("select", { class: "bvl-key", "aria-label": "trace key" });
-      options(key, info.keys, (k) => `${info.keys.indexOf(k) + 1}. ${k}${edited.has(k) ? "  \u270e edited" : ""}`);
-      key.addEventListener("change", () => setSel({ key: key.value }));
-      const move = (d) => { const i = info.keys.indexOf(model.get("key")) + d; if (i >= 0 && i < info.keys.length) setSel({ key: info.keys[i] }); };
-      const prev = el("button", { class: "bvl-prev", text: "\u25c0 previous", onclick: () => move(-1) });
-      const next = el("button", { class: "bvl-next", text: "next \u25b6", onclick: () => move(1) });
-      const pos = el("span", { class: "bvl-x-label" });
-      return { nodes: [prev, key, next, pos], sync: (x) => {
-        const i = info.keys.indexOf(x.key);
-        key.value = x.key; pos.textContent = `step ${i + 1} of ${info.keys.length}`; prev.disabled = i <= 0; next.disabled = i >= info.keys.length - 1;
-      } };
-    },
-    thumbs: () => { // the model view's thumbnails: heat maps, or bertviz's lines (a click then enlarges one in place)
-      const s = el("select", { class: "bvl-model-thumbs", "aria-label": "thumbnails" });
-      options(s, ["maps", "lines"], (v) => (v === "maps" ? "heat maps" : "lines (bertviz)"));
-      s.addEventListener("change", () => { thumbs.lines = s.value === "lines"; thumbs.big = null; show(); });
-      return { nodes: [lab("thumbnails ", s)], sync: () => { s.value = thumbs.lines ? "lines" : "maps"; } };
-    },
-    step_head: () => { // the step-through's head: hidden for a tensor without heads
-      const head = el("select", { class: "bvl-step-head", "aria-label": "head" });
-      options(head, range(info.heads), (h) => `head ${h}`);
-      head.addEventListener("change", () => setSel({ head: +head.value }));
-      return { nodes: [head], sync: (x, vd) => { head.value = String(x.head); head.style.display = vd && !vd.per_head ? "none" : ""; } };
-    },
+// ---------------------------------------------------------------- each control: (app, tab, cls) -> {nodes, sync}
+// a control's class is bvl-<name> on the attention tab and bvl-<tab>-<name> elsewhere (what the tests find)
+function layerControl(app, tab, cls) {
+  const s = layerSelect(app, cls("layer"));
+  return { nodes: [lab("layer ", s)], sync: (x) => { s.value = String(x.layer); } };
+}
+function headControl(app) {
+  const hb = headButtons(app, (h) => setSel(app, { head: h }));
+  return { nodes: [headLabel(), hb], sync: (x) => onHeads(hb, (h) => h === x.head) };
+}
+// the head view's heads: click a head's box to add or remove it; double-click: that head alone (bertviz's)
+function headsControl(app) {
+  const toggle = (h) => {
+    const on = new Set(headsOf(app));
+    if (on.has(h)) on.delete(h); else on.add(h);
+    setHeads(app, [...on].sort((a, b) => a - b));
   };
-  const EXTRA = { // what a tab shows above its controls that is not a selection
-    compare: () => {
-      const bEdits = info.compare && info.compare.edits.length ? `   \u270e edited: ${info.compare.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}` : "";
-      const aEdits = info.edits.length ? `   \u270e edited: ${info.edits.map((e) => `${e[0]} (${e[1]})`).join("; ")}` : "";
-      return [el("div", { class: "bvl-x-note", text: `A: ${info.title}${aEdits}\nB: ${info.compare ? info.compare.text : ""}${bEdits}` })];
-    },
+  const hb = headButtons(app, toggle, app.info.colours);
+  // double-click: that head alone, or every head when it was already alone (the heads before the clicks that
+  // came with the double-click, which toggled it twice)
+  let before = null;
+  for (const b of hb.children) {
+    b.addEventListener("mousedown", (ev) => { if (ev.detail <= 1) before = headsOf(app); });
+    b.addEventListener("dblclick", () => {
+      const h = +b.dataset.head, was = before || headsOf(app);
+      setHeads(app, was.length === 1 && was[0] === h ? app.allHeads : [h]);
+    });
+    b.title = "click: add or remove this head; double-click: this head alone (again: every head)";
+  }
+  const label = el("span", { class: "bvl-x-label", text: "heads" });
+  return { nodes: [label, hb], sync: (x) => onHeads(hb, (h) => x.heads.includes(h)) };
+}
+function allHeadsControl(app) {
+  const all = el("button", { class: "bvl-all-heads", text: "all heads", onclick: () => setHeads(app, app.allHeads) });
+  return { nodes: [all], sync: (x) => { all.disabled = x.heads.length === app.allHeads.length; } };
+}
+function kindControl(app, tab, cls) {
+  const s = kindSelect(app, cls("kind"));
+  return { nodes: app.info.kinds.length > 1 ? [lab("show ", s)] : [], sync: (x) => { s.value = x.kind; } };
+}
+function pairControl(app, tab, cls) {
+  const s = pairSelect(app, cls("pair"));
+  return { nodes: app.info.has_pair ? [lab("sentences ", s)] : [], sync: (x) => { s.value = x.pair_filter; } };
+}
+// the query token: a select; on the token tab also every token as a chip to click
+function queryControl(app, tab, cls) {
+  const info = app.info, tok = tokenSelect(app, tab === "token" ? "bvl-token" : cls("token"));
+  const nodes = [lab(tab === "token" ? "token " : "query token ", tok)];
+  const chips = el("div", { class: "bvl-chips" });
+  if (tab === "token" && app.n <= LABEL_ALL_UP_TO) {
+    for (const i of range(app.n)) {
+      const cls = info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", onclick = () => setSel(app, { query: i });
+      chips.appendChild(el("button", { class: cls, "data-query": String(i), text: info.tokens[i], title: info.labels[i],
+        onclick }));
+    }
+    nodes.push(chips);
+  }
+  return { nodes, sync: (x) => {
+    tok.value = String(x.query);
+    for (const b of chips.children) b.classList.toggle("bvl-on", +b.dataset.query === x.query);
+  } };
+}
+// the step-through's trace key: a select, previous and next, and where it is
+function keyControl(app) {
+  const keys = app.info.keys, edited = new Set(app.info.edits.map((e) => e[0]));
+  const key = select(app, "bvl-key", "trace key", keys,
+    (k) => `${keys.indexOf(k) + 1}. ${k}${edited.has(k) ? "  \u270e edited" : ""}`, (v) => ({ key: v }));
+  const move = (d) => {
+    const i = keys.indexOf(app.model.get("key")) + d;
+    if (i >= 0 && i < keys.length) setSel(app, { key: keys[i] });
   };
-  for (const tab of Object.keys(sections)) {
-    const cls = (name) => (tab === "attention" ? `bvl-${name}` : `bvl-${tab}-${name}`);
-    const parts = (info.controls[tab] || []).map((name) => MAKE[name](tab, cls));
-    const nodes = parts.flatMap((x) => x.nodes);
-    C[tab] = { controls: [...(EXTRA[tab] ? EXTRA[tab]() : []), ...(nodes.length ? [controls(...nodes)] : [])], sync: (x, vd) => parts.forEach((q) => q.sync(x, vd)) };
-  }
-  // keyboard on the attention map: arrows move head and layer
-  const arrows = (ev) => {
-    const step = { ArrowRight: [0, 1], ArrowLeft: [0, -1], ArrowDown: [1, 0], ArrowUp: [-1, 0] }[ev.key];
-    if (!step) return;
-    ev.preventDefault();
-    setSel({ layer: Math.min(info.layers - 1, Math.max(0, model.get("layer") + step[0])), head: Math.min(info.heads - 1, Math.max(0, model.get("head") + step[1])) });
-  };
+  const prev = el("button", { class: "bvl-prev", text: "\u25c0 previous", onclick: () => move(-1) });
+  const next = el("button", { class: "bvl-next", text: "next \u25b6", onclick: () => move(1) });
+  const pos = el("span", { class: "bvl-x-label" });
+  return { nodes: [prev, key, next, pos], sync: (x) => {
+    const i = keys.indexOf(x.key);
+    key.value = x.key; pos.textContent = `step ${i + 1} of ${keys.length}`;
+    prev.disabled = i <= 0; next.disabled = i >= keys.length - 1;
+  } };
+}
+// the model view's thumbnails: heat maps, or bertviz's lines (a click then enlarges one in place)
+function thumbsControl(app) {
+  const s = el("select", { class: "bvl-model-thumbs", "aria-label": "thumbnails" });
+  options(s, ["maps", "lines"], (v) => (v === "maps" ? "heat maps" : "lines (bertviz)"));
+  s.addEventListener("change", () => { app.thumbs.lines = s.value === "lines"; app.thumbs.big = null; show(app); });
+  return { nodes: [lab("thumbnails ", s)], sync: () => { s.value = app.thumbs.lines ? "lines" : "maps"; } };
+}
+// the step-through's head: hidden for a tensor without heads
+function stepHeadControl(app) {
+  const head = select(app, "bvl-step-head", "head", range(app.info.heads), (h) => `head ${h}`, (v) => ({ head: +v }));
+  return { nodes: [head], sync: (x, vd) => {
+    head.value = String(x.head);
+    head.style.display = vd && !vd.per_head ? "none" : "";
+  } };
+}
+// each tab's controls come from its view's record (records.py: info.controls[tab]), one maker per control
+const CONTROLS = { layer: layerControl, head: headControl, heads: headsControl, all_heads: allHeadsControl,
+  kind: kindControl, pair_filter: pairControl, query: queryControl, key: keyControl, thumbs: thumbsControl,
+  step_head: stepHeadControl };
+// what a tab shows above its controls that is not a selection: the compare tab's two runs
+function compareNote(app) {
+  const info = app.info, edits = (list) => list.map((e) => `${e[0]} (${e[1]})`).join("; ");
+  const bEdits = info.compare && info.compare.edits.length ? `   \u270e edited: ${edits(info.compare.edits)}` : "";
+  const aEdits = info.edits.length ? `   \u270e edited: ${edits(info.edits)}` : "";
+  const text = `A: ${info.title}${aEdits}\nB: ${info.compare ? info.compare.text : ""}${bEdits}`;
+  return [el("div", { class: "bvl-x-note", text })];
+}
+const EXTRA = { compare: compareNote };
+function tabControls(app, tab) {
+  const cls = (name) => (tab === "attention" ? `bvl-${name}` : `bvl-${tab}-${name}`);
+  const parts = (app.info.controls[tab] || []).map((name) => CONTROLS[name](app, tab, cls));
+  const nodes = parts.flatMap((x) => x.nodes);
+  return { controls: [...(EXTRA[tab] ? EXTRA[tab](app) : []), ...(nodes.length ? [controlsRow(...nodes)] : [])],
+    sync: (x, vd) => parts.forEach((q) => q.sync(x, vd)) };
+}
+// keyboard on the attention map: arrows move head and layer
+function arrows(app, ev) {
+  const step = { ArrowRight: [0, 1], ArrowLeft: [0, -1], ArrowDown: [1, 0], ArrowUp: [-1, 0] }[ev.key];
+  if (!step) return;
+  ev.preventDefault();
+  const clamp = (v, top) => Math.min(top - 1, Math.max(0, v));
+  setSel(app, { layer: clamp(app.model.get("layer") + step[0], app.info.layers),
+    head: clamp(app.model.get("head") + step[1], app.info.heads) });
+}
 
-  // ---------------------------------------------------------------- one drawing of resolved panels per tab
-  const CLASS = { neuron: "bvl-neuron", params: "bvl-params" }; // where the tests and styles find a tab's drawing
-  const P = {};
-  for (const tab of Object.keys(C)) {
-    const p = P[tab] = { parts: [] };
-    p.title = el("div", { class: "bvl-x-title bvl-x-formula-title" });
-    p.formula = el("div", { class: "bvl-x-formula" });
-    p.subtitle = el("div", { class: "bvl-x-shape" });
-    p.edit = el("div", { class: "bvl-x-edited" });
-    p.links = el("div", { class: "bvl-x-note" });
-    p.summary = el("div", { class: "bvl-x-sum" });
-    p.notes = el("div", { class: "bvl-x-note" });
-    p.grid = el("div", { class: "bvl-panels" });
-    if (CLASS[tab]) sections[tab].classList.add(CLASS[tab]);
-    const head = tab === "step" ? [p.formula, p.subtitle, p.notes, p.links, p.edit] : [p.title, p.summary, p.notes];
-    sections[tab].append(...C[tab].controls, ...head, p.grid);
+// ---------------------------------------------------------------- one drawing of resolved panels per tab
+const CLASS = { neuron: "bvl-neuron", params: "bvl-params" }; // where the tests and styles find a tab's drawing
+function tabDrawing(app, tab) {
+  const p = { parts: [] };
+  p.title = el("div", { class: "bvl-x-title bvl-x-formula-title" });
+  p.formula = el("div", { class: "bvl-x-formula" });
+  p.subtitle = el("div", { class: "bvl-x-shape" });
+  p.edit = el("div", { class: "bvl-x-edited" });
+  p.links = el("div", { class: "bvl-x-note" });
+  p.summary = el("div", { class: "bvl-x-sum" });
+  p.notes = el("div", { class: "bvl-x-note" });
+  p.grid = el("div", { class: "bvl-panels" });
+  if (CLASS[tab]) app.sections[tab].classList.add(CLASS[tab]);
+  const head = tab === "step" ? [p.formula, p.subtitle, p.notes, p.links, p.edit] : [p.title, p.summary, p.notes];
+  app.sections[tab].append(...app.controls[tab].controls, ...head, p.grid);
+  return p;
+}
+// the component drawing panel i (made once, reused while the layout keeps its shape)
+function partFor(app, p, i, panel) {
+  const key = `${panel.type}:${panel.name}:${i}`;
+  if (p.parts[i] && p.parts[i].key === key) return p.parts[i];
+  let part;
+  if (panel.type === "heatmap" && panel.thumb) {
+    const c = el("canvas", { class: "bvl-thumb" });
+    part = { node: c, canvas: c };
+  } else if (panel.type === "heatmap") {
+    part = Heatmap({ aria: panel.name, cls: `bvl-heat bvl-${panel.name}-heat` });
+    part.canvas = part.heat;
+    if (panel.name === "attn") part.heat.addEventListener("keydown", (ev) => arrows(app, ev));
+  } else if (panel.type === "lines") {
+    part = Lines(); part.canvas.className = `bvl-${panel.name}`;
+  } else if (panel.type === "bars") {
+    part = Bars();
+  } else {
+    part = { node: el("div", {}) };
   }
-  function partFor(p, tab, i, panel) { // the component drawing panel i (made once, reused while the layout keeps its shape)
-    const key = `${panel.type}:${panel.name}:${i}`;
-    if (p.parts[i] && p.parts[i].key === key) return p.parts[i];
-    let part;
-    if (panel.type === "heatmap" && panel.thumb) {
-      const c = el("canvas", { class: "bvl-thumb" });
-      part = { node: c, canvas: c };
-    } else if (panel.type === "heatmap") {
-      part = Heatmap({ aria: panel.name, cls: `bvl-heat bvl-${panel.name}-heat` });
-      part.canvas = part.heat;
-      if (panel.name === "attn") part.heat.addEventListener("keydown", arrows);
-    } else if (panel.type === "lines") {
-      part = Lines(); part.canvas.className = `bvl-${panel.name}`;
-    } else if (panel.type === "bars") {
-      part = Bars();
-    } else {
-      part = { node: el("div", {}) };
-    }
-    part.key = key;
-    p.parts[i] = part;
-    return part;
+  part.key = key;
+  p.parts[i] = part;
+  return part;
+}
+// the tab's words: title (with its formula and edit), the step-through's formula line, summary, notes, links
+function drawHeading(app, p, tab, fig) {
+  const formula = fig.formula ? formulaHtml(fig.formula) : "";
+  p.title.innerHTML = esc(fig.title).replace(/\n/g, "<br>") + formula +
+    (fig.edited ? ` <span class='bvl-x-edited'>\u270e ${esc(fig.edited)}</span>` : "");
+  p.title.style.display = fig.title ? "block" : "none";
+  p.formula.innerHTML = `<b>${esc(fig.title.replace(/: $/, ""))}</b>: ${formula}`;
+  p.subtitle.textContent = fig.subtitle || "";
+  p.summary.textContent = fig.summary || ""; p.summary.style.display = fig.summary ? "block" : "none";
+  p.notes.textContent = [...fig.notes, ...fig.live].join("; ");
+  p.edit.textContent = fig.edited && tab === "step" ? `\u270e edited: ${fig.edited}` : "";
+  p.edit.style.display = p.edit.textContent ? "block" : "none";
+  if (!fig.links) return;
+  const onclick = (k) => (ev) => { ev.preventDefault(); setSel(app, { key: k }); };
+  const link = (k) => el("a", { href: "#", text: k, onclick: onclick(k) });
+  const links = fig.links.flatMap((k, j) => [j ? ", " : "", app.info.keys.includes(k) ? link(k) : k]);
+  p.links.replaceChildren(...(fig.links.length ? ["computed from ", ...links]
+    : ["reads only weights and the input ids"]));
+}
+// the panels placed in the grid (a model view: row and column titles around the thumbnails), before they are
+// drawn: canvas labels take the page's (theme's) ink
+function placePanels(app, p, fig, titled, cols) {
+  if (p.parts.length !== fig.panels.length) p.parts.length = 0;
+  p.grid.style.gridTemplateColumns = `${titled ? "auto " : ""}repeat(${cols}, auto)`;
+  p.grid.style.gap = titled ? "3px" : ""; // small multiples sit close together
+  const nodes = [];
+  if (titled) {
+    nodes.push(el("div", {}));
+    const label = (t, row, col) =>
+      el("div", { class: "bvl-x-label", text: t, style: `grid-row:${row};grid-column:${col}` });
+    fig.col_titles.forEach((t, c) => nodes.push(label(t, 1, c + 2)));
+    fig.row_titles.forEach((t, r) => nodes.push(label(t, r + 2, 1)));
   }
-  function drawPanels(tab, fig, s) {
-    const p = P[tab], [rows, cols] = fig.grid, titled = !!fig.row_titles;
-    p.title.innerHTML = esc(fig.title).replace(/\n/g, "<br>") + (fig.formula ? formulaHtml(fig.formula) : "") + (fig.edited ? ` <span class='bvl-x-edited'>\u270e ${esc(fig.edited)}</span>` : "");
-    p.title.style.display = fig.title ? "block" : "none";
-    p.formula.innerHTML = `<b>${esc(fig.title.replace(/: $/, ""))}</b>: ${fig.formula ? formulaHtml(fig.formula) : ""}`;
-    p.subtitle.textContent = fig.subtitle || "";
-    p.summary.textContent = fig.summary || ""; p.summary.style.display = fig.summary ? "block" : "none";
-    p.notes.textContent = [...fig.notes, ...fig.live].join("; ");
-    p.edit.textContent = fig.edited && tab === "step" ? `\u270e edited: ${fig.edited}` : ""; p.edit.style.display = p.edit.textContent ? "block" : "none";
-    if (fig.links) p.links.replaceChildren(...(fig.links.length ? ["computed from ", ...fig.links.flatMap((k, j) => [j ? ", " : "", info.keys.includes(k)
-      ? el("a", { href: "#", text: k, onclick: (ev) => { ev.preventDefault(); setSel({ key: k }); } }) : k])] : ["reads only weights and the input ids"]));
-    if (p.parts.length !== fig.panels.length) p.parts.length = 0;
-    p.grid.style.gridTemplateColumns = `${titled ? "auto " : ""}repeat(${cols}, auto)`;
-    p.grid.style.gap = titled ? "3px" : ""; // small multiples sit close together
-    const nodes = [];
-    if (titled) { // a model view: row and column titles around the thumbnails
-      nodes.push(el("div", {}));
-      fig.col_titles.forEach((t, c) => nodes.push(el("div", { class: "bvl-x-label", text: t, style: `grid-row:1;grid-column:${c + 2}` })));
-      fig.row_titles.forEach((t, r) => nodes.push(el("div", { class: "bvl-x-label", text: t, style: `grid-row:${r + 2};grid-column:1` })));
-    }
-    const limits = [];
-    const full = width();
-    const thumbPx = Math.max(36, Math.min(90, Math.floor((full + 60) / cols) - 6));
-    // one row height for a grid row whose bars line up with a map (the neuron view): k, q∘k and the bars
-    const alignedRows = new Set(fig.panels.filter((q) => q.type === "bars" && q.aligned).map((q) => q.at[0]));
-    const rowH = (panel) => (panel.R > LABEL_ALL_UP_TO ? 6 : 16);
-    fig.panels.forEach((panel, i) => { // placed in the page first: canvas labels take the page's (theme's) ink
-      const part = partFor(p, tab, i, panel), [r, c, rs, cs] = panel.at, o = titled ? 1 : 0;
-      part.node.style.gridRow = `${r + 1 + o} / span ${rs}`; part.node.style.gridColumn = `${c + 1 + o} / span ${cs}`;
-      part.node.style.flexBasis = "";
-      nodes.push(part.node);
-    });
-    p.grid.classList.remove("bvl-panels-flow");
-    const kids = p.grid.children; // re-placing the same nodes would take the focus off the map (its arrow keys)
-    if (kids.length !== nodes.length || nodes.some((x, i) => kids[i] !== x)) p.grid.replaceChildren(...nodes);
-    fig.panels.forEach((panel, i) => {
-      const part = p.parts[i], [, , , cs] = panel.at;
-      if (panel.type === "heatmap" && panel.thumb) {
-        const cv = part.canvas;
-        const id = `${panel.meta.layer},${panel.meta.head}`, big = thumbs.lines && thumbs.big === id;
-        const px = big ? Math.min(full, thumbPx * 4) : thumbPx;
-        if (thumbs.lines) paintLines(cv, panel.values, panel.R, panel.C, panel.clim, info.colours[panel.meta.layer % info.colours.length], px);
-        else paint(cv, panel.values, panel.R, panel.C, info.luts[panel.scale], panel.clim);
-        cv.classList.toggle("bvl-thumb-lines", thumbs.lines); cv.classList.toggle("bvl-thumb-big", big);
-        cv.style.width = cv.style.height = `${px}px`;
-        cv.classList.toggle("bvl-on", !!panel.marked); cv.setAttribute("aria-selected", String(!!panel.marked));
-        cv.title = thumbs.lines ? panel.hover.replace("click to open", "click to enlarge or shrink") : panel.hover; cv.dataset.layer = String(panel.meta.layer); cv.dataset.head = String(panel.meta.head);
-        // maps: a click opens the map in the attention tab; lines (bertviz's): a click enlarges it in place
-        cv.onclick = thumbs.lines ? () => { thumbs.big = thumbs.big === id ? null : id; show(); } : () => setSel(panel.click);
-        cv.limits = [panel.clim]; cv.bvl = panel.meta;
-        limits.push(panel.clim);
-      } else if (panel.type === "heatmap") {
-        const room = cols === 1 || cs === cols ? full : Math.max(120, Math.floor((full + 150) * cs / cols) - 250); // labels and bar beside each
-        const hover = (ii, jj, v) => panel.hover.replace("{y}", panel.y_labels ? panel.y_labels[ii] : String(ii)).replace("{x}", panel.x_labels ? panel.x_labels[jj] : String(jj))
-          .replace("{v}", fmt(panel.raw ? panel.raw[ii * panel.C + jj] : v, 4));
-        const bare = !panel.x_labels && !panel.square;
-        // what a click selects, from the layout: "$row" / "$col" are the clicked token's index
-        part.opts.onclick = panel.click ? (ii, jj) => { const ch = { ...panel.click }; for (const k in ch) ch[k] = ch[k] === "$row" ? panel.rows[ii] : ch[k] === "$col" ? panel.cols[jj] : ch[k]; setSel(ch); }
-          : panel.click_rows ? (ii) => setSel(pick(panel.click_rows, panel.rows[ii])) : panel.click_cols ? (ii, jj) => setSel(pick(panel.click_cols, panel.cols[jj])) : null;
-        part.draw({ values: panel.values, R: panel.R, C: panel.C, rowLabels: panel.y_labels, colLabels: panel.x_ticks === false ? null : panel.x_labels, lut: info.luts[panel.scale], clim: panel.clim,
-          width: room, square: !!panel.square, maxCell: panel.square ? (cols > 1 ? 18 : 26) : bare ? 12 : 40, rowHeight: panel.square ? null : alignedRows.has(panel.at[0]) || bare ? rowH(panel) : panel.R === 1 ? 16 : panel.y_labels && panel.y_labels.length > LABEL_ALL_UP_TO ? 6 : panel.y_labels ? 14 : null,
-          unit: panel.unit, noBar: panel.colorbar === false, rowSplits: panel.row_splits || [], colSplits: panel.col_splits || [], rowGroup: panel.y_labels ? panel.y_groups || panel.y_labels.map(() => 0) : null, colGroup: panel.x_labels ? panel.x_groups || panel.x_labels.map(() => 0) : null,
-          title: panel.title || "", xTitle: panel.x_title ? `${panel.x_title} \u2192` : "", yTitle: panel.y_title || "", hover });
-        part.heat.limits = [panel.clim];
-        limits.push(panel.clim);
-      } else if (panel.type === "lines") {
-        part.draw(panel, full);
-      } else if (panel.type === "bars") {
-        const beside = fig.panels.find((q) => q.type === "heatmap" && q.at[0] === panel.at[0] && !q.thumb);
-        part.draw(panel, panel.aligned && beside ? rowH(beside) : null);
-      } else {
-        part.node.replaceChildren(table(panel.columns, panel.rows, panel.caption));
-      }
-    });
-    // panels side by side when they fit the width; else they flow onto the next line (never cut off)
-    if (!titled && p.grid.scrollWidth > p.grid.clientWidth + 1) {
-      p.grid.classList.add("bvl-panels-flow");
-      fig.panels.forEach((panel, i) => { if (panel.at[3] === cols && cols > 1) p.parts[i].node.style.flexBasis = "100%"; });
-    }
-    // aligned bars start level with the map beside them
-    fig.panels.forEach((panel, i) => {
-      if (panel.type !== "bars" || !panel.aligned) return;
-      const beside = fig.panels.findIndex((q) => q.type === "heatmap" && q.at[0] === panel.at[0] && !q.thumb);
-      if (beside < 0) return;
-      const part = p.parts[i], heat = p.parts[beside].heat;
-      part.body.style.marginTop = "0px";
-      const dy = heat.getBoundingClientRect().top - part.body.getBoundingClientRect().top;
-      if (dy > 0) part.body.style.marginTop = `${dy}px`;
-    });
-    p.grid.limits = limits;
-    return p;
+  fig.panels.forEach((panel, i) => {
+    const part = partFor(app, p, i, panel), [r, c, rs, cs] = panel.at, o = titled ? 1 : 0;
+    part.node.style.gridRow = `${r + 1 + o} / span ${rs}`; part.node.style.gridColumn = `${c + 1 + o} / span ${cs}`;
+    part.node.style.flexBasis = "";
+    nodes.push(part.node);
+  });
+  p.grid.classList.remove("bvl-panels-flow");
+  const kids = p.grid.children; // re-placing the same nodes would take the focus off the map (its arrow keys)
+  if (kids.length !== nodes.length || nodes.some((x, i) => kids[i] !== x)) p.grid.replaceChildren(...nodes);
+}
+// a model view thumbnail: a heat map (a click opens it in the attention tab), or bertviz's lines (a click
+// enlarges it in place)
+function drawThumb(app, part, panel, size) {
+  const cv = part.canvas, thumbs = app.thumbs, { layer, head } = panel.meta;
+  const id = `${layer},${head}`, big = thumbs.lines && thumbs.big === id;
+  const px = big ? Math.min(size.full, size.thumb * 4) : size.thumb;
+  const colour = app.info.colours[layer % app.info.colours.length];
+  if (thumbs.lines) paintLines(cv, panel.values, panel.R, panel.C, panel.clim, colour, px);
+  else paint(cv, panel.values, panel.R, panel.C, app.info.luts[panel.scale], panel.clim);
+  cv.classList.toggle("bvl-thumb-lines", thumbs.lines); cv.classList.toggle("bvl-thumb-big", big);
+  cv.style.width = cv.style.height = `${px}px`;
+  cv.classList.toggle("bvl-on", !!panel.marked); cv.setAttribute("aria-selected", String(!!panel.marked));
+  cv.title = thumbs.lines ? panel.hover.replace("click to open", "click to enlarge or shrink") : panel.hover;
+  cv.dataset.layer = String(layer); cv.dataset.head = String(head);
+  const enlarge = () => { thumbs.big = thumbs.big === id ? null : id; show(app); };
+  cv.onclick = thumbs.lines ? enlarge : () => setSel(app, panel.click);
+  cv.limits = [panel.clim]; cv.bvl = panel.meta;
+}
+// what a click on a map selects, from the layout: "$row" / "$col" are the clicked token's index
+function heatmapClick(app, panel) {
+  if (panel.click) {
+    return (ii, jj) => {
+      const ch = { ...panel.click };
+      for (const k in ch) ch[k] = ch[k] === "$row" ? panel.rows[ii] : ch[k] === "$col" ? panel.cols[jj] : ch[k];
+      setSel(app, ch);
+    };
   }
+  if (panel.click_rows) return (ii) => setSel(app, pick(panel.click_rows, panel.rows[ii]));
+  if (panel.click_cols) return (ii, jj) => setSel(app, pick(panel.click_cols, panel.cols[jj]));
+  return null;
+}
+// a map's row height: thin rows beside aligned bars or without labels, one row of 16, else by its labels
+function heatmapRowHeight(panel, aligned) {
+  const bare = !panel.x_labels && !panel.square;
+  if (panel.square) return null;
+  if (aligned || bare) return rowHeightOf(panel);
+  if (panel.R === 1) return 16;
+  if (panel.y_labels) return panel.y_labels.length > LABEL_ALL_UP_TO ? 6 : 14;
+  return null;
+}
+const rowHeightOf = (panel) => (panel.R > LABEL_ALL_UP_TO ? 6 : 16);
+function drawHeatmapPanel(app, part, panel, size, aligned) {
+  const { full, cols } = size, cs = panel.at[3], bare = !panel.x_labels && !panel.square;
+  // a map beside others leaves room for its labels and colour bar
+  const room = cols === 1 || cs === cols ? full : Math.max(120, Math.floor((full + 150) * cs / cols) - 250);
+  const label = (list, i) => (list ? list[i] : String(i));
+  const hover = (ii, jj, v) => panel.hover.replace("{y}", label(panel.y_labels, ii))
+    .replace("{x}", label(panel.x_labels, jj)).replace("{v}", fmt(panel.raw ? panel.raw[ii * panel.C + jj] : v, 4));
+  const groups = (labels, given) => (labels ? given || labels.map(() => 0) : null);
+  part.opts.onclick = heatmapClick(app, panel);
+  part.draw({ values: panel.values, R: panel.R, C: panel.C, rowLabels: panel.y_labels,
+    colLabels: panel.x_ticks === false ? null : panel.x_labels, lut: app.info.luts[panel.scale], clim: panel.clim,
+    width: room, square: !!panel.square, maxCell: panel.square ? (cols > 1 ? 18 : 26) : bare ? 12 : 40,
+    rowHeight: heatmapRowHeight(panel, aligned), unit: panel.unit, noBar: panel.colorbar === false,
+    rowSplits: panel.row_splits || [], colSplits: panel.col_splits || [],
+    rowGroup: groups(panel.y_labels, panel.y_groups), colGroup: groups(panel.x_labels, panel.x_groups),
+    title: panel.title || "", xTitle: panel.x_title ? `${panel.x_title} \u2192` : "", yTitle: panel.y_title || "",
+    hover });
+  part.heat.limits = [panel.clim];
+}
+// the map beside a row of aligned bars (the neuron view: k, q∘k and the bars), or -1
+const besideIndex = (fig, panel) =>
+  fig.panels.findIndex((q) => q.type === "heatmap" && q.at[0] === panel.at[0] && !q.thumb);
+function drawPanel(app, p, fig, i, size) {
+  const panel = fig.panels[i], part = p.parts[i];
+  if (panel.type === "heatmap" && panel.thumb) {
+    drawThumb(app, part, panel, size);
+    return panel.clim;
+  }
+  if (panel.type === "heatmap") {
+    drawHeatmapPanel(app, part, panel, size, size.alignedRows.has(panel.at[0]));
+    return panel.clim;
+  }
+  if (panel.type === "lines") part.draw(panel, size.full);
+  else if (panel.type === "bars") {
+    const beside = fig.panels[besideIndex(fig, panel)];
+    part.draw(panel, panel.aligned && beside ? rowHeightOf(beside) : null);
+  } else part.node.replaceChildren(table(panel.columns, panel.rows, panel.caption));
+  return null;
+}
+// panels side by side when they fit the width; else they flow onto the next line (never cut off)
+function flowPanels(p, fig, titled, cols) {
+  if (titled || p.grid.scrollWidth <= p.grid.clientWidth + 1) return;
+  p.grid.classList.add("bvl-panels-flow");
+  fig.panels.forEach((panel, i) => { if (panel.at[3] === cols && cols > 1) p.parts[i].node.style.flexBasis = "100%"; });
+}
+// aligned bars start level with the map beside them
+function alignBars(p, fig) {
+  fig.panels.forEach((panel, i) => {
+    if (panel.type !== "bars" || !panel.aligned) return;
+    const beside = besideIndex(fig, panel);
+    if (beside < 0) return;
+    const part = p.parts[i], heat = p.parts[beside].heat;
+    part.body.style.marginTop = "0px";
+    const dy = heat.getBoundingClientRect().top - part.body.getBoundingClientRect().top;
+    if (dy > 0) part.body.style.marginTop = `${dy}px`;
+  });
+}
+function drawPanels(app, tab, fig) {
+  const p = app.drawings[tab], cols = fig.grid[1], titled = !!fig.row_titles;
+  drawHeading(app, p, tab, fig);
+  placePanels(app, p, fig, titled, cols);
+  const full = widthOf(app);
+  // one row height for a grid row whose bars line up with a map (the neuron view): k, q∘k and the bars
+  const alignedRows = new Set(fig.panels.filter((q) => q.type === "bars" && q.aligned).map((q) => q.at[0]));
+  const size = { full, cols, alignedRows, thumb: Math.max(36, Math.min(90, Math.floor((full + 60) / cols) - 6)) };
+  const limits = fig.panels.map((panel, i) => drawPanel(app, p, fig, i, size)).filter((clim) => clim);
+  flowPanels(p, fig, titled, cols);
+  alignBars(p, fig);
+  p.grid.limits = limits;
+  return p;
+}
 
-  // ---------------------------------------------------------------- draw the selected tab
-  function requestOf(tab, s) { // data.request: the view data a tab draws for a selection (one table, from Python)
-    const r = info.requests[tab], args = { ...r.fixed };
-    for (const w of r.args) args[w] = s[w];
-    return [r.data, args];
+// ---------------------------------------------------------------- draw the selected tab
+function requestOf(app, tab, s) { // data.request: the view data a tab draws for a selection (one table, from Python)
+  const r = app.info.requests[tab], args = { ...r.fixed };
+  for (const w of r.args) args[w] = s[w];
+  return [r.data, args];
+}
+// what a drawing says it drew (read by the tests and listeners): the selection, and per tab its numbers
+function recordDrawing(app, tab, fig, p, s, ms) {
+  const record = { layer: s.layer, head: s.head, query: s.query, kind: s.kind, pair: s.pair_filter, key: s.key,
+    heads: [...s.heads] };
+  const first = p.parts[0], main = first && first.canvas, panel = fig.panels[0];
+  if (tab === "attention") Object.assign(record, { rows: panel.rows, cols: panel.cols, values: panel.values, ms });
+  if (tab === "neuron") {
+    const bars = (name) => fig.panels.find((q) => q.name === name).values;
+    Object.assign(record, { scores: bars("neuron-scores"), weights: bars("neuron-weights") });
   }
-  function drawTab(tab) {
-    const s = sel();
-    if (tab === "neuron" && !info.neuron) { P.neuron.notes.textContent = "this trace did not record attn.q, attn.k, attn.scores and attn.probs for every layer (trace with keep=None)"; return; }
-    const [view, args] = requestOf(tab, s);
-    const vd = have(view, args);
-    C[tab].sync(s, vd);
-    if (!vd) { P[tab].title.textContent = `${info.titles[tab]}: loading\u2026`; later(view, args, () => model.get("tab") === tab && show()); return; }
-    const t0 = performance.now();
-    const fig = tab === "model" ? onlyShown(resolve(vd.layouts[tab], vd, s), info.layers_shown, info.heads_shown) : resolve(vd.layouts[tab], vd, s);
-    const p = drawPanels(tab, fig, s);
-    const record = { layer: s.layer, head: s.head, query: s.query, kind: s.kind, pair: s.pair_filter, key: s.key, heads: [...s.heads] };
-    const first = p.parts[0], main = first && first.canvas;
-    if (tab === "attention") Object.assign(record, { rows: fig.panels[0].rows, cols: fig.panels[0].cols, values: fig.panels[0].values, ms: performance.now() - t0 });
-    if (tab === "neuron") { const bars = (name) => fig.panels.find((q) => q.name === name).values; Object.assign(record, { scores: bars("neuron-scores"), weights: bars("neuron-weights") }); }
-    if (main && tab !== "model") { main.bvl = record; Object.assign(main.dataset, { layer: s.layer, head: s.head, kind: s.kind, pair: s.pair_filter }); }
-    if (tab === "compare") { const g = p.parts.find((q) => q.key.startsWith("heatmap:grid")); if (g) g.heat.bvl = record; }
-    p.grid.bvl = record; sections[tab].bvl = record; sections[tab].limits = p.grid.limits;
-    sections[tab].fig = fig; // what was drawn (read by the tests: the same panels as panels.resolve in Python)
-    root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: tab, ...record } }));
-    showError("");
-    // what is likely next: the neighbouring layers, the next step
-    if (tab === "attention") for (const l of [s.layer + 1, s.layer - 1]) if (l >= 0 && l < info.layers) request(...requestOf(tab, { ...s, layer: l })).catch(() => {});
-    if (tab === "step") { const i = info.keys.indexOf(s.key); if (i + 1 < info.keys.length) request(...requestOf(tab, { ...s, key: info.keys[i + 1] })).catch(() => {}); }
+  if (main && tab !== "model") {
+    main.bvl = record;
+    Object.assign(main.dataset, { layer: s.layer, head: s.head, kind: s.kind, pair: s.pair_filter });
   }
+  if (tab === "compare") {
+    const g = p.parts.find((q) => q.key.startsWith("heatmap:grid"));
+    if (g) g.heat.bvl = record;
+  }
+  const section = app.sections[tab];
+  p.grid.bvl = record; section.bvl = record; section.limits = p.grid.limits;
+  section.fig = fig; // what was drawn (read by the tests: the same panels as panels.resolve in Python)
+  app.root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: tab, ...record } }));
+}
+// what is likely next: the neighbouring layers, the next step
+function askAhead(app, tab, s) {
+  const ask = (sel) => request(app, ...requestOf(app, tab, sel)).catch(() => {});
+  const keys = app.info.keys, i = keys.indexOf(s.key);
+  if (tab === "attention") {
+    for (const l of [s.layer + 1, s.layer - 1]) if (l >= 0 && l < app.info.layers) ask({ ...s, layer: l });
+  }
+  if (tab === "step" && i + 1 < keys.length) ask({ ...s, key: keys[i + 1] });
+}
+function drawTab(app, tab) {
+  const s = selectionOf(app), info = app.info;
+  if (tab === "neuron" && !info.neuron) {
+    app.drawings.neuron.notes.textContent = "this trace did not record attn.q, attn.k, attn.scores and attn.probs " +
+      "for every layer (trace with keep=None)";
+    return;
+  }
+  const [view, args] = requestOf(app, tab, s);
+  const vd = have(app, view, args);
+  app.controls[tab].sync(s, vd);
+  if (!vd) {
+    app.drawings[tab].title.textContent = `${info.titles[tab]}: loading\u2026`;
+    later(app, view, args, () => app.model.get("tab") === tab && show(app));
+    return;
+  }
+  const t0 = performance.now(), resolved = resolve(vd.layouts[tab], vd, s);
+  const fig = tab === "model" ? onlyShown(resolved, info.layers_shown, info.heads_shown) : resolved;
+  const p = drawPanels(app, tab, fig);
+  recordDrawing(app, tab, fig, p, s, performance.now() - t0);
+  showError(app, "");
+  askAhead(app, tab, s);
+}
 
-  // ---------------------------------------------------------------- tabs
-  function show() {
-    const tab = model.get("tab");
-    for (const b of nav.children) b.classList.toggle("bvl-on", b.dataset.tab === tab);
-    for (const [name, s] of Object.entries(sections)) s.style.display = name === tab ? "block" : "none";
-    root.dataset.tab = tab;
-    try { drawTab(C[tab] ? tab : "attention"); } catch (e) { fail(e); }
-  }
-  for (const name of STATE) model.on(`change:${name}`, show);
-  // the starting tab's view data, in the widget's state (Explorer.first_view): the first picture needs no round
-  // trip to the kernel, which may still be building the saved page
-  const first = model.get("first");
-  if (first && first.header) onMessage({ ...first.header, type: "view", request_key: first.key }, first.buffers);
-  show();
-  // canvas labels take the theme's ink when drawn: redraw at once when JupyterLab's theme (or the
-  // system's colour scheme) changes
-  const redraw = () => requestAnimationFrame(() => requestAnimationFrame(show));
+// ---------------------------------------------------------------- tabs
+function show(app) {
+  const tab = app.model.get("tab");
+  for (const b of app.nav.children) b.classList.toggle("bvl-on", b.dataset.tab === tab);
+  for (const [name, s] of Object.entries(app.sections)) s.style.display = name === tab ? "block" : "none";
+  app.root.dataset.tab = tab;
+  try { drawTab(app, app.controls[tab] ? tab : "attention"); } catch (e) { fail(app, e); }
+}
+// canvas labels take the theme's ink when drawn: redraw at once when JupyterLab's theme (or the system's colour
+// scheme) changes; returns what undoes render()
+function watchTheme(app) {
+  const redraw = () => requestAnimationFrame(() => requestAnimationFrame(app.show));
   const themeWatch = new MutationObserver(redraw);
-  themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  const attributeFilter = ["data-jp-theme-light", "data-jp-theme-name"];
+  themeWatch.observe(document.body, { attributes: true, attributeFilter });
   const scheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
   if (scheme) scheme.addEventListener("change", redraw);
   return () => {
     themeWatch.disconnect();
     if (scheme) scheme.removeEventListener("change", redraw);
-    clearTimeout(waitTimer);
-    model.off("msg:custom", onMessage);
-    for (const name of STATE) model.off(`change:${name}`, show);
+    clearTimeout(app.waitTimer);
+    app.model.off("msg:custom", app.onMessage);
+    for (const name of STATE) app.model.off(`change:${name}`, app.show);
   };
 }
 
 // ---------------------------------------------------------------- the exported page's stand-in model
-function b64bytes(s) { const bin = atob(s), out = new Uint8Array(bin.length); for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i); return out; }
+function b64bytes(s) {
+  const bin = atob(s), out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
 async function inflate(b64) {
   const stream = new Blob([b64bytes(b64)]).stream().pipeThrough(new DecompressionStream("gzip"));
   return new DataView(await new Response(stream).arrayBuffer());
@@ -893,12 +1198,14 @@ function pageModel(state, packed) {
     send: (msg) => page.then(({ payloads, layouts, bytes, base }) => {
       const p = payloads[msg.request_key];
       if (!p) {
-        fire("msg:custom", { type: "error", request_key: msg.request_key, message: `${msg.view} ${JSON.stringify(msg.args)} is not in this page ` +
-          "(it keeps what fits its size budget; export again with fewer tokens, or use the notebook explorer)" }, []);
+        const message = `${msg.view} ${JSON.stringify(msg.args)} is not in this page ` +
+          "(it keeps what fits its size budget; export again with fewer tokens, or use the notebook explorer)";
+        fire("msg:custom", { type: "error", request_key: msg.request_key, message }, []);
         return;
       }
       // the page keeps each distinct layout once: a header names its layouts by id
-      const header = typeof p.header.layouts === "string" ? { ...p.header, layouts: layouts[p.header.layouts] } : p.header;
+      const named = typeof p.header.layouts === "string";
+      const header = named ? { ...p.header, layouts: layouts[p.header.layouts] } : p.header;
       const buffers = p.data.map(([o, n], i) => unfilter(bytes, base + o, n, p.header.arrays[i]));
       fire("msg:custom", { ...header, type: "view", request_key: msg.request_key }, buffers);
     }),
