@@ -14,7 +14,7 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite import foreign
 from bertviz_lite.backend import to_host
-from bertviz_lite.views import data
+from bertviz_lite.views import data, limits
 
 pytest.importorskip("plotly")
 pytest.importorskip("anywidget")
@@ -181,7 +181,7 @@ def test_a_tensor_nothing_can_read_gets_one_clear_error():
 
 
 def test_attention_too_long_to_draw_is_refused_before_drawing(monkeypatch):  # issue 31 item 4
-    monkeypatch.setattr(data, "MAX_TOKENS", 6)
+    monkeypatch.setattr(limits, "MAX_TOKENS", 6)
     tr = bv.Trace.from_attentions(attentions(), TOKENS)
     for call in (lambda: bv.views.head_view(tr), lambda: bv.views.model_view_figure(tr),
                  lambda: data.view_data(tr, "attention", layer=0), lambda: bv.export_html(tr, "/nonexistent/x.html"),

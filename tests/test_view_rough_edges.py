@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite.views import data, panels
+from bertviz_lite.views import data, limits, panels
 
 pytest.importorskip("anywidget")
 
@@ -41,6 +41,6 @@ def test_the_readme_states_the_views_numbers_as_the_code_has_them():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     views = readme[readme.index("## Views, export and the command line"):readme.index("## Many sentences")]
     assert f"fits in {export.DEFAULT_MAX_BYTES // 10**6} MB" in views and f"{export.DEFAULT_MAX_BYTES:,}" in views
-    assert f"at most {widget.SAVED_PAGE_BYTES // 10**6} MB" in views.replace("\n", " ")
-    assert f"at most {data.MAX_TOKENS:,} tokens" in views
+    assert f"at most {limits.SAVED_PAGE_BYTES // 10**6} MB" in views.replace("\n", " ")
+    assert f"at most {limits.MAX_TOKENS:,} tokens" in views
     assert "15 MB" not in views

@@ -22,9 +22,9 @@ from ..foreign import prettify_tokens
 from .data import PAIR_FILTERS, VIEWS, stepper_steps, view_data
 from .explorer import explore, head_view, model_view, neuron_view  # anywidget only when a widget is made (widget.py)
 from .export import export_html
+from .records import RECORDS
 
-_FIGURES = ("attention_heatmap", "head_view_figure", "token_view", "model_view_figure", "neuron_view_figure",
-            "step_view", "param_breakdown", "compare_view")
+_FIGURES = tuple(r.figure for r in RECORDS if r.figure)  # each view's plotly function (its record names it)
 
 __all__ = ["PAIR_FILTERS", "VIEWS", "explore", "export_html", "head_view", "model_view", "neuron_view",
            "prettify_tokens", "save_png", "stepper_steps", "to_png", "view_data", *_FIGURES]

@@ -34,7 +34,7 @@ from ..errors import BertVizError
 from ..foreign import join_tokens, prettify_token, shorten
 from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
 from ..schema_text import plain_formula
-from . import records
+from . import limits, records
 from .panels import HEAD_COLOURS, layouts
 from .panels import _fmt as number_text
 
@@ -172,18 +172,13 @@ def token_labels(trace, positions=None) -> list[str]:
     return [f"{i} {token_text(trace.tokens[i])}" for i in positions]
 
 
-# attention from elsewhere can be of any length: above MAX_TOKENS the views refuse before they draw
-# (a 10,000-token map of 12 heads is 9.6 GB as float64: one layer's maps, read once to draw them)
-MAX_TOKENS = 2048
-
-
 def check_drawable(trace, what: str = "this view") -> None:
     """One clear error, before any work, when a trace is too long to draw: its length and the memory
     drawing would take (one layer's maps as float64, about three copies: read, filtered, coloured)."""
     n = trace.n_real
-    if n > MAX_TOKENS:
+    if n > limits.MAX_TOKENS:
         need = 3 * trace.num_heads * n * n * 8
-        raise BertVizError(f"{what}: {n:,} tokens is more than the views draw (at most {MAX_TOKENS:,}): drawing "
+        raise BertVizError(f"{what}: {n:,} tokens is more than the views draw (at most {limits.MAX_TOKENS:,}): drawing "
                            f"one layer's {trace.num_heads} maps would take about {need / 2**30:.1f} GiB of memory; "
                            f"slice the attention to the tokens you want to see (a[..., :m, :m] with tokens[:m]) "
                            "or average blocks of tokens first")
@@ -373,7 +368,7 @@ def attention(trace, layer: int, kind: str = "probs", *, max_tokens: int | None 
                  min_weight=MIN_WEIGHT, arrays=dict(maps=maps.astype(np.float32)))
 
 
-def model(trace, kind: str = "probs", *, max_tokens: int = 48, on_layer=None) -> dict:
+def model(trace, kind: str = "probs", *, max_tokens: int = limits.THUMB_TOKENS, on_layer=None) -> dict:
     """Every layer x head as a thumbnail: arrays["maps"] (layer, head, m, m), block means above max_tokens."""
     check_drawable(trace, "the model view")
     kind = check_kind(trace, kind)
@@ -443,8 +438,8 @@ def neuron(trace, layer: int) -> dict:
         check_key(trace, key)
         arrays[name] = check_finite(trace, key, host(trace.real(trace[key], trace.axes(key)))).astype(np.float32)
     # the numbers the view prints (each key's score and softmax weight) as the model recorded them; up to
-    # export.FULL_UP_TO tokens the page then sends q and k at 8 bits (drawn as colours), and these arrays are
-    # the attention view's maps of the layer (one copy in the page)
+    # limits.FULL_UP_TO tokens these arrays are the attention view's maps of the layer (one copy in the page), and
+    # the page sends q and k at 8 bits (drawn as colours: the record's wire)
     for name, kind in (("scores", "scores"), ("weights", "probs")):
         key = schema.full_key(f"attn.{kind}", layer)
         a = host(trace.real(trace[key], trace.axes(key)))
@@ -507,7 +502,9 @@ def step(trace, key: str, *, ledger: ParamLedger | None = None, max_cells: int =
                  row_edges=None if len(re_) - 1 == z.shape[1] else re_.tolist(), scale=scale,
                  takes=[k for k in schema.takes_keys(key, trace.num_layers, proj="embed.proj" in trace)],
                  segments=[trace.segments[i] for i in real_positions(trace)],
-                 edited=edits.get(key, ""), arrays=dict(z=zb.astype(np.float32)))
+                 edited=edits.get(key, ""), arrays=dict(z=zb.astype(np.float32)),
+                 # a whole token x token map (the scores, the weights) travels as the attention view's maps
+                 map_arrays=["z"] if tuple(axes) == ("head", "query", "key") and zb.shape == z.shape else [])
 
 
 # each layer's groups in forward order (BERT's LayerNorm comes after the sublayer it closes)
@@ -522,6 +519,11 @@ def group_rank(group: str) -> tuple:
         return (1, layer, LAYER_GROUPS.index(rel) if rel in LAYER_GROUPS else len(LAYER_GROUPS))
     order = OUTER_GROUPS.index(group) if group in OUTER_GROUPS else len(OUTER_GROUPS)
     return (0 if order == 0 else 2, 0, order)
+
+
+def parameters(trace, *, ledger: ParamLedger | None = None) -> dict:
+    """The parameters view of a trace (its record's builder): `params` of the ledger, else of its config."""
+    return params(ledger, trace=trace)
 
 
 def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dict:
@@ -556,10 +558,11 @@ def params(ledger: ParamLedger | None = None, *, config=None, trace=None) -> dic
                 reconcile_title=title, reconcile_columns=list(rec.columns), reconcile=rows)
 
 
-def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:
+def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs", *, max_tokens: int | None = None) -> dict:
     """Two traces of the same model and length: per-key difference down the layers (relative change
     ||b - a|| / ||a||, largest |b - a|, mean cosine of token vectors) and one layer's maps of both
-    with their difference (b - a)."""
+    with their difference (b - a). Above limits.COMPARE_FULL_UP_TO tokens the maps are block means of at most
+    max_tokens (default limits.COMPARE_MAPS) tokens a side, as the other long views are, and the view says so."""
     check_drawable(trace_a, "the compare view")
     check_comparable(trace_a, trace_b)
     layer, kind = trace_a.check_layer(layer), check_kind(trace_a, kind)
@@ -572,7 +575,9 @@ def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:
         ly, rel_key = schema.split_key(key)
         if ly is not None:
             grid[layer_steps.index(rel_key), ly] = rel
-    a, b = (attention(t, layer, kind) for t in (trace_a, trace_b))
+    if max_tokens is None and trace_a.n_real > limits.COMPARE_FULL_UP_TO:
+        max_tokens = limits.COMPARE_MAPS
+    a, b = (attention(t, layer, kind, max_tokens=max_tokens) for t in (trace_a, trace_b))
     ma, mb = a["arrays"]["maps"], b["arrays"]["maps"]
     # A and B share one scale per head that covers both runs (keys side by side: (head, query, 2 key))
     shared = colour_scale(np.concatenate([ma, mb], axis=-1), "weights" if kind == "probs" else "signed", per=1)
@@ -585,7 +590,7 @@ def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs") -> dict:
                  scale=shared, scale_diff=colour_scale(diff, "difference", per=1),
                  identical=["" if np.any(d != 0) else " \u2014 identical (the edit acts after this map, or not in this "
                             "layer: see the steps below)" for d in diff],
-                 scale_grid=colour_scale(grid, "change"),
+                 scale_grid=colour_scale(grid, "change"), edges=a["edges"], tokens=trace_a.n_real,
                  arrays=dict(a=ma, b=mb, diff=diff.astype(np.float32), grid=grid.astype(np.float32)))
 
 
@@ -688,7 +693,7 @@ def stepper_steps(trace) -> list[str]:
 # the registry and the facts every front-end needs
 # ------------------------------------------------------------------------------------------
 
-BUILDERS = {r.name: globals()[r.builder] for r in records.RECORDS if r.builder}
+BUILDERS = {r.name: globals()[r.builder] for r in records.RECORDS}
 
 
 # what each view is drawn from: (view data, the selection's words it takes, fixed arguments); the
@@ -711,21 +716,17 @@ def request(view: str, *, layer: int = 0, head: int = 0, query: int = 0, kind: s
 
 
 def view_data(trace, view: str, *, trace_b=None, ledger=None, **args) -> dict:
-    """The view data of any view by name (the front-end's requests go through here), with the
-    layouts of the views drawn from it (`panels.layouts`: what each renderer draws)."""
-    if view not in VIEWS:
-        raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
-    if view == "params":
-        vd = params(ledger, trace=trace)
-    elif view == "compare":
-        if trace_b is None:
-            raise ValueError("the compare view needs a second trace: compare_view(tr_a, tr_b), "
-                             "or bv.explore(tr_a, compare=tr_b)")
-        vd = compare(trace, trace_b, **args)
-    elif view == "step":
-        vd = step(trace, ledger=ledger, **args)
-    else:
-        vd = BUILDERS[view](trace, **args)
+    """The view data of any view by name (the front-end's requests go through here): its record's builder,
+    given what the record says it takes (a second trace, the ledger), with the layouts of the views drawn from
+    it (`panels.layouts`: what each renderer draws) and the names of its token x token maps (`map_arrays`: the
+    record's, unless the builder named them; how they travel: `widget.wire_dtypes`, `export.Payloads`)."""
+    rec = records.record(view)
+    given = dict(trace_b=trace_b, ledger=ledger)
+    if "trace_b" in rec.takes and trace_b is None:
+        raise ValueError(f"the {rec.title} view needs a second trace: bv.explore(tr_a, compare=tr_b)"
+                         + (f", or {rec.figure}(tr_a, tr_b)" if rec.figure else ""))
+    vd = BUILDERS[view](trace, **{k: given[k] for k in rec.takes}, **args)
+    vd.setdefault("map_arrays", list(rec.maps))
     vd["layouts"] = layouts(vd)
     return vd
 
@@ -740,15 +741,18 @@ def shown_texts(trace) -> list[str]:
     return [join([trace.tokens[i] for i in real if trace.segments[i] == s]) for s in (0, 1)]
 
 
+# what a view's record may need of a trace (records.NEEDS): whether (trace, second trace or None) has it
+NEEDS = {
+    "second_trace": lambda trace, trace_b: trace_b is not None,  # the compare view
+    # attention from elsewhere (Trace.from_attentions) knows only L and n_h: no parameter count, no step-through
+    "sizes": lambda trace, trace_b: not trace.nominal,
+    "neuron_keys": lambda trace, trace_b: has_neuron_keys(trace),  # q, k, scores and weights as recorded
+}
+
+
 def shown_views(trace, trace_b=None) -> list[str]:
-    """The tabs a trace can fill: no compare tab without a second run; attention from elsewhere
-    (its sizes nominal, no queries and keys) has no parameter count, no step-through and no neuron view."""
-    hide = set() if trace_b is not None else {"compare"}
-    if trace.nominal:
-        hide |= {"params", "step"}
-    if not has_neuron_keys(trace):
-        hide.add("neuron")
-    return [v for v in VIEWS if v not in hide]
+    """The tabs a trace can fill: each view whose record's needs the trace has (`NEEDS`)."""
+    return [r.name for r in records.RECORDS if all(NEEDS[need](trace, trace_b) for need in r.needs)]
 
 
 def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "") -> dict:
@@ -777,4 +781,5 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
         titles=TITLES, colours=list(HEAD_COLOURS), ledger_source=ledger_source,
         requests={v: dict(data=src, args=list(words), fixed=fixed) for v, (src, words, fixed) in REQUESTS.items()},
         controls={r.name: list(r.controls) for r in records.RECORDS},
+        limits=dict(limits.FRONT_END),
         luts={name: lut(name) for name in list(SCALES.values()) + ["Reds"]})

@@ -10,20 +10,23 @@ makes no network request and needs no plotly.js.
 
 Size. A 512-token BERT-base trace holds 144 attention maps of 512 x 512 (37.7 M numbers,
 151 MB as float32), so the page keeps what fits `max_bytes` (default 14 MB), in this order
-(each view record's `priority`: `records.PAGE_ORDER`), and says on the page what it kept:
+(each view record's `priority`: `records.PAGE_ORDER`; the limits: `limits.py`), and says on the page what
+it kept; a tab of which nothing fits is not shown:
 1. always: every layer's maps (in full up to FULL_UP_TO tokens, else block means of SMALL_MAPS a side),
-   the model view, every step (block means of at most STEP_ROWS x STEP_CELLS / STEP_ROWS cells
-   per head, uint8; statistics at full precision), the parameters;
-2. the compare view (with compare=), layer by layer: the first, the last, the middle, then the others;
-3. full-resolution maps and the neuron view's q and k of the first and the last layer;
-4. the neuron view of the other layers: q and k with the model's own scores and weights, which it prints
-   (uint16 above FULL_UP_TO tokens; up to FULL_UP_TO the scores and weights are the attention maps, and q and k,
-   drawn as colours only, travel as uint8, the step-through's copy);
-5. full-resolution maps of the other layers;
-6. the one-token view, token by token.
+   the model view, the parameters;
+2. the compare view (with compare=), layer by layer: the first, the last, the middle, then the others
+   (block means of limits.COMPARE_MAPS a side above limits.COMPARE_FULL_UP_TO tokens);
+3. full-resolution maps and the neuron view of the first and the last layer, then the neuron view of the
+   other layers (q and k at 8 bits, drawn as colours; the model's own scores and weights at 16 bits: it prints
+   them; up to FULL_UP_TO tokens they are the attention maps, one copy), then full-resolution maps of the others;
+4. the step-through, step by step (block means of at most STEP_ROWS x STEP_CELLS / STEP_ROWS cells per head,
+   uint8; statistics at full precision);
+5. the one-token view, token by token.
+A view whose record names no page builder gets one payload per value of each word of its request
+(`every_request`: every layer, kind, token or step), in that order while the budget lasts.
 max_bytes is a cap on the whole page: what did not fit is named on the page, and a page whose part that is
 always kept (1.) is over the cap is refused before anything is written, with its size.
-Maps travel as uint16 up to 128 tokens (error <= range / 131070), uint8 above (<= range / 508).
+Maps travel as uint16 up to FULL_UP_TO tokens (error <= range / 131070), uint8 above (<= range / 508).
 """
 
 from __future__ import annotations
@@ -36,17 +39,8 @@ from pathlib import Path
 from ..errors import BertVizError
 from . import codec, data, records
 from .files import check_folder, check_target, write_whole
+from .limits import DEFAULT_MAX_BYTES, FULL_UP_TO, MIN_BYTES, SMALL_MAPS
 
-SMALL_MAPS = 96
-FULL_UP_TO = 128
-STEP_ROWS, STEP_CELLS = 48, 2048
-DEFAULT_MAX_BYTES = 14_000_000
-# steps whose tensor another view carries in full (up to FULL_UP_TO tokens): they travel with that view's wire,
-# and the page (codec.pack_page) keeps the one copy
-SHARED_STEPS = {"attn.scores": "maps", "attn.probs": "maps"}
-# up to FULL_UP_TO tokens the neuron view's data carries the scores and weights it prints (the attention maps: one
-# copy in the page); its q and k are drawn only as colours, so they travel at 8 bits (the step-through's q and k)
-NEURON_UP_TO_FULL = {"q": "u1", "k": "u1", "scores": "maps", "weights": "maps"}
 ASSETS = Path(__file__).with_name("assets")
 
 
@@ -74,17 +68,16 @@ class Payloads:
 
     def make(self, view: str, args: dict, **extra) -> tuple[str, dict]:
         vd = data.view_data(self.trace, view, trace_b=self.trace_b, ledger=self.ledger, **args, **extra)
-        # the numbers people hover (neuron view, compare) keep 16 bits; pictures of big tensors 8
-        # (the neuron view prints the recorded scores and weights: 8 bits would misstate them)
-        wire = records.record(view).wire  # the view's record: how its arrays travel
-        if view == "step" and not self.small and vd["step"] in SHARED_STEPS:
-            wire = SHARED_STEPS[vd["step"]]  # travels as the view that carries it too, so the page stores it once
-        dtype = self.maps_dtype if wire == "maps" else wire
-        dtypes = None
-        if view == "neuron" and not self.small:
-            dtypes = {a: self.maps_dtype if w == "maps" else w for a, w in NEURON_UP_TO_FULL.items()}
-        header, buffers = codec.encode(vd, dtypes, default=dtype)
+        header, buffers = codec.encode(vd, self.dtypes(view, vd))
         return codec.request_key(view, args), codec.to_text(header, buffers)
+
+    def dtypes(self, view: str, vd: dict) -> dict:
+        """How each array of a view travels in the page: as its record's wire says (the numbers people hover
+        keep 16 bits, pictures of big tensors 8); a token x token map (`vd["map_arrays"]`: the record's maps, or
+        a step that is an attention map) up to FULL_UP_TO tokens as the attention maps, so the page stores it once."""
+        rec = records.record(view)
+        wires = {a: "maps" if a in vd["map_arrays"] and not self.small else rec.wire_of(a) for a in vd["arrays"]}
+        return {a: self.maps_dtype if w == "maps" else w for a, w in wires.items()}
 
     def add(self, view: str, args: dict, budget: int | None = None, **extra) -> bool:
         if self.bar is not None:
@@ -123,7 +116,7 @@ def progress_bar(total: int, progress, desc: str):
 def build_payloads(trace, *, ledger=None, trace_b=None, max_bytes: int = DEFAULT_MAX_BYTES,
                    fixed_bytes: int = 0, progress=False, views=None) -> tuple[dict, dict, list[str]]:
     """(payloads by request key, the layouts they name by id, what the page kept: one line each).
-    views: the tabs the page shows (default every tab the trace can fill)."""
+    views: the tabs the page shows (default every tab the trace can fill); a view not among them is not built."""
     L, n = trace.num_layers, trace.n_real
     views = set(views or data.shown_views(trace, trace_b))
     steps = L * (2 + (trace_b is not None) + 2) + 2 + len(data.stepper_steps(trace)) + n  # about every add
@@ -137,19 +130,60 @@ def _build_payloads(p: Payloads, budget: int, views: set) -> tuple[dict, dict, l
     kept: list[str] = []
     p.full = []
     for name in records.PAGE_ORDER:  # each builder knows whether the page shows its view (`views`)
-        kept += BUILD[name](p, None if records.record(name).priority == 0 else budget, views)
+        rec = records.record(name)
+        kept += BUILD[name](p, rec, None if rec.priority == 0 else budget, views)
     return p.items, p.layouts, kept
 
 
-def _attention(p: Payloads, budget, views) -> list[str]:
+def request_values(trace, word: str) -> list:
+    """Every value a request word takes for a trace (a view's page, `every_request`)."""
+    values = dict(layer=lambda: range(trace.num_layers), kind=lambda: data.recorded_kinds(trace),
+                  query=lambda: range(trace.n_real), key=lambda: data.stepper_steps(trace))
+    if word not in values:
+        raise ValueError(f"no page builder knows the request word {word!r}: name one in the view's record (page=)")
+    return list(values[word]())
+
+
+# what the page's note calls the values of a request word
+NOUNS = dict(layer="layer", kind="kind", query="token", key="step")
+
+
+def every_request(p: Payloads, rec, budget, views) -> list[str]:
+    """A view's page with no builder of its own: one payload per value of each word of its request (every layer,
+    kind, token or step), with its record's page_args, in that order while the budget lasts (priority 0: all)."""
+    import itertools
+    if rec.name not in views:
+        return []
+    words = [w for w in rec.request if w not in rec.fixed]
+    combos = [dict(zip(words, c), **rec.fixed) for c in itertools.product(*(request_values(p.trace, w) for w in words))]
+    done = 0
+    for args in combos:
+        if not p.add(rec.name, args, budget, **rec.page_args):
+            break
+        done += 1
+    if budget is None or not words:
+        return []
+    noun = " and ".join(NOUNS.get(w, w) for w in words)
+    if done == len(combos):
+        return [f"{rec.title}: every {noun}"]
+    if not done:
+        return [f"{rec.title}: no {noun} (over the size budget)"]
+    last = ", ".join(str(combos[done - 1][w]) for w in words)
+    return [f"{rec.title}: {done} of {len(combos)} {noun}s, up to {noun} {last} (the rest are over the size "
+            "budget)"]
+
+
+def attention_page(p: Payloads, rec, budget, views) -> list[str]:
+    """Every layer's maps, whatever the budget (every tab draws from them): block means above FULL_UP_TO tokens
+    (full-resolution maps come with the neuron view, `neuron_page`, while the budget lasts)."""
     for layer in range(p.trace.num_layers):
         p.add("attention", dict(layer=layer, kind="probs"), max_tokens=SMALL_MAPS if p.small else None)
     return []
 
 
-def _compare(p: Payloads, budget, views) -> list[str]:
+def compare_page(p: Payloads, rec, budget, views) -> list[str]:
     """The compare view, layer by layer (layer_order) while the budget lasts (at 512 tokens one BERT-base
-    layer's A, B and difference take megabytes)."""
+    layer's A, B and difference take megabytes, as block means)."""
     if p.trace_b is None or "compare" not in views:
         return []
     L, kept = p.trace.num_layers, []
@@ -163,25 +197,7 @@ def _compare(p: Payloads, budget, views) -> list[str]:
                                                               "size budget: a larger max_bytes, or fewer tokens)")]
 
 
-def _model(p: Payloads, budget, views) -> list[str]:
-    for kind in data.recorded_kinds(p.trace):
-        p.add("model", dict(kind=kind))
-    return []
-
-
-def _step(p: Payloads, budget, views) -> list[str]:
-    for key in (data.stepper_steps(p.trace) if "step" in views else ()):
-        p.add("step", dict(key=key), max_cells=STEP_CELLS, max_rows=STEP_ROWS)
-    return []
-
-
-def _params(p: Payloads, budget, views) -> list[str]:
-    if "params" in views:  # from_attentions: the model's sizes are unknown, so there is no count to show
-        p.add("params", {})
-    return []
-
-
-def _neuron(p: Payloads, budget, views) -> list[str]:
+def neuron_page(p: Payloads, rec, budget, views) -> list[str]:
     """The neuron view's q and k, layer by layer, with the full-resolution maps (above FULL_UP_TO tokens):
     the first and the last layer of both, then the neuron view's other layers, then the other maps."""
     trace = p.trace
@@ -221,27 +237,22 @@ def _neuron(p: Payloads, budget, views) -> list[str]:
     return kept
 
 
-def _token(p: Payloads, budget, views) -> list[str]:
-    if "token" not in views:
-        return []
-    tokens = []
-    for q in range(p.trace.n_real):
-        if not p.add("token", dict(query=q), budget):
-            break
-        tokens.append(q)
-    return ["one-token view: " + ("every token" if len(tokens) == p.trace.n_real else
-                                  f"tokens 0..{tokens[-1]}" if tokens else "no token (over the size budget)")]
-
-
-# how each view's payloads are built; the ORDER is the records' (records.PAGE_ORDER)
-BUILD = dict(attention=_attention, compare=_compare, model=_model, step=_step, params=_params, neuron=_neuron,
-             token=_token)
+# how each view's payloads are built (its record's page builder, else one payload per request); the ORDER is the
+# records' (records.PAGE_ORDER)
+BUILD = {r.name: globals()[r.page] if r.page else every_request for r in records.RECORDS if r.priority is not None}
 
 
 def _layers(layers: list[int], total: int) -> str:
     if len(layers) == total:
         return "every layer"
     return "layers " + ", ".join(map(str, layers)) if layers else "no layer (over the size budget)"
+
+
+def kept_views(views, payloads: dict) -> list[str]:
+    """The tabs a page shows: those of which it keeps a payload (a tab whose every payload is over the size budget
+    is not shown; the page's note names it)."""
+    built = {key.split("|", 1)[0] for key in payloads}
+    return [v for v in views if records.record(v).source in built]
 
 
 # facts the page carries in its compressed stream (codec.pack_page's info)
@@ -288,9 +299,6 @@ def read_page(text: str) -> dict:
     payloads, layouts, later = codec.unpack_page(part["page"])
     state = dict(part["state"], info=dict(part["state"]["info"], **later))
     return dict(state=state, payloads=payloads, layouts=layouts)
-
-
-MIN_BYTES = 200_000  # the front-end alone is ~60 kB; a budget below this keeps next to nothing
 
 
 def check_max_bytes(max_bytes) -> int:
@@ -361,14 +369,18 @@ def build_page(trace, *, ledger=None, compare=None, title=None, max_bytes: int =
         info["views"] = [v for v in info["views"] if v in views]
     payloads, layouts, kept = build_payloads(trace, ledger=ledger, trace_b=compare, max_bytes=max_bytes,
                                              fixed_bytes=fixed, progress=progress, views=info["views"])
+    info["views"] = kept_views(info["views"], payloads)
     info["page_note"] = "This page keeps: " + "; ".join(kept) + "." + (f" {note}" if note else "")
     start = dict(tab="attention", layer=0, head=0, heads=[], kind="probs", pair_filter="all",
                  key=data.stepper_steps(trace)[0], query=0)
     start.update(state or {})
+    if start["tab"] not in info["views"]:  # its tab kept nothing (over the budget): the page opens on the maps
+        start["tab"] = "attention"
     page = render_page(info, start, payloads, title, layouts)
     size = len(page.encode())
     if size > max_bytes:  # the budget counts payloads before compression, so only the part always kept gets here
+        always = ", ".join(r.title for r in records.RECORDS if r.priority == 0)
         raise BertVizError(f"the page would take {size:,} bytes, over max_bytes={max_bytes:,}, with only the views "
-                           f"that are always kept (every layer's maps, the model view, every step) at {trace.n_real} "
-                           "tokens: pass a larger max_bytes, or fewer tokens")
+                           f"that are always kept (every layer's maps: {always}) at {trace.n_real} tokens: pass a "
+                           "larger max_bytes, or fewer tokens")
     return page

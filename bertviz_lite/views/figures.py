@@ -18,7 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from . import data, panels
+from . import data, limits, panels
 
 LABEL_CHARS = 22  # a token label is shortened to this many characters (as on the page and in the PNGs)
 PX = 80  # pixels per inch of the panels' shared size rule (`panels.grid_sizes`)
@@ -254,7 +254,7 @@ def attention_heatmap(trace, layer: int, head: int, *, kind: str = "probs", pair
     return view_figure(data.attention(trace, layer, kind), "attention", head=head, pair_filter=pair_filter)
 
 
-def model_view(trace, tokens=None, *, kind: str = "probs", max_tokens: int = 48,
+def model_view(trace, tokens=None, *, kind: str = "probs", max_tokens: int = limits.THUMB_TOKENS,
                sentence_b_start: int | None = None, layer: int | None = None, head: int | None = None,
                progress=None) -> go.Figure:
     """A layers x heads grid of thumbnails (block means above max_tokens tokens); layer= and head=

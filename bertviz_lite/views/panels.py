@@ -34,7 +34,7 @@ import re
 import numpy as np
 
 from ..schema_text import plain_formula
-from . import records
+from . import limits, records
 
 # one colour per head (the head view's lines and its boxes)
 HEAD_COLOURS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#750D86", "#EB663B",
@@ -42,7 +42,6 @@ HEAD_COLOURS = ("#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100"
 
 PRIMITIVES = ("heatmap", "lines", "bars", "table")
 CELL_CHARS = 40  # a table cell wraps after this many characters (in the pictures)
-STACK_ABOVE = 60  # the compare view's three maps side by side up to this many tokens; above, one per line
 # the head view's line rule: a weight w >= min_weight is a line of opacity min(1, 0.1 / k + 0.9 w), width 0.5 + 3 w,
 # with k heads shown (the faint floor is shared among them, as bertviz divides by the heads shown), drawn weakest
 # first so that the strongest weights of any head are on top (line_alpha, line_order)
@@ -238,7 +237,7 @@ def params_layout(vd: dict) -> dict:
 def compare_layout(vd: dict) -> dict:
     names = {"a": "A", "b": "B", "diff": "B \u2212 A"}
     maps = []
-    stacked = len(vd["labels"]) > STACK_ABOVE  # long inputs: one map per line, each the full width
+    stacked = len(vd["labels"]) > limits.STACK_ABOVE  # long inputs: one map per line, each the full width
     grid_size = [5, 1] if stacked else [3, 3]
     for col, name in enumerate(("a", "b", "diff")):
         sc = vd["scale_diff"] if name == "diff" else vd["scale"]
@@ -264,10 +263,15 @@ def compare_layout(vd: dict) -> dict:
     if top and top[0][1] == 0:
         table.update(rows=[["no step changed: B equals A everywhere", "", "", ""]])
     edits = "; ".join(f"{k} ({d})" for k, d in vd["edits"])
+    edges = vd.get("edges")  # long inputs: block means (data.compare), said under the maps
+    blocks = [] if edges is None else [
+        f"block means: {vd['tokens']} tokens in {len(edges) - 1} blocks a side (above {limits.COMPARE_FULL_UP_TO} "
+        "tokens the compare view sends block means, as the other long views do; the attention tab shows each map in "
+        "full)"]
     return dict(title=["compare: A = ", ref("texts_short", 0), "\nB = ", ref("texts_short", 1)], formula=None,
                 grid=grid_size,
                 panels=maps + [grid, table],
-                notes=([f"edits: {edits}"] if edits else []) +
+                notes=blocks + ([f"edits: {edits}"] if edits else []) +
                 ["A and B share one colour scale (white 0 to the larger of the two maps' largest weights); B \u2212 A: "
                  "orange where B attends more, purple where less"],
                 live=["click a column of the grid for that layer"], edited="")

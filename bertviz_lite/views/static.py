@@ -25,9 +25,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from . import data, panels
+from . import data, limits, panels
 
-MAX_TICKS = 128  # every token label up to this many tokens; above, thinned
 ACCENT = data.ACCENT
 
 
@@ -39,7 +38,7 @@ def cmap(name: str) -> ListedColormap:
 def _ticks(ax, labels, axis: str) -> None:
     labels = list(labels)
     n = len(labels)
-    step = max(1, int(np.ceil(n / MAX_TICKS)))
+    step = max(1, int(np.ceil(n / limits.LABEL_ALL_UP_TO)))  # above, thinned
     idx = np.arange(0, n, step)
     size = 9 if n <= 40 else 7 if n <= 80 else 5
     if axis == "x":

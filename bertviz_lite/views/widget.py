@@ -20,24 +20,22 @@ import html
 import io
 
 import anywidget
+import numpy as np
 import traitlets as t
 
 from ..errors import BertVizError
 from ..trace import Trace
-from . import codec, data
+from . import codec, data, records
 from .export import ASSETS, DEFAULT_MAX_BYTES, build_page, check_max_bytes
 from .selection import check_query, check_shown, check_tab, shown_parts
 
-# a saved notebook keeps the exported page of each explorer up to this size: every tab while it fits
-# (MiniLM: 0.8 MB at 22 tokens, 4.7 MB at 122), else the tabs of SAVED_LONG_TABS (1.4 MB at 202 tokens),
-# else only the picture, saying why (saved_page); measured 2026-11-25
-SAVED_PAGE_BYTES = 5_000_000
-# above this many tokens the saved page keeps the attention, model, head view and parameters tabs only:
-# the step-through's 97 tensors and the one-token view would take seconds to build each time the
-# explorer is shown (7 s for MiniLM at 500 tokens) and megabytes to keep
-SAVED_EVERY_TAB_UP_TO = 128
-SAVED_LONG_TABS = ("attention", "model", "head", "params", "compare")
-EXACT_UP_TO = 128  # up to here maps travel as float32 (exact); above as uint16 scaled per map
+# the saved notebook page's cap, up to how many tokens it keeps every tab, how maps travel (why: limits.py)
+from .limits import EXACT_UP_TO, SAVED_EVERY_TAB_UP_TO, SAVED_PAGE_BYTES
+
+# above SAVED_EVERY_TAB_UP_TO tokens the saved page keeps only these tabs (their records' saved_long): the
+# step-through's ~100 tensors and the one-token view would take seconds to build each time the explorer is shown
+# (7 s for MiniLM at 500 tokens) and megabytes to keep
+SAVED_LONG_TABS = tuple(r.name for r in records.RECORDS if r.saved_long)
 
 
 def sizes_text(sizes: dict, trace) -> str:
@@ -49,11 +47,10 @@ def sizes_text(sizes: dict, trace) -> str:
 
 
 def wire_dtypes(vd: dict) -> dict:
-    """How each array travels to the notebook: float32, or uint16 for maps above EXACT_UP_TO tokens (the
-    neuron view's scores and weights are its layer's maps)."""
-    big = vd["view"] in ("attention", "head", "compare", "neuron") and len(vd.get("labels", ())) > EXACT_UP_TO
-    maps = ("maps", "a", "b", "diff", "scores", "weights")
-    return {name: ("u2" if big and name in maps else "f4") for name in vd["arrays"]}
+    """How each array travels to the notebook: float32, or uint16 for a token x token map (`vd["map_arrays"]`:
+    its view record's `maps`, such as the neuron view's scores and weights) of more than EXACT_UP_TO tokens."""
+    return {name: ("u2" if name in vd["map_arrays"] and np.shape(a)[-1] > EXACT_UP_TO else "f4")
+            for name, a in vd["arrays"].items()}
 
 
 def answer(trace, request: dict, *, trace_b=None, ledger=None) -> tuple[dict, list[bytes]]:
