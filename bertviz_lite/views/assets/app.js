@@ -10,7 +10,8 @@
 
 const CACHE_BYTES = 192 * 1024 * 1024;
 const WAIT_NOTE_MS = 8000;
-const LABEL_ALL_UP_TO = 128; // every token label drawn up to this many tokens; above, thinned (hover for all)
+// the limits the drawing reads (views/limits.py FRONT_END, sent in the facts: newApp sets them; never decided here)
+const LIMITS = {};
 const STATE = ["tab", "layer", "head", "heads", "kind", "pair_filter", "key", "query"];
 
 function el(tag, attrs, kids) {
@@ -166,8 +167,9 @@ function heatmapTip(h, ev) {
 function cellSize(d) {
   const room = Math.max(200, (d.width || 640));
   let cw = Math.max(1, Math.min(d.maxCell || 26, Math.floor(room / d.C)));
-  if (d.C <= LABEL_ALL_UP_TO && d.colLabels) cw = Math.max(cw, 11);
-  let ch = d.square === false ? Math.max(d.R <= LABEL_ALL_UP_TO ? 12 : 1, Math.min(22, Math.floor(720 / d.R))) : cw;
+  if (d.C <= LIMITS.label_all_up_to && d.colLabels) cw = Math.max(cw, 11);
+  const labelled = d.R <= LIMITS.label_all_up_to;
+  let ch = d.square === false ? Math.max(labelled ? 12 : 1, Math.min(22, Math.floor(720 / d.R))) : cw;
   if (d.rowHeight) ch = d.rowHeight;
   return [cw, ch];
 }
@@ -485,7 +487,7 @@ function strokeLines(ctx, p, hov, xl, xr, y) {
 }
 // the head view: queries on the left, keys on the right, a line per weight; the hovered token's lines alone
 function drawLines(l, p, width) {
-  const N = Math.max(p.left.length, p.right.length), rowH = N > 128 ? 12 : 18, top = 24;
+  const N = Math.max(p.left.length, p.right.length), rowH = N > LIMITS.long_input ? 12 : 18, top = 24;
   const dpr = window.devicePixelRatio || 1, W = Math.min(760, Math.max(420, width)), H = top + N * rowH + 8;
   const c = l.canvas, ctx = c.getContext("2d");
   c.width = W * dpr; c.height = H * dpr; c.style.width = `${W}px`; c.style.height = `${H}px`;
@@ -596,6 +598,7 @@ function render({ model, el: host }) {
 
 function newApp(model) {
   const info = model.get("info");
+  Object.assign(LIMITS, info.limits);
   return {
     model, info, n: info.n,
     cache: new Map(), // request key -> decoded view data (least recently used first)
@@ -800,7 +803,7 @@ function queryControl(app, tab, cls) {
   const info = app.info, tok = tokenSelect(app, tab === "token" ? "bvl-token" : cls("token"));
   const nodes = [lab(tab === "token" ? "token " : "query token ", tok)];
   const chips = el("div", { class: "bvl-chips" });
-  if (tab === "token" && app.n <= LABEL_ALL_UP_TO) {
+  if (tab === "token" && app.n <= LIMITS.label_all_up_to) {
     for (const i of range(app.n)) {
       const cls = info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", onclick = () => setSel(app, { query: i });
       chips.appendChild(el("button", { class: cls, "data-query": String(i), text: info.tokens[i], title: info.labels[i],
@@ -996,10 +999,10 @@ function heatmapRowHeight(panel, aligned) {
   if (panel.square) return null;
   if (aligned || bare) return rowHeightOf(panel);
   if (panel.R === 1) return 16;
-  if (panel.y_labels) return panel.y_labels.length > LABEL_ALL_UP_TO ? 6 : 14;
+  if (panel.y_labels) return panel.y_labels.length > LIMITS.label_all_up_to ? 6 : 14;
   return null;
 }
-const rowHeightOf = (panel) => (panel.R > LABEL_ALL_UP_TO ? 6 : 16);
+const rowHeightOf = (panel) => (panel.R > LIMITS.label_all_up_to ? 6 : 16);
 function drawHeatmapPanel(app, part, panel, size, aligned) {
   const { full, cols } = size, cs = panel.at[3], bare = !panel.x_labels && !panel.square;
   // a map beside others leaves room for its labels and colour bar
