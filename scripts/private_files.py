@@ -24,6 +24,8 @@ from typing import Callable
 
 import numpy as np
 
+from bertviz_lite.views.files import not_regular
+
 CACHE = Path(tempfile.gettempdir()) / f"bertviz-lite-mlm-{os.getuid()}"  # both scripts' default --cache
 FREE_MARGIN = 16 * 2**20  # bytes left free on the disk after a write
 
@@ -82,12 +84,9 @@ def read_regular(path: Path) -> bytes:
 
 def regular_or_absent(path: Path) -> None:
     """Writing onto `path` replaces a regular file or makes a new one; anything else is refused."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISREG(st.st_mode):
-        raise UnsafePath(f"{path} exists and is {_kind(st.st_mode)}: the script writes only onto a regular file "
+    mode = not_regular(path)
+    if mode is not None:
+        raise UnsafePath(f"{path} exists and is {_kind(mode)}: the script writes only onto a regular file "
                          "or a new name; remove it or choose another --out")
 
 

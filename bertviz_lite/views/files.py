@@ -72,14 +72,20 @@ def check_folder(target: Path, shown, what: str = "export_html") -> None:
                       f"takes at most {limit}: give a shorter name")
 
 
+def not_regular(path) -> int | None:
+    """The st_mode of what stands at `path` (not following a link) when it is not a regular file; None when
+    nothing is there or a regular file is (what a writer may replace)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    return None if stat.S_ISREG(mode) else mode
+
+
 def _still_replaceable(target: Path, shown, what: str) -> None:
     """Refuse, just before the rename, a target that became something other than a regular file while
     the file was built (a FIFO or a device made at the path meanwhile is never replaced)."""
-    try:
-        st = os.lstat(target)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISREG(st.st_mode):
+    if not_regular(target) is not None:
         raise NotARegularFileError(f"{str(shown)!r} stopped being a regular file while {what} was written "
                                    "(something else was made at that path); nothing was replaced")
 
