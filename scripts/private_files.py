@@ -180,3 +180,9 @@ def cached_arrays(cache: Path, name: str, key: str, names: tuple[str, ...], make
     except OSError as e:
         say(f"  the features were not cached ({e})")
     return arrays
+
+
+if __name__ == "__main__":  # every file in scripts/ answers --help (tests/test_scripts.py); this one runs nothing
+    import argparse
+    argparse.ArgumentParser(description=__doc__.splitlines()[0] + " A module that train_mlm_head.py and "
+                            "train_minilm_mlm.py import: it has nothing to run.").parse_args()
