@@ -50,6 +50,7 @@ import re
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +78,8 @@ DRAWS = 1  # masking draws per training sentence (the second epoch shows each dr
 MASKING = "pieces"  # training draws: "pieces" (BERT's original) or "words" (whole-word masking); held-out: pieces
 RATES = (0.8, 0.1)  # of the chosen pieces of a training draw: -> [MASK], -> a random piece (the rest kept)
 TEXT = "wordnet"  # "wordnet": definitions + examples (T.corpus); "wordnet+usage": + every usage example (USAGE)
+END_PERIOD = False  # end every training line with "." (WordNet's lines rarely do; prompts do): data/README.md
+ENDINGS = (".", "!", "?")  # a line that ends with one of these is left as it is
 EPOCHS = 2
 BATCH = 128  # masked sentences per Adam step
 LR_LAYERS, LR_HEAD = 5e-4, 1e-3  # the probe's (scripts/probe_mlm_adaptation.py)
@@ -173,6 +176,10 @@ def parse_args(argv=None):
     ap.add_argument("--text", choices=("wordnet", "wordnet+usage"), default=TEXT,
                     help="training text: WordNet's definitions and examples, or those plus every usage example "
                          f"of >= {USAGE_WORDS} words ({USAGE.relative_to(ROOT)}); the held-out split is the same")
+    ap.add_argument("--end-period", action=argparse.BooleanOptionalAction, default=END_PERIOD,
+                    help="end every training line that lacks one with a period, as a cloze prompt ends (of "
+                         "WordNet's lines almost none do, and most that do end with 'etc.'); the held-out split "
+                         "stays as it is")
     ap.add_argument("--batch", type=_whole(1, 4096), default=BATCH, help="masked sentences per step")
     ap.add_argument("--lr-layers", type=_rate, default=LR_LAYERS)
     ap.add_argument("--lr-head", type=_rate, default=LR_HEAD)
@@ -251,6 +258,19 @@ def masked_draws(model, encs, n_held: int, draws: int, rng, masking: str = MASKI
             out.append((i, mlm.choose_masks(e.ids, rng if train_rng is None else train_rng, p_mask=rates[0],
                                             p_random=rates[1], words=words, **common)))
     return out
+
+
+def end_with_period(model, e):
+    """The encoding of the same text with "." after it: WordPiece always makes "." a piece of its own, so it is
+    inserted before [SEP] (no span: the writer did not write it). Unchanged when the text already ends with
+    . ! or ?, or when one more piece would pass MAX_TOKENS."""
+    if e.tokens[-2] in ENDINGS or len(e.ids) >= T.MAX_TOKENS:
+        return e
+    at = len(e.ids) - 1
+    return replace(e, tokens=e.tokens[:at] + ["."] + e.tokens[at:], ids=e.ids[:at] + [model.tokenizer.token_to_id(".")]
+                   + e.ids[at:], segments=e.segments[:at] + [e.segments[at - 1]] + e.segments[at:],
+                   mask=e.mask[:at] + [1] + e.mask[at:], spans=e.spans[:at] + [None] + e.spans[at:],
+                   n_real=e.n_real + 1)
 
 
 def usage_sentences() -> list[str]:
@@ -481,6 +501,8 @@ def prepare(args, published):
     if args.text == "wordnet+usage":
         share = args.sentences if args.train_sentences is None else args.train_sentences
         encs = encs + training_text(published, share, np.random.default_rng([args.seed, 4]))
+    if args.end_period:  # training lines only: the held-out ones (the first n_held) are scored as they were
+        encs = encs[:n_held] + [end_with_period(published, e) for e in encs[n_held:]]
     draws = masked_draws(published, encs, n_held, args.draws, np.random.default_rng([args.seed, 1]),
                          args.masking, args.rates,
                          None if args.mask_seed is None else np.random.default_rng([args.seed, 1, args.mask_seed]))
@@ -611,7 +633,7 @@ def run(args) -> int:
         "init": None if args.init is None else {"file": args.init.name, "sha256": hashlib.sha256(
             read_regular(args.init)).hexdigest()},
         "train_sentences": args.train_sentences, "mask_seed": args.mask_seed,
-        "text": args.text, "sentences": n_corpus, "heldout_sentences": n_held, "extra_sentences": len(encs) - n_corpus,
+        "text": args.text, "end_period": args.end_period, "sentences": n_corpus, "heldout_sentences": n_held, "extra_sentences": len(encs) - n_corpus,
         "draws": args.draws, "masking": args.masking, "rates": [round(100 * r) for r in args.rates],
         "max_tokens": T.MAX_TOKENS,
         "epochs": args.epochs, "batch": args.batch, "steps": len(train_batches) * args.epochs

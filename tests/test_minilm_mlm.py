@@ -417,3 +417,16 @@ def test_evaluate_scores_a_file_beside_the_frozen_head(script, capsys):
     assert script.main(["--evaluate", "--sentences", "40"]) == 0  # the shipped file, on a small held-out split
     out = capsys.readouterr().out
     assert "everyday (30): top-1 / top-5 / echo" in out and "| model |" in out and "| frozen head |" in out
+
+
+@pytest.mark.parametrize("text", ["a domesticated animal", "the act of running, etc.", "Who is there?",
+                                  "children play in the park"])
+def test_end_period_is_the_tokenization_of_the_text_with_a_period(script, minilm, text):
+    """--end-period inserts "." before [SEP] of a training line: the same pieces as tokenizing the line with a
+    period after it, and nothing added to a line that already ends with . ! or ?."""
+    e = minilm.tokenize(text)
+    got = script.end_with_period(minilm, e)
+    want = minilm.tokenize(text if text[-1] in script.ENDINGS else text + ".")
+    assert (got.tokens, got.ids, got.segments, got.mask, got.n_real) == (
+        want.tokens, want.ids, want.segments, want.mask, want.n_real)
+    assert (got is e) == (text[-1] in script.ENDINGS)
