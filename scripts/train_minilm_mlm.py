@@ -273,6 +273,16 @@ def end_with_period(model, e):
                    n_real=e.n_real + 1)
 
 
+def period_draw(model, m):
+    """A masked draw with "." put before [SEP] as end_with_period puts it (never chosen: the same rows and
+    targets); unchanged when the line ends with . ! or ? (as written: a chosen last piece counts by its target)."""
+    last = m.targets[m.positions.index(len(m.ids) - 2)] if len(m.ids) - 2 in m.positions else m.ids[-2]
+    if model.tokenizer.id_to_token(last) in ENDINGS or len(m.ids) >= T.MAX_TOKENS:
+        return m
+    at = len(m.ids) - 1
+    return replace(m, ids=m.ids[:at] + [model.tokenizer.token_to_id(".")] + m.ids[at:])
+
+
 def usage_sentences() -> list[str]:
     """Every WordNet usage example of >= USAGE_WORDS words, as committed (--make-usage writes it)."""
     with gzip.open(USAGE, "rt", encoding="utf-8") as f:
@@ -512,24 +522,30 @@ def prepare(args, published):
 
 
 def evaluate(args) -> int:
-    """--evaluate: the model at --out and MiniLM's frozen head on the cloze sets and the held-out split."""
+    """--evaluate: the model at --out and MiniLM's frozen head on the cloze sets and the held-out split, the
+    split as it is and with each line ended by a period (the same chosen rows: how a prompt ends)."""
     published = bv.load("minilm", backend="numpy")
     c = published.config
     trained = loading.read_minilm_mlm(args.out, c)
     first = min((int(k.split(".")[1]) for k in trained if k.startswith("layer.")), default=c.num_layers)
     encs, n_held, _, draws, held, _ = prepare(args, published)
-    Zs = dict(zip(held, features(published, [draws[i] for i in held], first, progress=False)))
-    batches = build_batches(draws, Zs, held, 256, first)
-    groups, targets = heldout_groups(published, draws, held)
-    others = heldout_others(published, encs, draws, held)
+    encs, draws = encs[:n_held], [draws[i] for i in held]
     frozen = {"embed.W_T": np.asarray(published.weights["embed.W_T"])}
     start = {k: np.asarray(published.weights[k]) for k in trained}
-    info = {"heldout": {"model": heldout_scores(trained, frozen, batches, c, groups, targets, others),
-                        "frozen head": heldout_scores(start, frozen, batches, c, groups, targets, others)},
-            "cloze": {"model": cloze_scores(loading.minilm_mlm_from(published, trained)),
-                      "frozen head": cloze_scores(published)}}
+    cloze = {"model": cloze_scores(loading.minilm_mlm_from(published, trained)), "frozen head": cloze_scores(published)}
     print(f"{args.out} (layers {first}..{c.num_layers - 1} trained) against MiniLM's frozen head:")
-    print(goals_table(info["heldout"], info["cloze"], ("model", "frozen head")))
+    for title, (es, ds) in {"the held-out lines as they are": (encs, draws), "each held-out line ended with a "
+                            "period": ([end_with_period(published, e) for e in encs],
+                                       [(i, period_draw(published, m)) for i, m in draws])}.items():
+        every = list(range(len(ds)))
+        Zs = dict(zip(every, features(published, ds, first, progress=False)))
+        batches = build_batches(ds, Zs, every, 256, first)
+        groups, targets = heldout_groups(published, ds, every)
+        others = heldout_others(published, es, ds, every)
+        heldout = {"model": heldout_scores(trained, frozen, batches, c, groups, targets, others),
+                   "frozen head": heldout_scores(start, frozen, batches, c, groups, targets, others)}
+        print(f"\nheld-out: {title}")
+        print(goals_table(heldout, cloze, ("model", "frozen head")))
     return 0
 
 

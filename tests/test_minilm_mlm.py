@@ -430,3 +430,20 @@ def test_end_period_is_the_tokenization_of_the_text_with_a_period(script, minilm
     assert (got.tokens, got.ids, got.segments, got.mask, got.n_real) == (
         want.tokens, want.ids, want.segments, want.mask, want.n_real)
     assert (got is e) == (text[-1] in script.ENDINGS)
+
+
+def test_a_held_out_draw_ended_with_a_period_keeps_its_rows(script, minilm):
+    """--evaluate's second held-out table: the same chosen rows and targets, "." before [SEP], the ids of
+    end_with_period; a line that ends with "." (even when that piece is chosen) is left as it is."""
+    tok = minilm.tokenizer
+    common = {"vocab_size": minilm.config.vocab_size, "mask_id": tok.token_to_id("[MASK]"),
+              "special_ids": {tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")}}
+    e = minilm.tokenize("a domesticated animal kept for milk or meat")
+    m = script.mlm.choose_masks(e.ids, np.random.default_rng(0), **common)
+    got = script.period_draw(minilm, m)
+    assert (got.positions, got.targets, got.kinds) == (m.positions, m.targets, m.kinds)
+    assert got.ids == m.ids[:-1] + [tok.token_to_id(".")] + m.ids[-1:]
+    ended = minilm.tokenize("a domesticated animal.")
+    last = script.mlm.Masked(ids=ended.ids[:-2] + [tok.token_to_id("[MASK]")] + ended.ids[-1:],
+                             positions=[len(ended.ids) - 2], targets=[ended.ids[-2]], kinds=["mask"])
+    assert script.period_draw(minilm, last) is last
