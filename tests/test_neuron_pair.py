@@ -47,6 +47,7 @@ def test_each_filter_keeps_its_sentences_keys_and_queries(pair, pair_filter):
     assert q == (asked if asked in queries else queries[0])
     by = {p["name"]: p for p in fig["panels"]}
     assert by["neuron-q"]["rows"] == queries and by["neuron-q"]["y_labels"] == [labels[i] for i in queries]
+    assert by["neuron-q"]["mark_row"] == queries.index(q)  # the selected query's row, outlined by every renderer
     assert by["neuron-k"]["rows"] == keys == by["neuron-prod"]["rows"]
     assert by["neuron-k"]["y_labels"] == [labels[j] for j in keys]
     for name, key in (("neuron-scores", "attn.scores"), ("neuron-weights", "attn.probs")):

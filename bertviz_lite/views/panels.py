@@ -444,6 +444,8 @@ class _Resolver:
                 out["row_splits"] = splits_of(rows, segs)
             if "click" in p and p["click"] is not None:
                 out["click"] = p["click"]
+            if "mark_row" in p:  # the selected query's row (outlined), -1 when the filter leaves it out
+                out["mark_row"] = rows.index(self.sel[p["mark_row"]]) if self.sel[p["mark_row"]] in rows else -1
             if "mark" in p:
                 out["marked"] = bool(self.sel["outline"]) and all(self.sel.get(k) == v for k, v in p["mark"].items())
         elif t == "lines":

@@ -745,9 +745,10 @@ const kindSelect = (app, cls) => select(app, cls, "kind", app.info.kinds,
   (k) => (k === "probs" ? "weights A (after softmax)" : "scores E (before softmax)"), (v) => ({ kind: v }));
 const tokenSelect = (app, cls) => select(app, cls, "token", range(app.n), (i) => app.info.labels[i],
   (v) => ({ query: +v }));
-// the sentence-pair filter (one selection, shared by the tabs that have it)
+// the sentence-pair filter (one selection, shared by the tabs that have it), in bertviz's words
 const pairSelect = (app, cls) => select(app, cls, "sentences", app.info.pair_filters,
-  (p) => (p === "all" ? "all tokens" : p), (v) => ({ pair_filter: v }));
+  (p) => (p === "all" ? "All" : p.replace(/(\w)->(\w)/, "Sentence $1 \u2192 Sentence $2")),
+  (v) => ({ pair_filter: v }));
 function headButtons(app, onpick, colours) {
   const box = el("div", { class: "bvl-heads", role: "group", "aria-label": "head" });
   for (const h of app.allHeads) {
