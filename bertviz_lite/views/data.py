@@ -447,6 +447,7 @@ def neuron(trace, layer: int) -> dict:
     c, d_k = trace.config, trace.config.head_size
     steps = {s: schema.STEP_BY_KEY[f"attn.{s}"] for s in ("q", "k", "scores", "probs")}
     return _base(trace, "neuron", layer=layer, d_k=d_k, scale_factor=c.scale, labels=token_labels(trace),
+                 segments=[trace.segments[i] for i in real_positions(trace)],  # the sentence-pair filter's
                  scale_text=f"1/\u221a{d_k}" if c.attention_scale is None else number_text(c.scale),
                  formulas={s: st.formula for s, st in steps.items()},
                  scale=colour_scale(np.concatenate([arrays["q"].ravel(), arrays["k"].ravel()]), "signed"),

@@ -75,6 +75,10 @@ def _heatmap(fig, p, row, col, dom, acc=None) -> None:
               for i in p.get("row_splits") or []]
     shapes += [dict(type="line", y0=-0.5, y1=R - 0.5, x0=j - 0.5, x1=j - 0.5, line=dict(color=ACCENT, width=2), **ref)
                for j in p.get("col_splits") or []]
+    if p.get("mark_row", -1) >= 0:  # the selected query's row
+        i = p["mark_row"]
+        shapes.append(dict(type="rect", x0=-0.5, x1=C - 0.5, y0=i - 0.5, y1=i + 0.5, line=dict(color=ACCENT, width=2),
+                           **ref))
     if p.get("marked"):
         shapes.append(dict(type="rect", x0=-0.5, x1=C - 0.5, y0=-0.5, y1=R - 0.5, line=dict(color=ACCENT, width=3),
                            **ref))

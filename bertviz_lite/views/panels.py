@@ -164,26 +164,34 @@ def neuron_layout(vd: dict) -> dict:
     d = vd["d_k"]
     lim = vd["scale"]["clim"][1]
     qk = dict(scale=vd["scale"]["name"], unit="value")
+    # bertviz's neuron view: the queries on the left (hover or click one to pick it), the keys beside them; with a
+    # sentence-pair filter each panel keeps its side's tokens (pair="queries" / "keys": `pair_index`)
     panels = [
-        dict(type="heatmap", name="neuron-q", z=derive("q"), clim=[-lim, lim], y_labels=["q: {query_label}"],
-             title="q of {query_label}", hover="q[{x}] = {v}", at=[0, 0], colorbar=False, **qk),  # k's bar
+        dict(type="heatmap", name="neuron-q", z=ref("arrays.q", "head"), clim=[-lim, lim], y_labels=ref("labels"),
+             title="q of each query", x_title=f"d\u2096 = {d}", hover="{y}: q[{x}] = {v}", at=[0, 0],
+             pair="queries", row_groups=True, hover_rows="query", click={"query": "$row"}, mark_row="query",
+             colorbar=False, **qk),  # k's bar
         dict(type="heatmap", name="neuron-k", z=derive("k"), clim=[-lim, lim], y_labels=ref("labels"),
-             title="k of each key", x_title=f"d\u2096 = {d}", hover="{y}: k[{x}] = {v}", at=[1, 0], **qk),
+             title="k of each key", x_title=f"d\u2096 = {d}", hover="{y}: k[{x}] = {v}", at=[0, 1], pair="keys",
+             row_groups=True, **qk),
         dict(type="heatmap", name="neuron-prod", z=derive("prod"), clim=ref("scale_prod.clim", "head"),
-             scale=vd["scale"]["name"], unit=vd["scale_prod"]["unit"], title="q \u2218 k (elementwise)",
-             x_title=f"d\u2096 = {d}", hover="{y}: q[{x}] k[{x}] = {v}", at=[1, 1]),
+             scale=vd["scale"]["name"], unit=vd["scale_prod"]["unit"], title="q of {query_label} \u2218 k",
+             x_title=f"d\u2096 = {d} (elementwise)", hover="{y}: q[{x}] k[{x}] = {v}", at=[0, 2], pair="keys",
+             row_groups=True),
         dict(type="bars", name="neuron-scores", labels=ref("labels"), values=derive("scores"), colour="#6b7280",
-             digits=2, title=f"score = \u03a3 \u00d7 {vd['scale_text']}", at=[1, 2], aligned=True),
+             digits=2, title=f"score = \u03a3 \u00d7 {vd['scale_text']}", at=[0, 3], aligned=True, pair="keys"),
         dict(type="bars", name="neuron-weights", labels=ref("labels"), values=derive("weights"), colour="#2563eb",
-             digits=3, title="softmax: weight", at=[1, 3], aligned=True),
+             digits=3, title="softmax: weight", at=[0, 4], aligned=True, pair="keys"),
     ]
-    return dict(title="neuron view: layer {layer}, head {head}, query {query_label}: ",
+    pair = ["a sentence filter keeps part of each row: the weights shown sum to less than 1"] \
+        if 1 in vd["segments"] else []
+    return dict(title="neuron view: layer {layer}, head {head}{pair}, query {query_label}: ",
                 formula=vd["formulas"]["scores"],
-                grid=[2, 4], panels=panels, summary=derive("summary"),
-                notes=[f"each key's k ({d} numbers), its elementwise product with q (red > 0 > blue), their sum "
-                       f"times the model's scale {vd['scale_text']} (the score), and the softmax of the scores (the "
-                       "weights, summing to 1)"],
-                live=["hover any cell"], edited="")
+                grid=[1, 5], panels=panels, summary=derive("summary"),
+                notes=[f"each query's q and each key's k ({d} numbers), the selected query's elementwise product "
+                       f"with each k (red > 0 > blue), their sum times the model's scale {vd['scale_text']} (the "
+                       "score), and the softmax of the scores (the weights, summing to 1)"] + pair,
+                live=["hover or click a query token (left) to pick it; hover any cell"], edited="")
 
 
 def step_layout(vd: dict) -> dict:
@@ -328,6 +336,13 @@ def pair_index(pair_filter: str, segments) -> tuple[list[int], list[int]]:
     return [i for i in every if segments[i] == q], [i for i in every if segments[i] == k]
 
 
+def pair_query(query: int, pair_filter: str, segments) -> int:
+    """The query a view with both a sentence-pair filter and a query shows (the neuron view): the selected one
+    when the filter keeps it, else the filter's first query (A -> B with a query in B picks A's first token)."""
+    queries = pair_index(pair_filter, segments)[0]
+    return query if query in queries or not queries else queries[0]
+
+
 def splits_of(idx, segments) -> list[int]:
     return [i for i in range(1, len(idx)) if segments[idx[i]] != segments[idx[i - 1]]]
 
@@ -374,7 +389,8 @@ class _Resolver:
     def neuron(self) -> dict:
         if self._neuron is None:
             num = neuron_numbers(self.vd, self.sel["head"], self.sel["query"])
-            best = int(np.argmax(num["weights"]))
+            keys = pair_index(self.sel["pair_filter"], self.vd.get("segments") or [0] * len(num["weights"]))[1]
+            best = max(keys, key=lambda j: num["weights"][j])  # the strongest key shown
             labels, q = self.vd["labels"], self.sel["query"]
             num["q"] = num["q"][None]
             dot = _fmt(num["scores"][best] / self.vd["scale_factor"])  # q.k: the score over the model's scale
@@ -402,8 +418,9 @@ class _Resolver:
             xlab = None if xlab is None else [str(x) for x in xlab]
             rows, cols = list(range(z.shape[0])), list(range(z.shape[1]))
             segs = self.vd.get("segments")
-            if p.get("pair") and segs is not None:
-                rows, cols = pair_index(self.sel["pair_filter"], segs)
+            if p.get("pair") and segs is not None:  # True: rows queries, columns keys; else the rows only
+                queries, keys = pair_index(self.sel["pair_filter"], segs)
+                rows, cols = (queries, keys) if p["pair"] is True else (keys if p["pair"] == "keys" else queries, cols)
                 z = z[np.ix_(rows, cols)]
                 ylab = None if ylab is None else [ylab[i] for i in rows]
                 xlab = None if xlab is None else [xlab[j] for j in cols]
@@ -427,6 +444,8 @@ class _Resolver:
                 out["row_splits"] = splits_of(rows, segs)
             if "click" in p and p["click"] is not None:
                 out["click"] = p["click"]
+            if "mark_row" in p:  # the selected query's row (outlined), -1 when the filter leaves it out
+                out["mark_row"] = rows.index(self.sel[p["mark_row"]]) if self.sel[p["mark_row"]] in rows else -1
             if "mark" in p:
                 out["marked"] = bool(self.sel["outline"]) and all(self.sel.get(k) == v for k, v in p["mark"].items())
         elif t == "lines":
@@ -441,8 +460,11 @@ class _Resolver:
             out.update(left=[labels[i] for i in rows], right=[labels[j] for j in cols],
                        left_groups=[segs[i] for i in rows], right_groups=[segs[j] for j in cols], rows=rows, cols=cols)
         elif t == "bars":
-            values = np.asarray(self.value(p["values"]), dtype=np.float64)
-            out.update(labels=list(self.value(p["labels"])), values=values,
+            values, labels = np.asarray(self.value(p["values"]), dtype=np.float64), list(self.value(p["labels"]))
+            if p.get("pair") and self.vd.get("segments") is not None:  # the keys the filter keeps
+                keys = pair_index(self.sel["pair_filter"], self.vd["segments"])[1]
+                values, labels = values[keys], [labels[j] for j in keys]
+            out.update(labels=labels, values=values,
                        texts=p.get("texts") or [_fmt(v, p.get("digits", 3)) for v in values])
         elif t == "table":
             out["rows"] = [[str(c) for c in r] for r in self.value(p["rows"])]
@@ -488,6 +510,8 @@ def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) ->
     view = view or vd["view"]
     lay = vd.get("layouts", {}).get(view) or LAYOUTS[view](vd)
     sel = selection(vd, view, **{**(sel or {}), **kw})
+    if {"pair_filter", "query"} <= set(records.record(view).controls) and vd.get("segments"):
+        sel["query"] = pair_query(sel["query"], sel["pair_filter"], vd["segments"])
     r = _Resolver(vd, sel)
     out = dict(view=view, title=r.text(lay["title"]), formula=r.value(lay.get("formula")),
                subtitle=r.text(lay.get("subtitle") or ""), notes=[r.text(n) for n in lay["notes"]],

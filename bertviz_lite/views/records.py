@@ -109,8 +109,9 @@ RECORDS = (
                controls=("query",), priority=4, figure="token_view"),
     # the neuron view prints the model's own scores and weights (16 bits; up to limits.FULL_UP_TO tokens they are
     # the attention maps, one copy in the page); q and k are drawn as colours (8 bits)
-    ViewRecord("neuron", "neuron view", "neuron", "neuron_layout", request=("layer",), meta=("layer", "head", "query"),
-               controls=("layer", "head", "query"), wire={"q": "u1", "k": "u1", "*": "u2"}, priority=2,
+    ViewRecord("neuron", "neuron view", "neuron", "neuron_layout", request=("layer",),
+               meta=("layer", "head", "query", "pair_filter"), controls=("layer", "head", "pair_filter", "query"),
+               wire={"q": "u1", "k": "u1", "*": "u2"}, priority=2,
                needs=("neuron_keys",), maps=("scores", "weights"), page="neuron_page", figure="neuron_view_figure"),
     ViewRecord("step", "step-through", "step", "step_layout", request=("key",), meta=("key", "head"),
                controls=("key", "step_head"), wire="u1", priority=3, needs=("sizes",), takes=("ledger",),

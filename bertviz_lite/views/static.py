@@ -22,6 +22,7 @@ from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
@@ -94,6 +95,9 @@ def _heatmap(mfig, ax, p) -> None:
         ax.axhline(i - 0.5, color=ACCENT, lw=1.2)
     for j in p.get("col_splits") or []:
         ax.axvline(j - 0.5, color=ACCENT, lw=1.2)
+    if p.get("mark_row", -1) >= 0:  # the selected query's row
+        i, C = p["mark_row"], p["z"].shape[1]
+        ax.add_patch(Rectangle((-0.5, i - 0.5), C, 1, fill=False, edgecolor=ACCENT, lw=2))
     ax.set_xlabel(p.get("x_title", "")), ax.set_ylabel(p.get("y_title", ""))
     if p.get("title"):
         ax.set_title(_wrap(p["title"], panels.panel_size(p)[0]), fontsize=10)

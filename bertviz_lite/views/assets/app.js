@@ -187,9 +187,10 @@ function drawHeatmap(h, d) {
   const line = (x0, y0, x1, y1) => { ctx.beginPath(); ctx.moveTo(x0, y0); ctx.lineTo(x1, y1); ctx.stroke(); };
   for (const i of d.rowSplits || []) line(0, i * ch, W, i * ch);
   for (const j of d.colSplits || []) line(j * cw, 0, j * cw, H);
+  if (d.markRow >= 0) ctx.strokeRect(1, d.markRow * ch + 1, W - 2, ch - 2);
   h.drawn = { ...d, cw, ch };
   h.heat.limits = d.rowClim || [d.clim]; // the limits drawn, read by the tests (the view model's, never decided here)
-  drawLabels(h.node, h.rowLabels, d.rowLabels, ch, "rows", d.rowSplits, d.rowGroup);
+  drawLabels(h.node, h.rowLabels, d.rowLabels, ch, "rows", d.rowSplits, d.rowGroup, d.rowHover);
   drawLabels(h.node, h.colLabels, d.colLabels, cw, "cols", d.colSplits, d.colGroup);
   h.bar.style.display = d.noBar ? "none" : "";
   if (!d.noBar) {
@@ -201,8 +202,8 @@ function drawHeatmap(h, d) {
   h.xTitle.textContent = d.xTitle || ""; h.yTitle.textContent = d.yTitle || "";
 }
 // a map's token labels on a canvas (rows: right-aligned; columns: rotated), thinned when cells are too small;
-// sentence B's in the accent colour
-function drawLabels(node, canvas, list, cell, side, splits, group) {
+// sentence B's in the accent colour; onhover(i): the mouse is on label i (the neuron view: that query)
+function drawLabels(node, canvas, list, cell, side, splits, group, onhover) {
   if (!list) { canvas.width = 0; canvas.height = 0; canvas.style.width = "0px"; canvas.style.height = "0px"; return; }
   const dpr = window.devicePixelRatio || 1, colour = ink(node), other = accent(node);
   const font = Math.max(9, Math.min(13, cell - 1));
@@ -218,6 +219,10 @@ function drawLabels(node, canvas, list, cell, side, splits, group) {
   const ctx = canvas.getContext("2d");
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0); ctx.font = `${font}px sans-serif`; ctx.textBaseline = "middle";
   const firstSplit = splits && splits.length ? splits[0] : Infinity;
+  const at = (ev, r = canvas.getBoundingClientRect()) =>
+    Math.floor(((side === "rows" ? ev.clientY - r.top : ev.clientX - r.left) - pad) / cell);
+  canvas.onmousemove = onhover ? (ev) => { const i = at(ev); if (i >= 0 && i < list.length) onhover(i); } : null;
+  canvas.style.cursor = onhover ? "pointer" : "";
   list.forEach((s, i) => {
     if (i % every) return;
     ctx.fillStyle = group ? (group[i] ? other : colour) : (i >= firstSplit ? other : colour);
@@ -275,7 +280,7 @@ function splitsOf(idx, segs) {
   for (let i = 1; i < idx.length; i++) if (segs[idx[i]] !== segs[idx[i - 1]]) out.push(i);
   return out;
 }
-function neuronNumbers(vd, head, query) { // data.neuron_numbers
+function neuronNumbers(vd, head, query, keys) { // data.neuron_numbers; keys: those the pair filter shows
   const d = vd.d_k, Q = vd.arrays.q, K = vd.arrays.k, N = Q.shape[1];
   const q = Q.slice(head * N + query, d), k = K.slice(head, N * d);
   const prod = new Float32Array(N * d);
@@ -283,7 +288,8 @@ function neuronNumbers(vd, head, query) { // data.neuron_numbers
   // the model's own scores and weights, as recorded: never recomputed here
   const scores = Array.from(vd.arrays.scores.slice(head * N + query, N));
   const weights = Array.from(vd.arrays.weights.slice(head * N + query, N));
-  const best = weights.indexOf(Math.max(...weights)), labels = vd.labels, dot = scores[best] / vd.scale_factor;
+  const best = keys.reduce((b, j) => (weights[j] > weights[b] ? j : b), keys[0]); // the strongest key shown
+  const labels = vd.labels, dot = scores[best] / vd.scale_factor;
   const summary = `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, ` +
     `\u00d7 ${vd.scale_text} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}`;
   return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d },
@@ -350,7 +356,7 @@ function resolver(vd, sel) {
       return v; // numbers a text prints arrive formatted (data.py: limit_texts, stats)
     }
     if (isObject(spec) && "derive" in spec) {
-      neuron = neuron || neuronNumbers(vd, sel.head, sel.query);
+      neuron = neuron || neuronNumbers(vd, sel.head, sel.query, pairIndex(sel.pair_filter, vd.segments)[1]);
       return neuron[spec.part];
     }
     return spec;
@@ -376,8 +382,9 @@ function resolveHeatmap(out, p, vd, sel, { value, text }) {
   ylab = ylab ? ylab.map((s) => (Array.isArray(p.y_labels) ? text(s) : String(s))) : null;
   xlab = xlab ? Array.from(xlab, String) : null;
   let rows = range(R), cols = range(C);
-  if (p.pair && segs) {
-    [rows, cols] = pairIndex(sel.pair_filter, segs);
+  if (p.pair && segs) { // true: rows queries, columns keys; "queries" / "keys": the rows only
+    const [qs, ks] = pairIndex(sel.pair_filter, segs);
+    [rows, cols] = p.pair === true ? [qs, ks] : [p.pair === "keys" ? ks : qs, cols];
     const sub = new Float32Array(rows.length * cols.length);
     for (let i = 0; i < rows.length; i++) {
       for (let j = 0; j < cols.length; j++) sub[i * cols.length + j] = values[rows[i] * C + cols[j]];
@@ -405,6 +412,7 @@ function resolveHeatmap(out, p, vd, sel, { value, text }) {
   if (segs && p.splits) { out.col_splits = splitsOf(cols, segs); if (p.pair) out.row_splits = splitsOf(rows, segs); }
   if (p.row_groups && segs && segs.length === R) out.row_splits = splitsOf(rows, segs);
   if (p.mark) out.marked = !!sel.outline && Object.entries(p.mark).every(([k, v]) => Number(sel[k]) === v);
+  if (p.mark_row) out.mark_row = rows.indexOf(sel[p.mark_row]); // the selected query's row (outlined)
 }
 // a lines panel (the head view): one series per chosen head, within the sentence-pair filter
 function resolveLines(out, p, vd, sel, { value }) {
@@ -428,9 +436,13 @@ function resolvePanel(p, vd, sel, r) {
   if (p.type === "heatmap") resolveHeatmap(out, p, vd, sel, r);
   else if (p.type === "lines") resolveLines(out, p, vd, sel, r);
   else if (p.type === "bars") {
-    const values = Array.from(r.value(p.values));
+    let values = Array.from(r.value(p.values)), labels = r.value(p.labels);
+    if (p.pair && vd.segments) { // the keys the filter keeps
+      const ks = pairIndex(sel.pair_filter, vd.segments)[1];
+      values = ks.map((j) => values[j]); labels = ks.map((j) => labels[j]);
+    }
     const texts = p.texts ?? values.map((v) => fmtPy(v, p.digits ?? 3));
-    Object.assign(out, { labels: r.value(p.labels), values, texts });
+    Object.assign(out, { labels, values, texts });
   } else if (p.type === "table") {
     out.rows = r.value(p.rows).map((row) => row.map(String));
   }
@@ -733,9 +745,10 @@ const kindSelect = (app, cls) => select(app, cls, "kind", app.info.kinds,
   (k) => (k === "probs" ? "weights A (after softmax)" : "scores E (before softmax)"), (v) => ({ kind: v }));
 const tokenSelect = (app, cls) => select(app, cls, "token", range(app.n), (i) => app.info.labels[i],
   (v) => ({ query: +v }));
-// the sentence-pair filter (one selection, shared by the tabs that have it)
+// the sentence-pair filter (one selection, shared by the tabs that have it), in bertviz's words
 const pairSelect = (app, cls) => select(app, cls, "sentences", app.info.pair_filters,
-  (p) => (p === "all" ? "all tokens" : p), (v) => ({ pair_filter: v }));
+  (p) => (p === "all" ? "All" : p.replace(/(\w)->(\w)/, "Sentence $1 \u2192 Sentence $2")),
+  (v) => ({ pair_filter: v }));
 function headButtons(app, onpick, colours) {
   const box = el("div", { class: "bvl-heads", role: "group", "aria-label": "head" });
   for (const h of app.allHeads) {
@@ -798,7 +811,13 @@ function pairControl(app, tab, cls) {
   const s = pairSelect(app, cls("pair"));
   return { nodes: app.info.has_pair ? [lab("sentences ", s)] : [], sync: (x) => { s.value = x.pair_filter; } };
 }
-// the query token: a select; on the token tab also every token as a chip to click
+// the queries a tab offers: the sentence-pair filter's (the neuron view), else every token
+function queriesOf(app, tab, s) {
+  const c = app.info.controls[tab] || [];
+  const paired = c.includes("pair_filter") && c.includes("query");
+  return paired ? pairIndex(s.pair_filter, app.info.segments)[0] : range(app.n);
+}
+// the query token: a select (only the queries the tab offers); on the token tab also every token as a chip to click
 function queryControl(app, tab, cls) {
   const info = app.info, tok = tokenSelect(app, tab === "token" ? "bvl-token" : cls("token"));
   const nodes = [lab(tab === "token" ? "token " : "query token ", tok)];
@@ -812,6 +831,8 @@ function queryControl(app, tab, cls) {
     nodes.push(chips);
   }
   return { nodes, sync: (x) => {
+    const offered = new Set(queriesOf(app, tab, x));
+    for (const o of tok.options) o.hidden = o.disabled = !offered.has(+o.value);
     tok.value = String(x.query);
     for (const b of chips.children) b.classList.toggle("bvl-on", +b.dataset.query === x.query);
   } };
@@ -1016,15 +1037,16 @@ function drawHeatmapPanel(app, part, panel, size, aligned) {
     colLabels: panel.x_ticks === false ? null : panel.x_labels, lut: app.info.luts[panel.scale], clim: panel.clim,
     width: room, square: !!panel.square, maxCell: panel.square ? (cols > 1 ? 18 : 26) : bare ? 12 : 40,
     rowHeight: heatmapRowHeight(panel, aligned), unit: panel.unit, noBar: panel.colorbar === false,
-    rowSplits: panel.row_splits || [], colSplits: panel.col_splits || [],
+    rowSplits: panel.row_splits || [], colSplits: panel.col_splits || [], markRow: panel.mark_row,
+    rowHover: panel.hover_rows && ((ii) => setSel(app, { [panel.hover_rows]: panel.rows[ii] })),
     rowGroup: groups(panel.y_labels, panel.y_groups), colGroup: groups(panel.x_labels, panel.x_groups),
     title: panel.title || "", xTitle: panel.x_title ? `${panel.x_title} \u2192` : "", yTitle: panel.y_title || "",
     hover });
   part.heat.limits = [panel.clim];
 }
-// the map beside a row of aligned bars (the neuron view: k, q∘k and the bars), or -1
+// the map beside a row of aligned bars (the neuron view: q∘k, whose rows are the bars' keys), or -1
 const besideIndex = (fig, panel) =>
-  fig.panels.findIndex((q) => q.type === "heatmap" && q.at[0] === panel.at[0] && !q.thumb);
+  fig.panels.findLastIndex((q) => q.type === "heatmap" && q.at[0] === panel.at[0] && !q.thumb);
 function drawPanel(app, p, fig, i, size) {
   const panel = fig.panels[i], part = p.parts[i];
   if (panel.type === "heatmap" && panel.thumb) {
@@ -1120,6 +1142,9 @@ function drawTab(app, tab) {
       "for every layer (trace with keep=None)";
     return;
   }
+  // a pair filter that leaves out the selected query picks its first query (panels.pair_query): A -> B, a query in B
+  const offered = queriesOf(app, tab, s);
+  if (offered.length && !offered.includes(s.query)) { setSel(app, { query: offered[0] }); return; }
   const [view, args] = requestOf(app, tab, s);
   const vd = have(app, view, args);
   app.controls[tab].sync(s, vd);
