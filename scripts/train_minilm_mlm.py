@@ -12,7 +12,8 @@ by hand, and write the file `load("minilm-mlm")` ships.
 What it does (every choice and its reason is in data/README.md, "minilm-mlm"):
 1. the corpus, sample and held-out split of scripts/train_mlm_head.py (WordNet's definitions and examples,
    at most MAX_TOKENS pieces, a seeded 5% held out, never trained on);
-   optionally WordNet's other usage examples as more training text (--text wordnet+usage);
+   and WordNet's other usage examples as more training text (--text wordnet+usage, the default), every
+   training line ended with a period as prompts end (--end-period, the default; --no-end-period);
 2. BERT's masking (mlm.choose_masks), DRAWS draws per training sentence, one per held-out sentence, seeded;
    the training draws by pieces or whole words (--masking) at RATES (--rates); the held-out draws are always
    BERT's, so every run is scored on the same rows;
@@ -72,13 +73,13 @@ EVERYDAY = ROOT / "data" / "cloze_everyday.tsv"  # issue 38's fresh set: answer 
 USAGE = ROOT / "data" / "wordnet_usage.txt.gz"  # every WordNet usage example of >= USAGE_WORDS words (--make-usage)
 USAGE_WORDS = 4
 SMOKE_LOG = ROOT / "tests" / "fixtures" / "mlm" / "train_smoke_log.json"
-LAYERS = 3  # k: the last k layers are trained (data/README.md says why 3)
+LAYERS = 6  # k: the last k layers are trained, here all six (data/README.md, issue 38's rounds, says why)
 SENTENCES = None  # the whole corpus (124,171 sentences of at most MAX_TOKENS pieces, 5% held out): data/README.md
 DRAWS = 1  # masking draws per training sentence (the second epoch shows each draw again, in a new order)
 MASKING = "pieces"  # training draws: "pieces" (BERT's original) or "words" (whole-word masking); held-out: pieces
-RATES = (0.8, 0.1)  # of the chosen pieces of a training draw: -> [MASK], -> a random piece (the rest kept)
-TEXT = "wordnet"  # "wordnet": definitions + examples (T.corpus); "wordnet+usage": + every usage example (USAGE)
-END_PERIOD = False  # end every training line with "." (WordNet's lines rarely do; prompts do): data/README.md
+RATES = (1.0, 0.0)  # of the chosen pieces of a training draw: -> [MASK], -> a random piece (the rest kept)
+TEXT = "wordnet+usage"  # "wordnet": definitions + examples (T.corpus); "wordnet+usage": + every usage example (USAGE)
+END_PERIOD = True  # end every training line with "." (WordNet's lines rarely do; prompts do): data/README.md
 ENDINGS = (".", "!", "?")  # a line that ends with one of these is left as it is
 EPOCHS = 2
 BATCH = 128  # masked sentences per Adam step
@@ -86,7 +87,7 @@ LR_LAYERS, LR_HEAD = 5e-4, 1e-3  # the probe's (scripts/probe_mlm_adaptation.py)
 FORWARD_BATCH = 256  # sentences per frozen forward
 LOG_EVERY = 25
 SMOKE = {"sentences": 64, "layers": 2, "draws": 1, "epochs": 1, "batch": 8, "steps": 6, "masking": "pieces",
-         "rates": (0.8, 0.1), "text": "wordnet"}  # the committed log's settings, whatever the defaults
+         "rates": (0.8, 0.1), "text": "wordnet", "end_period": False}  # the committed log's settings, whatever the defaults
 EXAMPLES = T.EXAMPLES_TO_SHOW + ("The doctor gave the patient some [MASK].", "A [MASK] is a large animal with a trunk.")
 
 
@@ -172,7 +173,7 @@ def parse_args(argv=None):
                     help="training draws: pieces one by one (BERT) or whole words; held-out draws are always pieces")
     ap.add_argument("--rates", type=_rates, default=RATES, metavar="MASK/RANDOM/KEEP",
                     help="of the chosen pieces of a training draw, percent to [MASK], to a random piece, kept "
-                         "(default 80/10/10, BERT's)")
+                         "(default 100/0/0: data/README.md says why; BERT used 80/10/10)")
     ap.add_argument("--text", choices=("wordnet", "wordnet+usage"), default=TEXT,
                     help="training text: WordNet's definitions and examples, or those plus every usage example "
                          f"of >= {USAGE_WORDS} words ({USAGE.relative_to(ROOT)}); the held-out split is the same")
@@ -184,7 +185,7 @@ def parse_args(argv=None):
     ap.add_argument("--lr-layers", type=_rate, default=LR_LAYERS)
     ap.add_argument("--lr-head", type=_rate, default=LR_HEAD)
     ap.add_argument("--steps", type=_whole(1), default=None, help="stop after this many steps (a short measurement)")
-    ap.add_argument("--heldout-every", type=_whole(0), default=8 * LOG_EVERY,
+    ap.add_argument("--heldout-every", type=_whole(0), default=16 * LOG_EVERY,
                     help="the held-out loss every this many steps, at the first and at the last (0: none; each "
                          "costs a forward over the held-out split)")
     ap.add_argument("--seed", type=_whole(0), default=T.SEED)
