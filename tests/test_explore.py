@@ -213,7 +213,7 @@ def test_static_returns_the_tabs_figure(padded):
     assert len(explore(padded, static=True, tab="model").data) == 3 * 6
     assert explore(padded, static=True, tab="step", key="layer.2.ffn.up").layout.meta["key"] == "layer.2.ffn.up"
     assert explore(padded, static=True, tab="neuron", layer=1, head=2, query=3).layout.meta == \
-        dict(view="neuron", layer=1, head=2, query=3)
+        dict(view="neuron", layer=1, head=2, query=3, pair_filter="all")
     assert explore(padded, static=True, tab="params").layout.meta["view"] == "params"
 
 

@@ -369,10 +369,10 @@ def test_explorer_in_jupyterlab(lab, sync_api, trace):
                 page.click(".bvl-chip[data-query='3']")
                 page.wait_for_function(f"document.querySelector(\"{name}\").bvl.query === 3")
                 shoot(page, "token-3")
-            if tab == "neuron":  # the numbers add up to the trace's own weights
+            if tab == "neuron":  # the trace's own weights: under the A->B filter set above, sentence B's keys only
                 got = page.evaluate(f"document.querySelector(\"{name}\").bvl")
-                assert (got["layer"], got["head"], got["query"]) == (2, 3, 3)
-                np.testing.assert_allclose(got["weights"], real_map(trace, 2, 3)[3], atol=2e-6)
+                assert (got["layer"], got["head"], got["query"], got["pair"]) == (2, 3, 3, "A->B")
+                np.testing.assert_allclose(got["weights"], real_map(trace, 2, 3)[3][b_cols], atol=2e-6)
             if tab == "step":
                 sec = ".bvl-x-section[data-tab='step'] .bvl-x-formula"
                 assert "embed.token" in page.inner_text(sec)
