@@ -86,8 +86,9 @@ BATCH = 128  # masked sentences per Adam step
 LR_LAYERS, LR_HEAD = 5e-4, 1e-3  # the probe's (scripts/probe_mlm_adaptation.py)
 FORWARD_BATCH = 256  # sentences per frozen forward
 LOG_EVERY = 25
+# the committed smoke log's settings, whatever the defaults
 SMOKE = {"sentences": 64, "layers": 2, "draws": 1, "epochs": 1, "batch": 8, "steps": 6, "masking": "pieces",
-         "rates": (0.8, 0.1), "text": "wordnet", "end_period": False}  # the committed log's settings, whatever the defaults
+         "rates": (0.8, 0.1), "text": "wordnet", "end_period": False}
 EXAMPLES = T.EXAMPLES_TO_SHOW + ("The doctor gave the patient some [MASK].", "A [MASK] is a large animal with a trunk.")
 
 
@@ -261,27 +262,34 @@ def masked_draws(model, encs, n_held: int, draws: int, rng, masking: str = MASKI
     return out
 
 
+def takes_period(last_piece: str, n: int) -> bool:
+    """The one rule of --end-period: a line gets "." unless it already ends with . ! or ?, or one more piece
+    would pass MAX_TOKENS (n: its pieces with [CLS] and [SEP])."""
+    return last_piece not in ENDINGS and n < T.MAX_TOKENS
+
+
+def before_sep(seq: list, item) -> list:
+    """seq with item put just before its last entry ([SEP])."""
+    return seq[:-1] + [item] + seq[-1:]
+
+
 def end_with_period(model, e):
     """The encoding of the same text with "." after it: WordPiece always makes "." a piece of its own, so it is
-    inserted before [SEP] (no span: the writer did not write it). Unchanged when the text already ends with
-    . ! or ?, or when one more piece would pass MAX_TOKENS."""
-    if e.tokens[-2] in ENDINGS or len(e.ids) >= T.MAX_TOKENS:
+    inserted before [SEP] (no span: the writer did not write it); unchanged unless takes_period."""
+    if not takes_period(e.tokens[-2], len(e.ids)):
         return e
-    at = len(e.ids) - 1
-    return replace(e, tokens=e.tokens[:at] + ["."] + e.tokens[at:], ids=e.ids[:at] + [model.tokenizer.token_to_id(".")]
-                   + e.ids[at:], segments=e.segments[:at] + [e.segments[at - 1]] + e.segments[at:],
-                   mask=e.mask[:at] + [1] + e.mask[at:], spans=e.spans[:at] + [None] + e.spans[at:],
-                   n_real=e.n_real + 1)
+    return replace(e, tokens=before_sep(e.tokens, "."), ids=before_sep(e.ids, model.tokenizer.token_to_id(".")),
+                   segments=before_sep(e.segments, e.segments[-2]), mask=before_sep(e.mask, 1),
+                   spans=before_sep(e.spans, None), n_real=e.n_real + 1)
 
 
 def period_draw(model, m):
     """A masked draw with "." put before [SEP] as end_with_period puts it (never chosen: the same rows and
-    targets); unchanged when the line ends with . ! or ? (as written: a chosen last piece counts by its target)."""
+    targets); the rule is read on the line as written (a chosen last piece counts by its target)."""
     last = m.targets[m.positions.index(len(m.ids) - 2)] if len(m.ids) - 2 in m.positions else m.ids[-2]
-    if model.tokenizer.id_to_token(last) in ENDINGS or len(m.ids) >= T.MAX_TOKENS:
+    if not takes_period(model.tokenizer.id_to_token(last), len(m.ids)):
         return m
-    at = len(m.ids) - 1
-    return replace(m, ids=m.ids[:at] + [model.tokenizer.token_to_id(".")] + m.ids[at:])
+    return replace(m, ids=before_sep(m.ids, model.tokenizer.token_to_id(".")))
 
 
 def usage_sentences() -> list[str]:
@@ -650,7 +658,8 @@ def run(args) -> int:
         "init": None if args.init is None else {"file": args.init.name, "sha256": hashlib.sha256(
             read_regular(args.init)).hexdigest()},
         "train_sentences": args.train_sentences, "mask_seed": args.mask_seed,
-        "text": args.text, "end_period": args.end_period, "sentences": n_corpus, "heldout_sentences": n_held, "extra_sentences": len(encs) - n_corpus,
+        "text": args.text, "end_period": args.end_period, "sentences": n_corpus,
+        "heldout_sentences": n_held, "extra_sentences": len(encs) - n_corpus,
         "draws": args.draws, "masking": args.masking, "rates": [round(100 * r) for r in args.rates],
         "max_tokens": T.MAX_TOKENS,
         "epochs": args.epochs, "batch": args.batch, "steps": len(train_batches) * args.epochs
