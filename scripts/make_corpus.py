@@ -34,6 +34,7 @@ MIN_WORDS = 5
 OUT = ROOT / "data" / "wordnet_examples.txt"
 GLOSSES = ROOT / "data" / "wordnet_glosses.txt.gz"
 LICENCE = ROOT / "data" / "LICENSE.WordNet-3.0.txt"
+HEADWORDS = ROOT / "data" / "wordnet_headwords.txt.gz"  # line i: the words definition i of GLOSSES defines
 
 EXAMPLE = re.compile(r'"([^"]+)"')  # a quoted usage example inside a gloss
 
@@ -68,22 +69,50 @@ def definition(gloss: str) -> str:
     return text.strip("; ")
 
 
-def definitions(wordnet: Path = WORDNET) -> list[str]:
-    """Every distinct definition, in file order (noun, verb, adj, adv)."""
+def headwords(line: str) -> str:
+    """The words of a synset line as a person writes them, in WordNet's order, joined by ', ':
+    '08145553 14 n 02 post_office 1 local_post_office 0 ...' -> 'post office, local post office';
+    an adjective's position marker goes ('galore(ip)' -> 'galore'). No WordNet word contains a comma."""
+    fields = line.split()
+    words = fields[4:4 + 2 * int(fields[3], 16):2]
+    return ", ".join(re.sub(r"\([a-z]+\)$", "", w).replace("_", " ") for w in words)
+
+
+def defined(wordnet: Path = WORDNET) -> list[tuple[str, str]]:
+    """(definition, its synset's words) for every distinct definition, in file order (noun, verb, adj, adv);
+    a definition shared by several synsets keeps the first synset's words."""
     out, seen = [], set()
     for name in FILES:
-        for gloss in glosses(wordnet / name):
-            d = definition(gloss)
+        for line in (wordnet / name).read_text(encoding="utf-8").splitlines():
+            if line.startswith("  ") or " | " not in line:
+                continue
+            d = definition(line.split(" | ", 1)[1])
             if d and d not in seen:
                 seen.add(d)
-                out.append(d)
+                out.append((d, headwords(line)))
     return out
+
+
+def definitions(wordnet: Path = WORDNET) -> list[str]:
+    """Every distinct definition, in file order (noun, verb, adj, adv)."""
+    return [d for d, _ in defined(wordnet)]
 
 
 def read_glosses(path: Path = GLOSSES) -> list[str]:
     """The committed definitions, one per line."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return f.read().splitlines()
+
+
+def read_headwords(path: Path = HEADWORDS) -> list[str]:
+    """The committed headwords: line i is the words (', ' between them) definition i of read_glosses() defines."""
+    return read_glosses(path)
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    """gzip with mtime=0 and no file name in the header: the same text gives the same bytes."""
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
+        f.write(("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def licence(wordnet: Path = WORDNET) -> str:
@@ -106,22 +135,21 @@ def main(argv=None) -> int:
               "(apt-get install -y wordnet-base) or pass --wordnet", file=sys.stderr)
         return 2
     corpus = "\n".join(sentences(args.wordnet)) + "\n"
-    defs = definitions(args.wordnet)
+    pairs = defined(args.wordnet)
+    defs, heads = [d for d, _ in pairs], [h for _, h in pairs]
     notice = licence(args.wordnet)
     if args.check:
         same = (OUT.read_text(encoding="utf-8") == corpus and LICENCE.read_text(encoding="utf-8") == notice
-                and GLOSSES.exists() and read_glosses() == defs)
+                and GLOSSES.exists() and read_glosses() == defs and HEADWORDS.exists() and read_headwords() == heads)
         print("data/ matches WordNet" if same else "data/ differs from what WordNet gives", file=sys.stderr)
         return 0 if same else 1
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(corpus, encoding="utf-8")
-    # mtime=0 and no file name in the header: the same text gives the same bytes
-    with open(GLOSSES, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
-                                                   compresslevel=9) as f:
-        f.write(("\n".join(defs) + "\n").encode("utf-8"))
+    write_lines(GLOSSES, defs)
+    write_lines(HEADWORDS, heads)
     LICENCE.write_text(notice, encoding="utf-8")
     print(f"{OUT.relative_to(ROOT)}: {corpus.count(chr(10)):,} sentences; {GLOSSES.relative_to(ROOT)}: "
-          f"{len(defs):,} definitions; {LICENCE.relative_to(ROOT)}")
+          f"{len(defs):,} definitions; {HEADWORDS.relative_to(ROOT)}: their words; {LICENCE.relative_to(ROOT)}")
     return 0
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import errno
 import gzip
 import hashlib
@@ -59,6 +60,7 @@ from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+import make_corpus as MC  # noqa: E402  (WordNet's files: the usage examples, the definitions' headwords)
 import train_mlm_head as T  # noqa: E402  (corpus, sample, split, summaries: shared with the head-only fit)
 from private_files import (CACHE, UnsafePath, cached_arrays, check_free_space, read_regular,  # noqa: E402
                            regular_or_absent, write_atomic)
@@ -79,6 +81,7 @@ DRAWS = 1  # masking draws per training sentence (the second epoch shows each dr
 MASKING = "pieces"  # training draws: "pieces" (BERT's original) or "words" (whole-word masking); held-out: pieces
 RATES = (1.0, 0.0)  # of the chosen pieces of a training draw: -> [MASK], -> a random piece (the rest kept)
 TEXT = "wordnet+usage"  # "wordnet": definitions + examples (T.corpus); "wordnet+usage": + every usage example (USAGE)
+HEADWORDS = "none"  # a training definition is WordNet's definition alone ("a cleaning implement for sweeping")
 END_PERIOD = True  # end every training line with "." (WordNet's lines rarely do; prompts do): data/README.md
 ENDINGS = (".", "!", "?")  # a line that ends with one of these is left as it is
 EPOCHS = 2
@@ -88,7 +91,7 @@ FORWARD_BATCH = 256  # sentences per frozen forward
 LOG_EVERY = 25
 # the committed smoke log's settings, whatever the defaults
 SMOKE = {"sentences": 64, "layers": 2, "draws": 1, "epochs": 1, "batch": 8, "steps": 6, "masking": "pieces",
-         "rates": (0.8, 0.1), "text": "wordnet", "end_period": False}
+         "rates": (0.8, 0.1), "text": "wordnet", "end_period": False, "headwords": "none"}
 EXAMPLES = T.EXAMPLES_TO_SHOW + ("The doctor gave the patient some [MASK].", "A [MASK] is a large animal with a trunk.")
 
 
@@ -178,6 +181,11 @@ def parse_args(argv=None):
     ap.add_argument("--text", choices=("wordnet", "wordnet+usage"), default=TEXT,
                     help="training text: WordNet's definitions and examples, or those plus every usage example "
                          f"of >= {USAGE_WORDS} words ({USAGE.relative_to(ROOT)}); the held-out split is the same")
+    ap.add_argument("--headwords", choices=("none", "first", "all"), default=HEADWORDS,
+                    help="write every training definition after the word it defines, as a dictionary does "
+                         "(first: 'broom: a cleaning implement for sweeping'), or after every word of its synset "
+                         "(all: 'post office, local post office: a local branch where ...'); WordNet's "
+                         "definitions alone never show the word; the held-out split stays as it is")
     ap.add_argument("--end-period", action=argparse.BooleanOptionalAction, default=END_PERIOD,
                     help="end every training line that lacks one with a period, as a cloze prompt ends (of "
                          "WordNet's lines almost none do, and most that do end with 'etc.'); the held-out split "
@@ -292,6 +300,23 @@ def period_draw(model, m):
     return replace(m, ids=before_sep(m.ids, model.tokenizer.token_to_id(".")))
 
 
+def with_headword(model, corpus: list[str], i: int, e, which: str = "first"):
+    """Corpus line i, a WordNet definition, written after the word it defines ('broom: a cleaning implement
+    for sweeping') or after every word of its synset (which="all"), tokenized; an example sentence, or a line
+    that would pass MAX_TOKENS pieces, stays e."""
+    heads = _headwords()
+    if i >= len(heads):
+        return e
+    words = heads[i] if which == "all" else heads[i].split(", ")[0]
+    h = model.tokenize(f"{words}: {corpus[i]}")
+    return h if len(h.ids) <= T.MAX_TOKENS else e
+
+
+@functools.cache
+def _headwords() -> list[str]:
+    return MC.read_headwords()
+
+
 def usage_sentences() -> list[str]:
     """Every WordNet usage example of >= USAGE_WORDS words, as committed (--make-usage writes it)."""
     with gzip.open(USAGE, "rt", encoding="utf-8") as f:
@@ -301,7 +326,6 @@ def usage_sentences() -> list[str]:
 def make_usage(wordnet: Path = Path("/usr/share/wordnet"), out: Path = USAGE) -> int:
     """data/wordnet_usage.txt.gz: every distinct quoted usage example of WordNet 3.0's glosses with at least
     USAGE_WORDS words, in file order (make_corpus keeps only those that start with a capital and have >= 5)."""
-    import make_corpus as MC
     if not (wordnet / "data.noun").exists():
         print(f"no WordNet data files in {wordnet}: apt-get install -y wordnet-base", file=sys.stderr)
         return 2
@@ -512,8 +536,13 @@ def main(argv=None) -> int:
 
 def prepare(args, published):
     """The sentences (held-out first, then the corpus's training ones, then any extra text) and their draws."""
-    encs = T.encode(published, T.corpus(), args.sentences, np.random.default_rng(args.seed))
+    corpus = T.corpus()
+    picked = T.sample(published, corpus, args.sentences, np.random.default_rng(args.seed))
+    encs = [e for _, e in picked]
     n_held = int(round(T.HELDOUT * len(encs)))
+    if args.headwords != "none":  # training lines only, like the period below
+        encs = encs[:n_held] + [with_headword(published, corpus, i, e, args.headwords)
+                                for i, e in picked[n_held:]]
     if args.train_sentences is not None:
         encs = encs[:n_held + args.train_sentences]
     n_corpus = len(encs)
@@ -658,7 +687,7 @@ def run(args) -> int:
         "init": None if args.init is None else {"file": args.init.name, "sha256": hashlib.sha256(
             read_regular(args.init)).hexdigest()},
         "train_sentences": args.train_sentences, "mask_seed": args.mask_seed,
-        "text": args.text, "end_period": args.end_period, "sentences": n_corpus,
+        "text": args.text, "headwords": args.headwords, "end_period": args.end_period, "sentences": n_corpus,
         "heldout_sentences": n_held, "extra_sentences": len(encs) - n_corpus,
         "draws": args.draws, "masking": args.masking, "rates": [round(100 * r) for r in args.rates],
         "max_tokens": T.MAX_TOKENS,

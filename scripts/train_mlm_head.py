@@ -69,17 +69,22 @@ def corpus() -> list[str]:
     return read_glosses() + EXAMPLES.read_text(encoding="utf-8").splitlines()
 
 
-def encode(model, sentences, limit: int, rng):
-    """A seeded sample of `limit` sentences, tokenized; those over MAX_TOKENS pieces are dropped."""
-    order = rng.permutation(len(sentences))
-    encs = []
-    for i in order:
+def sample(model, sentences, limit: int, rng) -> list[tuple[int, object]]:
+    """A seeded sample of `limit` sentences: (index in `sentences`, encoding); those over MAX_TOKENS pieces
+    are dropped."""
+    out = []
+    for i in rng.permutation(len(sentences)):
         e = model.tokenize(sentences[int(i)])
         if len(e.ids) <= MAX_TOKENS:
-            encs.append(e)
-        if len(encs) == limit:
+            out.append((int(i), e))
+        if len(out) == limit:
             break
-    return encs
+    return out
+
+
+def encode(model, sentences, limit: int, rng):
+    """A seeded sample of `limit` sentences, tokenized; those over MAX_TOKENS pieces are dropped."""
+    return [e for _, e in sample(model, sentences, limit, rng)]
 
 
 def features(model, encs, rng, layer: int, progress: bool = True):

@@ -434,6 +434,42 @@ def test_end_period_is_the_tokenization_of_the_text_with_a_period(script, minilm
     assert (got is e) == (text[-1] in script.ENDINGS)
 
 
+def test_headwords_write_a_training_definition_after_its_word(script, minilm):
+    """--headwords: a WordNet definition of the corpus becomes 'word: definition' (the committed headwords
+    line up with the committed definitions); an example sentence, and a line that would pass MAX_TOKENS
+    pieces with its word, stay as they were."""
+    corpus, heads = script.T.corpus(), script.MC.read_headwords()
+    assert len(heads) == len(script.MC.read_glosses()) < len(corpus)
+    i = heads.index("broom")
+    assert corpus[i].startswith("a cleaning implement for sweeping")
+    got = script.with_headword(minilm, corpus, i, minilm.tokenize(corpus[i]))
+    assert got.ids == minilm.tokenize("broom: " + corpus[i]).ids
+    j = heads.index("post office, local post office")
+    for which, words in (("first", "post office"), ("all", "post office, local post office")):
+        got = script.with_headword(minilm, corpus, j, minilm.tokenize(corpus[j]), which)
+        assert got.ids == minilm.tokenize(f"{words}: {corpus[j]}").ids
+    example = len(heads)  # the first example sentence
+    e = minilm.tokenize(corpus[example])
+    assert script.with_headword(minilm, corpus, example, e) is e
+    long = [j for j, d in enumerate(corpus[:len(heads)])
+            if len(minilm.tokenize(d).ids) <= script.T.MAX_TOKENS < len(minilm.tokenize(f"{heads[j]}: {d}").ids)
+            and "," not in heads[j]]
+    e = minilm.tokenize(corpus[long[0]])
+    assert script.with_headword(minilm, corpus, long[0], e) is e
+
+
+def test_headwords_leave_the_held_out_split_as_it_is(script, minilm, tmp_path):
+    """The held-out lines and draws are the same with and without --headwords; training definitions change."""
+    runs = [script.prepare(script.parse_args(["--sentences", "400", "--out", str(tmp_path / "m.safetensors"),
+                                              *flag]), minilm) for flag in ([], ["--headwords", "all"])]
+    (encs0, n_held, *_, draws0, held0, _), (encs1, n_held1, *_, draws1, held1, _) = runs
+    assert n_held == n_held1 and held0 == held1
+    assert [e.ids for e in encs0[:n_held]] == [e.ids for e in encs1[:n_held]]
+    assert [draws0[j][1].ids for j in held0] == [draws1[j][1].ids for j in held1]
+    longer = sum(len(b.ids) > len(a.ids) for a, b in zip(encs0[n_held:], encs1[n_held:]))
+    assert longer > (len(encs0) - n_held) // 2  # most training lines are definitions
+
+
 def test_a_held_out_draw_ended_with_a_period_keeps_its_rows(script, minilm):
     """--evaluate's second held-out table: the same chosen rows and targets, "." before [SEP], the ids of
     end_with_period; a line that ends with "." (even when that piece is chosen) is left as it is."""
