@@ -1,9 +1,10 @@
-"""Extract the corpora in data/ from WordNet 3.0 (Debian's `wordnet-base`): its example sentences and
-its definitions (glosses).
+"""Extract the corpora in data/ from WordNet 3.0 (Debian's `wordnet-base`): its example sentences,
+its definitions (glosses) and the words each definition defines.
 
     apt-get install -y wordnet-base                  # WordNet 3.0 data files in /usr/share/wordnet
     .venv/bin/python scripts/make_corpus.py          # writes data/wordnet_examples.txt,
-                                                     # data/wordnet_glosses.txt.gz and the licence
+                                                     # data/wordnet_glosses.txt.gz, data/wordnet_headwords.txt.gz
+                                                     # and the licence
     .venv/bin/python scripts/make_corpus.py --check  # exit 1 if the committed files differ
 
 Every synset line of WordNet's data files (data.noun, data.verb, data.adj, data.adv) ends with a
@@ -14,7 +15,9 @@ verbatim, in file order (noun, verb, adj, adv), each once: one sentence per line
 (the gloss without its quoted examples, "the capital and largest city of France; ...") are a larger
 corpus of plain English (116,707 distinct ones) for fitting the masked-LM head
 (scripts/train_mlm_head.py); they are stored gzip-compressed (7 MB of text, 2 MB on disk) and
-compared as text by --check. The licence text is copied from the header of data.noun, as WordNet's
+compared as text by --check. A definition never shows the word it defines ("a cleaning implement for
+sweeping" is broom's), so the synset's words go in a file beside them, line for line (data/wordnet_headwords.txt.gz:
+"broom"; "post office, local post office"), for train_minilm_mlm.py --headwords. The licence text is copied from the header of data.noun, as WordNet's
 licence asks for every copy.
 Nothing here is typed in or generated: rerunning this script gives the committed files byte for byte.
 """
