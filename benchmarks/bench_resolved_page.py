@@ -34,13 +34,12 @@ def figures(trace, ledger):
     L, H, n = trace.num_layers, trace.config.num_heads, trace.n_real
     kinds = data.recorded_kinds(trace)
     for layer in range(L):
-        for kind in kinds:
-            vd = data.view_data(trace, "attention", layer=layer, kind=kind)
+        by_kind = {kind: data.view_data(trace, "attention", layer=layer, kind=kind) for kind in kinds}
+        for vd in by_kind.values():
             for h in range(H):
                 yield "attention", panels.resolve(vd, "attention", head=h)
-        vd = data.view_data(trace, "attention", layer=layer, kind="probs")
-        for heads in [[h] for h in range(H)] + [list(range(H))]:
-            yield "head", panels.resolve(vd, "head", heads=heads)
+        for heads in [[h] for h in range(H)] + [list(range(H))]:  # the head view draws the attention view's probs
+            yield "head", panels.resolve(by_kind["probs"], "head", heads=heads)
         vd = data.view_data(trace, "neuron", layer=layer)
         for h in range(H):
             for q in range(n):

@@ -42,11 +42,17 @@ HEADWORDS = ROOT / "data" / "wordnet_headwords.txt.gz"  # line i: the words defi
 EXAMPLE = re.compile(r'"([^"]+)"')  # a quoted usage example inside a gloss
 
 
-def glosses(path: Path):
-    """The gloss of every synset line (after ' | '); header lines start with two spaces."""
+def synset_lines(path: Path):
+    """Every synset line of a WordNet data file; header lines start with two spaces."""
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.startswith("  ") and " | " in line:
-            yield line.split(" | ", 1)[1]
+            yield line
+
+
+def glosses(path: Path):
+    """The gloss of every synset line (after ' | ')."""
+    for line in synset_lines(path):
+        yield line.split(" | ", 1)[1]
 
 
 def is_sentence(example: str) -> bool:
@@ -86,9 +92,7 @@ def defined(wordnet: Path = WORDNET) -> list[tuple[str, str]]:
     a definition shared by several synsets keeps the first synset's words."""
     out, seen = [], set()
     for name in FILES:
-        for line in (wordnet / name).read_text(encoding="utf-8").splitlines():
-            if line.startswith("  ") or " | " not in line:
-                continue
+        for line in synset_lines(wordnet / name):
             d = definition(line.split(" | ", 1)[1])
             if d and d not in seen:
                 seen.add(d)
@@ -101,15 +105,20 @@ def definitions(wordnet: Path = WORDNET) -> list[str]:
     return [d for d, _ in defined(wordnet)]
 
 
-def read_glosses(path: Path = GLOSSES) -> list[str]:
-    """The committed definitions, one per line."""
+def read_lines(path: Path) -> list[str]:
+    """A committed gzip file of data/, one item per line (write_lines writes them)."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return f.read().splitlines()
 
 
+def read_glosses(path: Path = GLOSSES) -> list[str]:
+    """The committed definitions, one per line."""
+    return read_lines(path)
+
+
 def read_headwords(path: Path = HEADWORDS) -> list[str]:
     """The committed headwords: line i is the words (', ' between them) definition i of read_glosses() defines."""
-    return read_glosses(path)
+    return read_lines(path)
 
 
 def write_lines(path: Path, lines: list[str]) -> None:

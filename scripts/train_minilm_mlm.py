@@ -43,7 +43,6 @@ import argparse
 import contextlib
 import functools
 import errno
-import gzip
 import hashlib
 import json
 import math
@@ -319,8 +318,7 @@ def _headwords() -> list[str]:
 
 def usage_sentences() -> list[str]:
     """Every WordNet usage example of >= USAGE_WORDS words, as committed (--make-usage writes it)."""
-    with gzip.open(USAGE, "rt", encoding="utf-8") as f:
-        return f.read().splitlines()
+    return MC.read_lines(USAGE)
 
 
 def make_usage(wordnet: Path = Path("/usr/share/wordnet"), out: Path = USAGE) -> int:
@@ -337,8 +335,7 @@ def make_usage(wordnet: Path = Path("/usr/share/wordnet"), out: Path = USAGE) ->
                 if len(ex.split()) >= USAGE_WORDS and ex not in seen:
                     seen.add(ex)
                     examples.append(ex)
-    with open(out, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
-        f.write(("\n".join(examples) + "\n").encode("utf-8"))
+    MC.write_lines(out, examples)
     print(f"wrote {out} ({len(examples):,} usage examples)")
     return 0
 
