@@ -26,6 +26,12 @@ LAYER_KEYS = ["attn.q", "attn.k", "attn.v", "attn.scores", "attn.probs", "attn.c
               "attn.out", "attn.resid", "attn.ln", "ffn.up", "ffn.act", "ffn.down", "ffn.resid", "ffn.ln"]
 EMBED_KEYS = ["embed.token", "embed.position", "embed.segment", "embed.sum", "embed.ln"]
 
+# Named tolerances for two computations of one value (never bit for bit: PITFALLS, "The BLAS kernel is a
+# property of the CPU"). Two float32 BLAS products of the same numbers (one product against a packed one, a batch
+# of one against a batch of many, one BLAS thread against two, OpenBLAS's Haswell kernels against SkylakeX's)
+# round apart by a few units in the last place of what they sum: 1e-7 seen on BERT-sized layers.
+FLOAT32_PRODUCT_ATOL = 1e-5
+
 
 def peak_bytes(call) -> int:
     """The most memory Python's allocators (numpy's included) held at once during `call()`, over what was held

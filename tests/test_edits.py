@@ -11,7 +11,7 @@ from bertviz_lite import backend, engine, kernels
 from bertviz_lite.errors import EditError, PatternError
 
 from .conftest import SMALL
-from .helpers import host, host_weights
+from .helpers import FLOAT32_PRODUCT_ATOL, host, host_weights
 
 
 def has_kernel(model, name: str) -> bool:
@@ -94,8 +94,18 @@ def test_an_edit_of_W_Q_takes_effect_on_the_fast_and_the_formula_path(how):
         np.testing.assert_array_equal(q[0], np.broadcast_to(b_Q[:d], q[0].shape), err_msg=f"fast={fast}")
         expected = engine.split_heads(host(tr["layer.0.ffn.ln"]) @ new + b_Q, model.config.num_heads, np)
         np.testing.assert_allclose(q, expected, atol=2e-5, err_msg=f"fast={fast}")
-        for unchanged in ("layer.0.ffn.ln", "layer.1.attn.k", "layer.1.attn.v"):
-            np.testing.assert_array_equal(host(tr[unchanged]), host(plain[fast][unchanged]), err_msg=unchanged)
+        # below the edit the same computation runs again: the same bits. K and V are the same computation too,
+        # except on the fast path once W^Q is replaced: the plain trace took them from the one [W^Q | W^K | W^V]
+        # product, this one from their own products, and two BLAS products round differently (by 1e-7 in 83
+        # of 960 values with OpenBLAS's Haswell or Zen kernels; bit-equal with SkylakeX): float32 rounding apart.
+        np.testing.assert_array_equal(host(tr["layer.0.ffn.ln"]), host(plain[fast]["layer.0.ffn.ln"]))
+        same_product = how == "in place" or not fast or model.backend != "numpy"
+        for unchanged in ("layer.1.attn.k", "layer.1.attn.v"):
+            if same_product:
+                np.testing.assert_array_equal(host(tr[unchanged]), host(plain[fast][unchanged]), err_msg=unchanged)
+            else:
+                np.testing.assert_allclose(host(tr[unchanged]), host(plain[fast][unchanged]), rtol=1e-5,
+                                           atol=FLOAT32_PRODUCT_ATOL, err_msg=unchanged)
         assert np.abs(host(tr["layer.1.attn.scores"]) - host(plain[fast]["layer.1.attn.scores"])).max() > 1e-2
     if model.backend == "numpy":  # in place the one product still runs; replaced, the three lines
         packed = model.layer_weights[1].qkv
