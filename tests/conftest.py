@@ -14,7 +14,7 @@ import threading
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite import backend
+from bertviz_lite import backend, threads
 
 SESSION_BACKEND = backend.backend_name(backend.get_namespace(None))  # what load() picks here
 ON_DEVICE = SESSION_BACKEND in backend.DEVICE_BACKENDS
@@ -23,6 +23,7 @@ ON_DEVICE = SESSION_BACKEND in backend.DEVICE_BACKENDS
 SMALL = {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "ffn_size": 256}
 
 
+SESSION_THREADS = threads.kernel_threads()  # what the environment gives BLAS here (its limit, else the cores)
 HAS_FLOAT16 = hasattr(backend.get_namespace(SESSION_BACKEND), "float16")  # array_api_strict has none
 
 
@@ -37,6 +38,17 @@ def pytest_collection_modifyitems(config, items):
         if not HAS_FLOAT16 and item.get_closest_marker("float16") is not None:
             item.add_marker(pytest.mark.skip(reason=f"the {SESSION_BACKEND} backend has no float16 "
                                                     "(array_api_strict keeps to the standard's dtypes)"))
+
+
+@pytest.fixture(autouse=True)
+def fixed_thread_count(monkeypatch):
+    """Every test runs BLAS and the fast kernels on a fixed number of threads (BERTVIZ_LITE_THREADS, unless it is
+    set already). Left alone, a forward on a busy machine gives BLAS the cores other tasks leave free
+    (threads.threads_for_load), and two thread counts round a product apart: a test comparing two runs of one
+    computation bit for bit would then pass on a quiet machine and fail beside a second test run (docs/benchmarks.md,
+    "What is bit-stable"). The tests of that policy remove the variable (tests/test_threads.py, no_thread_env)."""
+    if threads.env_count("BERTVIZ_LITE_THREADS") is None:
+        monkeypatch.setenv("BERTVIZ_LITE_THREADS", str(SESSION_THREADS))
 
 
 @pytest.fixture(scope="session")

@@ -80,13 +80,16 @@ def test_invariants_and_ranking(minilm):
         r["clss"]
 
 
-def test_deterministic_and_independent_of_batch_size(small):
+def test_deterministic_and_independent_of_batch_size(small, monkeypatch):
+    # the same bits twice is a claim for a pinned thread count only: unpinned, the forward gives BLAS the cores
+    # a busy machine leaves free (threads.threads_for_load), and two thread counts round apart (1.9e-10 seen)
+    monkeypatch.setenv("BERTVIZ_LITE_THREADS", "2")
     a = corpus.head_stats(small, SENTENCES[:50], batch_size=8, progress=False)
     b = corpus.head_stats(small, SENTENCES[:50], batch_size=8, progress=False)
-    c = corpus.head_stats(small, SENTENCES[:50], batch_size=50, progress=False)
+    c = corpus.head_stats(small, SENTENCES[:50], batch_size=50, progress=False)  # other batches: other products
     for name in corpus.STATS:
-        np.testing.assert_array_equal(a[name], b[name])
-        np.testing.assert_allclose(a[name], c[name], atol=1e-6)
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+        np.testing.assert_allclose(a[name], c[name], atol=1e-6, err_msg=name)
 
 
 def test_a_batch_over_the_budget_is_traced_in_pieces(small):
