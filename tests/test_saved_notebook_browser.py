@@ -38,8 +38,46 @@ def server(request, sync_api):
     s.stop()
 
 
-def saved_outputs(server: JupyterLab, name: str) -> list[dict]:
-    return json.loads((server.root / name).read_text())["cells"][0].get("outputs", [])
+def wait_saved(server: JupyterLab, name: str, done, timeout_s: float = 60.0) -> list[dict]:
+    """The first cell's outputs once the server has written the whole file and `done(outputs)` holds.
+
+    The server writes a notebook in place, so a read can meet half a file (a JSONDecodeError) or the previous
+    save: a file counts as whole when it parses and its size and modification time stay the same over two
+    reads 0.5 s apart. On a busy machine a save can take seconds; the wait gives it a minute."""
+    path, deadline, last, outputs = server.root / name, time.monotonic() + timeout_s, None, None
+    while True:
+        try:
+            st = path.stat()
+            now = (st.st_size, st.st_mtime_ns)
+            outputs = json.loads(path.read_text())["cells"][0].get("outputs", [])
+        except (OSError, ValueError, KeyError, IndexError):  # not there yet, or half written
+            now, outputs = None, None
+        if now is not None and now == last and done(outputs):
+            return outputs
+        assert time.monotonic() < deadline, f"{name} was not saved whole with what the test waits for"
+        last = now
+        time.sleep(0.5)
+
+
+def test_the_wait_reads_a_whole_file_only(tmp_path):
+    # a server that writes the notebook in two pieces, 1 s apart: the first read meets half a file (it once raised
+    # JSONDecodeError in the test below), and the wait returns only what the whole file holds
+    import threading
+    from types import SimpleNamespace
+
+    whole = json.dumps({"cells": [{"outputs": [{"data": {"text/html": "<p>saved</p>"}}]}]})
+    path = tmp_path / "saved.ipynb"
+    path.write_text(whole[: len(whole) // 2])
+    writer = threading.Timer(1.0, path.write_text, args=(whole,))
+    writer.start()
+    try:
+        outputs = wait_saved(SimpleNamespace(root=tmp_path), "saved.ipynb", lambda outs: bool(outs), timeout_s=30)
+    finally:
+        writer.join()
+    assert outputs == [{"data": {"text/html": "<p>saved</p>"}}]
+    with pytest.raises(AssertionError, match="not saved whole"):  # a file that never parses: a clear failure
+        path.write_text(whole[:10])
+        wait_saved(SimpleNamespace(root=tmp_path), "saved.ipynb", lambda outs: True, timeout_s=2)
 
 
 def test_a_reopened_notebook_keeps_every_tab(server, sync_api):
@@ -57,14 +95,11 @@ def test_a_reopened_notebook_keeps_every_tab(server, sync_api):
             # save, then the file holds the saved page (with its PNG) and the widget output
             page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputArea-prompt").click()
             page.keyboard.press("Control+s")
-            deadline = time.monotonic() + 20
-            while not any("text/html" in o.get("data", {}) for o in saved_outputs(server, name)):
-                assert time.monotonic() < deadline, "the notebook was not saved with its page"
-                time.sleep(0.25)
-            kinds = [sorted(o.get("data", {})) for o in saved_outputs(server, name)]
+            outputs = wait_saved(server, name, lambda outs: any("text/html" in o.get("data", {}) for o in outs))
+            kinds = [sorted(o.get("data", {})) for o in outputs]
             assert kinds[-2:] == [["image/png", "text/html", "text/plain"],
                                   ["application/vnd.jupyter.widget-view+json", "text/plain"]], kinds
-            html = saved_outputs(server, name)[-2]["data"]["text/html"]
+            html = outputs[-2]["data"]["text/html"]
             html = "".join(html) if isinstance(html, list) else html
             assert len(html) < 2_500_000  # the stated cap (SAVED_PAGE_BYTES, escaped into srcdoc)
             page.close()
