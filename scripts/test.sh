@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # Set up, then run every test: unit tests, parity against the committed Hugging Face
 # reference values, the real-browser tests, and every lesson notebook under nbval; then the
-# engine-, edit-, batch-, analysis-, loading- and views-facing tests once more on the GPU stand-in.
+# engine-, edit-, batch-, analysis-, loading- and views-facing tests once more on the GPU stand-in;
+# then every test but the browser's, the lessons under nbval and their solution replays once more under
+# a second OpenBLAS kernel (another CPU's rounding), and which kernels ran.
 # The browser tests need Debian's chromium and the corpus test WordNet's files: installed here (as
 # root, with apt), not by setup.sh, which the main job runs.
 set -euo pipefail
+case "${1:-}" in
+    -h|--help)
+        echo "usage: bash scripts/test.sh [PYTEST ARGUMENTS...]"
+        echo "Sets up .venv (scripts/setup.sh), installs chromium and wordnet-base when root with apt, then runs every"
+        echo "test and lesson (the arguments go to the first test run), the device-facing tests on the GPU stand-in,"
+        echo "and every test but the browser's once more under a second OpenBLAS kernel. Prints which kernels ran."
+        exit 0 ;;
+esac
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
@@ -25,6 +35,8 @@ command -v chromium >/dev/null 2>&1 || apt_install chromium /usr/bin/chromium "t
 # WordNet 3.0's data files, from which tests/test_corpus.py regenerates data/ byte for byte
 apt_install wordnet-base /usr/share/wordnet/data.noun "the corpus regeneration test"
 export OMP_WAIT_POLICY=PASSIVE PYTHONHASHSEED=0
+OWN_KERNEL=$(.venv/bin/python scripts/blas_kernel.py | sed -n 's/^own: //p')
+echo "test: first pass under OpenBLAS's $OWN_KERNEL kernel"
 .venv/bin/python -m pytest tests notebooks --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg "$@"
 
 # The GPU stand-in: every load() without backend= puts the model on array_api_strict's device1, whose arrays
@@ -41,3 +53,18 @@ STANDIN_TESTS=(
     tests/test_view_targets.py tests/test_head_view_heads.py tests/test_explore.py tests/test_export_targets.py
 )
 BERTVIZ_LITE_BACKEND=gpu_standin .venv/bin/python -m pytest -q -m "not slow and not browser" "${STANDIN_TESTS[@]}"
+
+# A second OpenBLAS kernel (OPENBLAS_CORETYPE): two kernels round one product apart, and a number a test or a
+# lesson compares, or a training run amplifies, can hold on one and not on another (PITFALLS.md). Which one:
+# scripts/blas_kernel.py (another this CPU runs: SkylakeX for an AVX2 kernel on an AVX-512 CPU, Haswell the other
+# way round). What: every test but the browser's (they draw, and compare no float), every lesson under nbval, and
+# the solution replays with 2 BLAS threads (the first pass ran 1 and 2). About as long as the first pass, less the browser.
+SECOND_KERNEL=$(.venv/bin/python scripts/blas_kernel.py --second)
+if [ -n "$SECOND_KERNEL" ]; then
+    echo "test: second pass under OpenBLAS's $SECOND_KERNEL kernel (the first ran $OWN_KERNEL)"
+    OPENBLAS_CORETYPE=$SECOND_KERNEL .venv/bin/python -m pytest -q tests notebooks --nbval-lax \
+        --nbval-sanitize-with notebooks/sanitize.cfg -m "not browser" -k "not 1-thread" -p no:cacheprovider
+    echo "test: OpenBLAS kernels run: $OWN_KERNEL, then $SECOND_KERNEL"
+else
+    echo "test: OpenBLAS kernels run: $OWN_KERNEL only (this CPU runs no second one of Haswell, Zen, SkylakeX, Sandybridge)"
+fi
