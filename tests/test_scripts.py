@@ -8,6 +8,7 @@ a script that loads it before parsing fails here).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,17 @@ def test_bench_gpu_dry_run_runs_every_part_without_a_gpu(tmp_path):
     assert result["cupy"]["backend"] == "gpu_standin" and result["numpy"]["backend"] == "numpy"
     assert all(goal["met"] is None for goal in result["goals"])  # a dry run meets or misses nothing
     assert result["head_stats_max_difference"] < 1e-4  # the stand-in's statistics are numpy's
+
+
+@pytest.mark.parametrize("script", ["setup.sh", "test.sh"])
+def test_the_two_commands_answer_help_without_doing_their_job(script, tmp_path):
+    # `bash scripts/test.sh --help` once ran pip, apt-get (as root) and the whole suite. In a copy of scripts/ with
+    # no .venv and no Python to make one, --help must answer at once and leave the folder as it was.
+    (tmp_path / "scripts").mkdir()
+    for name in ("setup.sh", "test.sh"):
+        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": "/nonexistent/python3"}
+    out = subprocess.run(["bash", str(tmp_path / "scripts" / script), "--help"], capture_output=True, text=True,
+                         timeout=30, cwd=tmp_path, env=env)
+    assert out.returncode == 0 and out.stdout.startswith(f"usage: bash scripts/{script}"), out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]
