@@ -207,6 +207,35 @@ def test_neuron_view_is_titled_with_the_models_own_name(shown, fake_transformers
     assert page.title == f"{name}: the cat sat" and "bertviz-lite-hf-" not in page.data
 
 
+def test_bertviz_neuron_view_show_is_a_drop_in(shown):
+    import inspect
+
+    from bertviz_lite.neuron_view import show  # bertviz: from bertviz.neuron_view import show
+    bertviz = [("model", inspect.Parameter.empty), ("model_type", inspect.Parameter.empty),
+               ("tokenizer", inspect.Parameter.empty), ("sentence_a", inspect.Parameter.empty),
+               ("sentence_b", None), ("display_mode", "dark"), ("layer", None), ("head", None),
+               ("html_action", "view")]
+    assert [(p.name, p.default) for p in inspect.signature(show).parameters.values()] == bertviz
+    model, tokenizer = FakeHF(FAMILY / "bert_seqcls", ["config.json", "model.safetensors"]), \
+        FakeHF(FAMILY / "bert_seqcls", ["vocab.txt", "tokenizer.json", "tokenizer_config.json"])
+    assert show(model, "bert", tokenizer, "the cat sat", "it slept", layer=1, head=1) is None
+    w = shown.pop()
+    assert (w.tab, w.layer, w.head, w.info["mode"]) == ("neuron", 1, 1, "dark")
+    page = show(model, "bert", tokenizer, "the cat sat", display_mode="light", html_action="return")
+    assert page.data.startswith("<!DOCTYPE html>") and not shown
+
+
+def test_bv_neuron_view_still_calls_after_the_module_is_imported(shown):
+    # importing bertviz_lite.neuron_view binds the module to bv.neuron_view, where the function was
+    import bertviz_lite.neuron_view  # noqa: F401
+    tr = bv.load("random", seed=0, config={"hidden_size": 32, "num_layers": 2, "num_heads": 2,
+                                           "ffn_size": 64}).trace("the cat sat")
+    assert bv.neuron_view(tr, layer=1) is None
+    assert (shown[-1].tab, shown[-1].layer) == ("neuron", 1)
+    from bertviz_lite import neuron_view
+    assert neuron_view(tr, head=1) is None and shown[-1].head == 1
+
+
 @pytest.mark.parametrize("call", ["head_view", "model_view", "from_attentions"])
 def test_train_mode_attention_is_told_to_call_model_eval(call):  # issue 39 item 3, issue 42 item 6
     # dropout (p = 0.1) zeroes some weights and scales the rest by 1 / 0.9: rows non-negative, summing to 1 on

@@ -38,12 +38,19 @@ def test_the_two_commands_are_there_as_written():
 def test_bertviz_users_three_lines_come_within_the_first_60_lines_and_import():
     head = "\n".join(LINES[:60])
     for call in ("head_view(outputs.attentions, tokens)", "model_view(outputs.attentions, tokens",
+                 "show(model, \"bert\", tokenizer, sentence_a, sentence_b)",
                  "neuron_view(model, \"bert\", tokenizer, sentence_a, sentence_b)"):
         assert call in head, call
-    line = next(x for x in LINES[:60] if x.startswith("from bertviz_lite.views import"))
+    imports = [x for x in LINES[:60] if x.startswith("from bertviz_lite")]
     namespace: dict = {}
-    exec(line.split("#")[0], namespace)  # the import line runs as written
-    assert {"head_view", "model_view", "neuron_view"} <= set(namespace)
+    for line in imports:
+        exec(line.split("#")[0], namespace)  # each import line runs as written
+    assert {"head_view", "model_view", "neuron_view", "show"} <= set(namespace)
+    # each "was:" names bertviz's own import of the same names (bertviz: the views at its top level, the
+    # neuron view's show in bertviz.neuron_view)
+    was = {line.split("# was: ")[0].strip(): line.split("# was: ")[1].strip() for line in imports if "# was: " in line}
+    assert was == {"from bertviz_lite import head_view, model_view": "from bertviz import head_view, model_view",
+                   "from bertviz_lite.neuron_view import show": "from bertviz.neuron_view import show"}
 
 
 def test_every_file_the_readme_links_to_exists():
