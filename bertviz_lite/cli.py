@@ -199,8 +199,6 @@ def _shows(out, chars: str) -> bool:
     return True
 
 
-
-
 def tokens_text(tr, width: int) -> str:
     """The tokens with their positions, sentence B marked, wrapped to the width."""
     words = []
