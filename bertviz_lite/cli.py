@@ -199,11 +199,6 @@ def _shows(out, chars: str) -> bool:
     return True
 
 
-def _groups(ledger) -> Table:
-    rows = list(ledger.by_group().items()) + [("total", ledger.total)]
-    return Table(("group", "parameters"), rows, title="parameters by group")
-
-
 def tokens_text(tr, width: int) -> str:
     """The tokens with their positions, sentence B marked, wrapped to the width."""
     words = []
@@ -259,6 +254,19 @@ def params_table(ledger, L: int, everything: bool = False) -> Table:
     rows = fold_layers(list(table.rows), L, lambda r: r[0], lambda k: (
         f"layer.1 .. layer.{L - 2}", f"the same {k} weights as layer.0", "", per_layer * (L - 2)))
     return Table(table.columns, rows, title=table.title + (" (--all lists every layer)" if L > 2 else ""))
+
+
+def groups_table(ledger, L: int, everything: bool = False) -> Table:
+    """Parameters by group (embeddings, each layer's attention, feed-forward and layernorms, the heads),
+    the middle layers folded into one line unless `everything`."""
+    rows = list(ledger.by_group().items()) + [("total", ledger.total)]
+    folded = not everything and L > 2
+    if folded:
+        per_layer = sum(count for group, count in rows if group.startswith("layer.1."))
+        rows = fold_layers(rows, L, lambda r: r[0], lambda k: (
+            f"layer.1 .. layer.{L - 2}: the same {k} groups as layer.0", per_layer * (L - 2)))
+    return Table(("group", "parameters"), rows,
+                 title="parameters by group" + (" (--all lists every layer)" if folded else ""))
 
 
 def check_selection(args, model, tr=None) -> None:
@@ -346,7 +354,7 @@ def cmd_trace(args, out) -> None:
     print(file=out)
     print(shapes_table(tr, args.all, unicode=_shows(out, "\u2080\u1d40")).format(width), file=out)
     print(file=out)
-    print(_groups(ledger).format(width), file=out)
+    print(groups_table(ledger, model.config.num_layers, args.all).format(width), file=out)
     if "head.logits" in tr:  # the task head's labels (config.json's id2label), e.g. "pos 0.91  neg 0.09"
         from .analysis import head_summary
         print(f"\nhead ({model.config.head}): {head_summary(tr)}", file=out)
@@ -367,7 +375,7 @@ def cmd_params(args, out) -> None:
     width = _width(args)
     print(params_table(ledger, model.config.num_layers, args.all).format(width), file=out)
     print(file=out)
-    print(_groups(ledger).format(width), file=out)
+    print(groups_table(ledger, model.config.num_layers, args.all).format(width), file=out)
     print(file=out)
     if model.config.model_type != "bert":  # the sources' totals are BERT's; the family's are in family_ledgers
         from .params import family_ledgers

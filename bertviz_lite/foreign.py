@@ -160,7 +160,13 @@ def read_attentions(attentions, tokens, *, sentence_b_start=None, batch_index=No
         check_rows(a, what)
         maps.append(a)
     if not maps:
-        raise ValueError("attentions is empty: pass one array per layer")
+        # seen with transformers 5: from_pretrained(..., output_attentions=True), then outputs[-1], gave an
+        # empty tuple; say how to ask for the maps and where to read them
+        raise ValueError("attentions is empty: pass one array per layer. A Hugging Face model returns them when "
+                         "called with output_attentions=True, or with model.config.output_attentions = True set "
+                         "before the call; read them by name, outputs.attentions (outputs[-1] may be another "
+                         "output, or an empty tuple). Still none: load the model with attn_implementation=\"eager\" "
+                         "(fused attention kernels make no maps)")
     return maps, tokens, sentence_b_start
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +117,123 @@ def test_neuron_view_traces_a_transformers_model_through_the_package(shown):
         bv.views.neuron_view(broken, "bert", tokenizer, "hi")
     with pytest.raises(TypeError, match="tokenizer must be a Hugging Face transformers tokenizer"):
         bv.views.neuron_view(model, "bert", None, "hi")
+
+
+@pytest.fixture
+def fake_transformers(monkeypatch):
+    """transformers' progress-bar switch as its save_pretrained reads it (transformers.utils.logging: tqdm,
+    is_progress_bar_enabled, enable_progress_bar, disable_progress_bar, the last two also switching
+    huggingface_hub's bars), installed in sys.modules; transformers itself is never a test dependency."""
+    import huggingface_hub.utils as hub
+    import tqdm as tqdm_lib
+    logging = types.ModuleType("transformers.utils.logging")
+    state = {"on": True}
+    logging.is_progress_bar_enabled = lambda: state["on"]
+
+    def switch(on):
+        state["on"] = on
+        (hub.enable_progress_bars if on else hub.disable_progress_bars)()
+    logging.enable_progress_bar = lambda: switch(True)
+    logging.disable_progress_bar = lambda: switch(False)
+    logging.tqdm = lambda it, **kw: tqdm_lib.tqdm(it, file=sys.stderr, **kw) if state["on"] else it
+    utils = types.ModuleType("transformers.utils")
+    utils.logging = logging
+    package = types.ModuleType("transformers")
+    package.utils = utils
+    for name, module in (("transformers", package), ("transformers.utils", utils),
+                         ("transformers.utils.logging", logging)):
+        monkeypatch.setitem(sys.modules, name, module)
+    hub_was_off = hub.are_progress_bars_disabled()
+    yield logging
+    (hub.disable_progress_bars if hub_was_off else hub.enable_progress_bars)()
+
+
+class FakeHFModel(FakeHF):
+    """A transformers model: save_pretrained draws transformers' bar ("Writing model shards") through
+    transformers.utils.logging.tqdm, as PreTrainedModel.save_pretrained does; name_or_path and config as
+    transformers sets them (either may be missing or empty)."""
+
+    def __init__(self, folder, files, name_or_path=None, config=None):
+        super().__init__(folder, files)
+        if name_or_path is not None:
+            self.name_or_path = name_or_path
+        if config is not None:
+            self.config = config
+
+    def save_pretrained(self, target):
+        from transformers.utils import logging
+        for _ in logging.tqdm(["model.safetensors"], desc="Writing model shards"):
+            super().save_pretrained(target)
+
+
+def hf_pair(**model):
+    folder = FAMILY / "bert_seqcls"
+    return (FakeHFModel(folder, ["config.json", "model.safetensors"], **model),
+            FakeHF(folder, ["vocab.txt", "tokenizer.json", "tokenizer_config.json"]))
+
+
+def test_neuron_view_leaves_no_progress_bar_and_puts_the_switches_back(shown, fake_transformers, capsys, tmp_path):
+    import huggingface_hub.utils as hub
+    model, tokenizer = hf_pair()
+    model.save_pretrained(tmp_path)  # the fake draws the bar as transformers does
+    assert "Writing model shards" in capsys.readouterr().err
+    bv.views.neuron_view(model, "bert", tokenizer, "the cat sat")
+    captured = capsys.readouterr()
+    assert "Writing model shards" not in captured.err + captured.out and len(shown) == 1
+    assert fake_transformers.is_progress_bar_enabled() and not hub.are_progress_bars_disabled()
+    hub.disable_progress_bars()  # the user's own choices are kept: huggingface_hub's bars off ...
+    bv.views.neuron_view(model, "bert", tokenizer, "the cat sat")
+    assert fake_transformers.is_progress_bar_enabled() and hub.are_progress_bars_disabled()
+    fake_transformers.disable_progress_bar()  # ... and transformers' off
+    bv.views.neuron_view(model, "bert", tokenizer, "the cat sat")
+    assert not fake_transformers.is_progress_bar_enabled() and hub.are_progress_bars_disabled()
+    assert "Writing model shards" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("model, name", [
+    (dict(name_or_path="google-bert/bert-base-uncased"), "google-bert/bert-base-uncased"),
+    (dict(name_or_path="", config=types.SimpleNamespace(name_or_path="prajjwal1/bert-tiny", model_type="bert")),
+     "prajjwal1/bert-tiny"),
+    (dict(config=types.SimpleNamespace(_name_or_path="my-bert", model_type="bert")), "my-bert"),
+    (dict(config=types.SimpleNamespace(_name_or_path="", model_type="bert")), "bert"),  # made from a config
+    ({}, "bert"),
+])
+def test_neuron_view_is_titled_with_the_models_own_name(shown, fake_transformers, model, name):
+    model, tokenizer = hf_pair(**model)
+    bv.views.neuron_view(model, "bert", tokenizer, "the cat sat", "it slept")
+    w = shown.pop()
+    assert w.info["title"] == f"{name}: the cat sat | it slept" and w.info["model"] == name
+    page = bv.views.neuron_view(model, "bert", tokenizer, "the cat sat", html_action="return")
+    assert page.title == f"{name}: the cat sat" and "bertviz-lite-hf-" not in page.data
+
+
+def test_bertviz_neuron_view_show_is_a_drop_in(shown):
+    import inspect
+
+    from bertviz_lite.neuron_view import show  # bertviz: from bertviz.neuron_view import show
+    bertviz = [("model", inspect.Parameter.empty), ("model_type", inspect.Parameter.empty),
+               ("tokenizer", inspect.Parameter.empty), ("sentence_a", inspect.Parameter.empty),
+               ("sentence_b", None), ("display_mode", "dark"), ("layer", None), ("head", None),
+               ("html_action", "view")]
+    assert [(p.name, p.default) for p in inspect.signature(show).parameters.values()] == bertviz
+    model, tokenizer = FakeHF(FAMILY / "bert_seqcls", ["config.json", "model.safetensors"]), \
+        FakeHF(FAMILY / "bert_seqcls", ["vocab.txt", "tokenizer.json", "tokenizer_config.json"])
+    assert show(model, "bert", tokenizer, "the cat sat", "it slept", layer=1, head=1) is None
+    w = shown.pop()
+    assert (w.tab, w.layer, w.head, w.info["mode"]) == ("neuron", 1, 1, "dark")
+    page = show(model, "bert", tokenizer, "the cat sat", display_mode="light", html_action="return")
+    assert page.data.startswith("<!DOCTYPE html>") and not shown
+
+
+def test_bv_neuron_view_still_calls_after_the_module_is_imported(shown):
+    # importing bertviz_lite.neuron_view binds the module to bv.neuron_view, where the function was
+    import bertviz_lite.neuron_view  # noqa: F401
+    tr = bv.load("random", seed=0, config={"hidden_size": 32, "num_layers": 2, "num_heads": 2,
+                                           "ffn_size": 64}).trace("the cat sat")
+    assert bv.neuron_view(tr, layer=1) is None
+    assert (shown[-1].tab, shown[-1].layer) == ("neuron", 1)
+    from bertviz_lite import neuron_view
+    assert neuron_view(tr, head=1) is None and shown[-1].head == 1
 
 
 @pytest.mark.parametrize("call", ["head_view", "model_view", "from_attentions"])

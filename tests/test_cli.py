@@ -89,6 +89,20 @@ def test_params_folds_the_middle_layers_and_fits_the_width(capsys):
     assert "layer.5.ffn.W_up" in capsys.readouterr().out
 
 
+def test_trace_folds_the_middle_layers_of_both_tables(capsys):
+    # the shape table folded, the parameter groups not: BERT-base printed 48 per-layer group rows of 98 lines
+    assert main(["trace", "The cat sat on the mat.", "--model", "random"]) == 0
+    out = capsys.readouterr().out
+    groups = out.split("parameters by group")[1]
+    assert "layer.1 .. layer.10: the same 4 groups as layer.0" in groups and "layer.5." not in groups
+    assert f"{10 * (4 * (768 * 768 + 768) + 4 * 768 + 2 * 768 * 3072 + 3072 + 768):,}" in groups
+    assert "layer.0.attention" in groups and "layer.11.feed-forward" in groups and BASE_TOTAL in groups
+    assert len(out.splitlines()) < 60
+    assert main(["trace", "The cat sat on the mat.", "--model", "random", "--all"]) == 0
+    groups = capsys.readouterr().out.split("parameters by group")[1]
+    assert "layer.5.feed-forward" in groups and " .. " not in groups
+
+
 @pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
 def test_python_dash_m(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "bertviz_lite.cli", "params", "--model", "random"],

@@ -31,3 +31,20 @@ def test_a_star_import_loads_no_widget_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_bertvizs_imports_have_drop_ins():
+    # bertviz: from bertviz import head_view, model_view; from bertviz.neuron_view import show
+    from bertviz_lite import head_view, model_view
+    from bertviz_lite.neuron_view import show
+    assert head_view is bv.views.head_view and model_view is bv.views.model_view and callable(show)
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_bertvizs_imports_load_no_widget_library():
+    code = ("import sys; from bertviz_lite import head_view, model_view; from bertviz_lite.neuron_view import show; "
+            "print(sorted(m for m in ('anywidget', 'plotly', 'matplotlib', 'ipywidgets', 'IPython') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

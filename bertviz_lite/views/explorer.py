@@ -21,6 +21,10 @@ state. A saved notebook keeps every tab (`widget.saved_output`).
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import warnings
+
 import numpy as np
 
 from ..errors import BertVizError
@@ -255,13 +259,51 @@ def bert_from_transformers(model, tokenizer, model_type=None, what: str = "neuro
                             f"pass a bertviz-lite model (bv.load(...)) or a Trace; got {type(obj).__name__}")
     with tempfile.TemporaryDirectory(prefix="bertviz-lite-hf-") as folder:
         try:
-            model.save_pretrained(folder)
-            tokenizer.save_pretrained(folder)
+            with quiet_progress_bars():
+                model.save_pretrained(folder)
+                tokenizer.save_pretrained(folder)
         except Exception as e:
             raise BertVizError(f"{what} could not write the model's files with save_pretrained "
                                f"({type(e).__name__}: {e})") from e
         try:
-            return load(folder)
+            bert = load(folder)
         except (BertVizError, ValueError, KeyError, OSError) as e:
             raise BertVizError(f"{what} traces the sentences through bertviz-lite's own BERT, which cannot load this "
                                f"{type(model).__name__} (it runs the model types {runs}): {e}{other}") from e
+    bert.name = transformers_name(model, model_type or bert.config.model_type)  # not the temporary folder's
+    return bert
+
+
+def transformers_name(model, fallback: str) -> str:
+    """A transformers model's own name, as from_pretrained recorded it (model.name_or_path, or its
+    config's name_or_path / _name_or_path; empty for a model made from a config): the fallback then."""
+    config = getattr(model, "config", None)
+    for name in (getattr(model, "name_or_path", None), getattr(config, "name_or_path", None),
+                 getattr(config, "_name_or_path", None)):
+        if isinstance(name, str) and name.strip():
+            return name.strip()
+    return fallback
+
+
+@contextlib.contextmanager
+def quiet_progress_bars():
+    """transformers' save_pretrained draws a progress bar ("Writing model shards: 100% 1/1") into the
+    cell's output. Its switch (transformers.utils.logging's, which turns huggingface_hub's bars off and on
+    with it) is off for the block; afterwards both are as they were."""
+    logging = sys.modules.get("transformers.utils.logging")  # loaded wherever a transformers model exists
+    if not callable(getattr(logging, "is_progress_bar_enabled", None)) or not logging.is_progress_bar_enabled():
+        yield
+        return
+    hub = sys.modules.get("huggingface_hub.utils")
+    hub_was_off = hub is not None and hub.are_progress_bars_disabled()
+    with warnings.catch_warnings():  # HF_HUB_DISABLE_PROGRESS_BARS fixes hub's bars and warns at each switch
+        warnings.simplefilter("ignore")
+        logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            logging.enable_progress_bar()
+            if hub_was_off:
+                hub.disable_progress_bars()
