@@ -329,8 +329,9 @@ def _linear_mistakes(**context):
 
 @exercise("11.5", hint=("y = x W + b touches W once per token (of every example) and b once per token: each use adds "
                         "a term to the gradient. Shapes: dx like x, dW like W [k, m], db like b [m]",
-                        "with x and dy flattened to rows ([tokens, k] and [tokens, m]), which product of ___.T and "
-                        "___ has W's shape? and which weight does dy meet on its way back to x?"),
+                        "with x and dy flattened to rows ([tokens, k] and [tokens, m]), which one must be transposed "
+                        "so that their product has W's shape [k, m]? and which weight does dy meet on its way back "
+                        "to x?"),
           mistakes=_linear_mistakes)
 def _(answer):
     dy, x, W = _linear_case()
