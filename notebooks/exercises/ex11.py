@@ -98,6 +98,8 @@ def _changed(before, after, names):
 
 
 def _are(names):
+    if len(names) > 4:  # in the order the gradient flows: the first one off, and how many after it
+        return f"{names[0]} and {len(names) - 1} more after it are"
     return f"{names[0]} is" if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]} are"
 
 
@@ -165,6 +167,11 @@ def _judge(answer, args, flatten, reference, switches, fd, right_line, what, *, 
         return True, (f"every output equals the reference's, within 1e-6 on every case here. The reference: "
                       f"{right_line}" + (f". Yours, written your way: {yours}" if yours else ""))
     names = list(off)
+    swap = {k: next((j for j in want if np.shape(want[j]) == f64(got[k]).shape and _agree(got[k], want[j])[0]), None)
+            for k in off}
+    if all(swap.values()) and sorted(swap.values()) == sorted(swap):
+        return False, (f"the right values in the wrong places: what you return as {', '.join(swap)} is "
+                       f"{', '.join(swap.values())}; {what} gives the order")
     made = {}
 
     def makes(sw):
@@ -240,10 +247,10 @@ def _rng(seed):
 
 
 def _ln_back(dy, x, gamma, eps, *, mean=True, var=True, use_gamma=True, dgamma="x_hat", reduce="sum", average=True,
-             var_sign=1.0, root=True):
+             var_sign=1.0, root=True, ddof=0):
     H = x.shape[-1]
     mu = x.mean(-1, keepdims=True)
-    inv = 1.0 / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
+    inv = 1.0 / np.sqrt(((x - mu) ** 2).sum(-1, keepdims=True) / (H - ddof) + eps)
     xh = (x - mu) * inv
     g = dy * gamma if use_gamma else dy
     avg = (lambda v: v.mean(-1, keepdims=True)) if average else (lambda v: v.sum(-1, keepdims=True))
@@ -261,26 +268,29 @@ def _gelu(x):
 
 
 def _gelu_back(dy, x, *, product=True, times_dy=True, density=1.0 / math.sqrt(2.0 * math.pi), half=0.5,
-               form="erf"):
+               form="erf", root2=True, exp_half=True):
     if form == "tanh":  # the derivative of lesson 07's tanh approximation
         c = math.sqrt(2.0 / math.pi)
         u = c * (x + 0.044715 * x ** 3)
         slope = 0.5 * (1.0 + np.tanh(u)) + 0.5 * x * (1.0 - np.tanh(u) ** 2) * c * (1.0 + 3 * 0.044715 * x ** 2)
     elif form == "relu":
         slope = (x > 0).astype(float)
+    elif form == "forward":
+        slope = _gelu(x)
     else:
-        Phi = half * (1.0 + erf(x / math.sqrt(2.0)))
-        slope = Phi + (x * density * np.exp(-0.5 * x * x) if product else 0.0)
+        Phi = half * (1.0 + erf(x / (math.sqrt(2.0) if root2 else 2.0)))
+        slope = Phi + (x * density * np.exp((-0.5 if exp_half else -1.0) * x * x) if product else 0.0)
     return dy * slope if times_dy else slope
 
 
-def _lin_back(dy, x, W, *, dW_t=False, db="sum", rows="all", dx_t=False):
+def _lin_back(dy, x, W, *, dW_t=False, db="sum", rows="all", dx_t=False, dW_mean=False):
     k, m = W.shape
     X, D = x.reshape(-1, k), dy.reshape(-1, m)
     if rows == "first":
         X, D = x[0].reshape(-1, k), dy[0].reshape(-1, m)
     dW = X.T @ D
     dW = dW.T if dW_t else dW
+    dW = dW / len(D) if dW_mean else dW
     dbv = D.sum(0) if db == "sum" else D.mean(0)
     dx = dy @ (W if dx_t and k == m else W.T)
     return dx, dW, dbv
@@ -350,6 +360,10 @@ def _(answer, *, pieces):
     actual = tuple(max(1, int(round(0.15 * p))) for p in pieces)
     if isinstance(answer, (tuple, list)) and len(answer) == 2 and answer[0] == 0:
         return False, "15% of 3 rounds to 0, but the recipe takes at least one piece: a sentence always has a target"
+    if isinstance(answer, (tuple, list)) and len(answer) == 2 and answer[1] == 4:
+        return False, "15% of 33 is 4.95: the recipe rounds it to the nearest whole number, it does not cut it down"
+    if isinstance(answer, (tuple, list)) and any(isinstance(a, float) and not float(a).is_integer() for a in answer):
+        return False, "a count of pieces is a whole number: the recipe rounds 15% of the pieces"
     return equals(tuple(answer) if isinstance(answer, (tuple, list)) else answer, actual)
 
 
@@ -382,7 +396,8 @@ LN = {"you dropped LayerNorm's mean term: every x_j moves the row's mean, so eac
       "the variance term has the wrong sign: raising x_j's deviation raises the standard deviation, which shrinks "
       "every x_hat": {"var_sign": -1.0},
       "you divided by the variance, not by the standard deviation: x_hat divides by sqrt(var + eps)":
-          {"root": False}}
+          {"root": False},
+      "your variance divides by H - 1 (ddof=1): LayerNorm's divides by H": {"ddof": 1}}
 
 
 @exercise("11.3", hint=("y = gamma x_hat + beta with x_hat = (x - mean) / sqrt(var + eps): x reaches y three ways, "
@@ -426,7 +441,11 @@ GELU = {"you differentiated one factor of GELU only: it is a product of two fact
             {"form": "tanh"},
         "you used ReLU's slope (0 or 1): GELU bends smoothly through 0": {"form": "relu"},
         "phi lacks its 1/sqrt(2 pi): the standard normal's density integrates to 1": {"density": 1.0},
-        "Phi lacks its 1/2: the standard normal's cumulative distribution runs from 0 to 1, not to 2": {"half": 1.0}}
+        "Phi lacks its 1/2: the standard normal's cumulative distribution runs from 0 to 1, not to 2": {"half": 1.0},
+        "you multiplied dy by GELU's value, the forward: the backward multiplies by its slope": {"form": "forward"},
+        "your erf(x / 2) is the cumulative distribution of a normal of variance 2: Phi is the standard normal's": {"root2": False},
+        "phi's exponent lacks its 1/2: phi is the standard normal's density, of variance 1":
+            {"exp_half": False}}
 
 
 @exercise("11.4", hint=("GELU(x) = x Phi(x), with Phi the standard normal's cumulative distribution and phi = Phi' its "
@@ -460,6 +479,8 @@ def _linear_flat(o):
 LINEAR = {"dW is transposed: it must have W's shape [k, m], input rows by output columns": {"dW_t": True},
           "db is averaged over the rows: d loss / d y already holds the loss's 1/N, so the rows' gradients add up":
               {"db": "mean"},
+          "dW is averaged over the rows: every token's use of W adds its share, so the rows' gradients add up":
+              {"dW_mean": True},
           "dW and db hold the first example only: a weight is used by every token of every example, so every one "
           "of them adds to its gradient": {"rows": "first"}}
 
@@ -956,7 +977,7 @@ LOOP = {"you drew one minibatch and trained on it every step: draw a fresh one i
             {"last_row": False},
         "your steps are numbered from 0: the first step is step 1, so rows fall at every, 2 every, ... and the last":
             {"start": 0},
-        "your loop runs one step too many: range(1, steps + 1) runs steps of them": {"extra": 1},
+        "your loop runs one step too many: it runs `steps` steps, numbered from 1": {"extra": 1},
         "your loop runs one step too few: the steps are numbered 1 to steps, both included": {"extra": -1},
         "a row after every step: rows go on the curve every `every` steps and after the last": {"rows": "all"},
         "a row's numbers are in the wrong order: (step, training loss, held-out number)": {"order": "step-held-loss"}}
@@ -1013,9 +1034,9 @@ def _loop_flat(o):
     if any(len(r) != 3 for r in curve):
         raise Unpack("each row of the curve is (step, mean training loss since the last row, held-out number): "
                      "three numbers")
-    return {"curve's steps": np.array([r[0] for r in curve], dtype=float),
-            "curve's training losses": np.array([r[1] for r in curve], dtype=float),
-            "curve's held-out numbers": np.array([r[2] for r in curve], dtype=float),
+    return {"the curve's step column": np.array([r[0] for r in curve], dtype=float),
+            "the curve's training-loss column": np.array([r[1] for r in curve], dtype=float),
+            "the curve's held-out column": np.array([r[2] for r in curve], dtype=float),
             **{f"params[{k!r}]": p[k] for k in sorted(p)}}
 
 
