@@ -8,7 +8,8 @@ checker is given the wrong answers of `TABLE` below, written here as a student w
 the checkers' own `mistakes=`). A rejection counts as *named* when its message is not a bare measurement
 ("3 of 8 values differ", "off by 0.2", "shape ... but expected", "'x' is not it", "item 2 differs", "the first key
 that differs") and, where the table gives a word, that word is in the message. An accepted wrong answer is listed.
-Lesson 11's exercises are another issue's; it has no table here.
+Lesson 11's answers are functions (a backward, an optimiser's step, a training loop), written out below as a student
+would write them.
 """
 from __future__ import annotations
 
@@ -274,6 +275,314 @@ def _tables():
     def t10_3(c):
         return [("two", 2, None), ("text", "1", "text")]
 
+    # lesson 11: function answers, written as a student would (numpy, erf and the package's backward lines as the
+    # student's own earlier functions); each entry is (what the student did, the function, a word the message needs)
+    from bertviz_lite import backward as bw, engine as eng
+
+    def sm(v, axis=-1):
+        e = np.exp(v - v.max(axis, keepdims=True))
+        return e / e.sum(axis, keepdims=True)
+
+    def t11_1(c):
+        def oh(y, t):
+            o = np.zeros_like(y)
+            o[np.arange(len(t)), t] = 1
+            return o
+
+        def mutate(y, t):
+            y -= y.max(-1, keepdims=True)  # in place, on the caller's logits
+            p = np.exp(y) / np.exp(y).sum(-1, keepdims=True)
+            return (p - oh(y, t)) / len(t)
+
+        def targets_as_columns(y, t):
+            p = sm(y)
+            p[:, t] -= 1
+            return p / len(t)
+
+        return [("no 1/N", lambda y, t: sm(y) - oh(y, t), "factor N"), ("sign", lambda y, t: (oh(y, t) - sm(y)) / len(t), "sign"),
+                ("no one-hot", lambda y, t: sm(y) / len(t), "-1"), ("softmax over rows", lambda y, t: (sm(y, 0) - oh(y, t)) / len(t), "columns"),
+                ("mean over all entries", lambda y, t: (sm(y) - oh(y, t)) / y.size, "N V"),
+                ("divided by V", lambda y, t: (sm(y) - oh(y, t)) / y.shape[1], "V"),
+                ("softmax only, no 1/N", lambda y, t: sm(y), "two mistakes"),
+                ("log-softmax", lambda y, t: (np.log(sm(y)) - oh(y, t)) / len(t), "log"),
+                ("mutates y", mutate, "in place"), ("targets as columns of every row", targets_as_columns, None)]
+
+    def t11_2(c):
+        return [("0 of 3", (0, 5), "at least one"), ("4.95 cut to 4", (1, 4), "4.95"), ("unrounded", (0.45, 4.95), "whole")]
+
+    def ln_parts(x, ddof=0):
+        mu = x.mean(-1, keepdims=True)
+        var = x.var(-1, keepdims=True, ddof=ddof)
+        return (x - mu) / np.sqrt(var + 1e-12), 1 / np.sqrt(var + 1e-12)
+
+    def ln_student(mean=True, var=True, gam=True, dg="xh", red="sum", ddof=0, order="dx,dg,db", sumterms=False,
+                   vsign=-1, mutate=False, axes=None):
+        def f(dy, x, gamma, eps):
+            xh, inv = ln_parts(x, ddof)
+            if mutate:
+                dy *= gamma
+                g = dy
+            else:
+                g = dy * gamma if gam else dy
+            avg = (lambda v: v.sum(-1, keepdims=True)) if sumterms else (lambda v: v.mean(-1, keepdims=True))
+            dx = inv * (g - (avg(g) if mean else 0) + (vsign * xh * avg(g * xh) if var else 0))
+            ax = tuple(range(dy.ndim - 1)) if axes is None else axes
+            r = (lambda v: v.sum(axis=ax)) if red == "sum" else (lambda v: v.mean(axis=ax))
+            dgam = r(dy * xh) if dg == "xh" else (r(dy) if dg == "db" else r(dy * x))
+            out = {"dx": dx, "dg": dgam, "db": r(dy)}
+            return tuple(out[k] for k in order.split(","))
+        return f
+
+    def t11_3(c):
+        return [("no mean term", ln_student(mean=False), "mean"), ("no variance term", ln_student(var=False), "variance"),
+                ("neither mean nor variance term", ln_student(mean=False, var=False), "two mistakes"),
+                ("no gamma", ln_student(gam=False), "gamma"), ("dgamma = sum dy", ln_student(dg="db"), "dgamma"),
+                ("dgamma = sum dy x", ln_student(dg="x"), "x itself"),
+                ("dgamma, dbeta over the last axis", ln_student(axes=-1), "one number per feature"),
+                ("dgamma, dbeta over the examples only", ln_student(axes=0), "one number per feature"),
+                ("dgamma, dbeta averaged", ln_student(red="mean"), "averaged"),
+                ("(dx, dbeta, dgamma)", ln_student(order="dx,db,dg"), "wrong places"),
+                ("ddof=1", ln_student(ddof=1), "H - 1"), ("sums, not means, in dx", ln_student(sumterms=True), "add up"),
+                ("variance term added", ln_student(vsign=1), "sign"), ("dy *= gamma in place", ln_student(mutate=True), "in place"),
+                ("returns dx only", lambda dy, x, gamma, eps: ln_student()(dy, x, gamma, eps)[0], "return the 3"),
+                ("returns a dict", lambda dy, x, gamma, eps: dict(zip(("dx", "dgamma", "dbeta"), ln_student()(dy, x, gamma, eps))), "return the 3")]
+
+    def t11_4(c):
+        Phi = lambda x: 0.5 * (1 + erf(x / np.sqrt(2)))  # noqa: E731
+        phi = lambda x: np.exp(-x * x / 2) / np.sqrt(2 * np.pi)  # noqa: E731
+
+        def tanh_slope(x):
+            u = np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)
+            return 0.5 * (1 + np.tanh(u)) + 0.5 * x * (1 - np.tanh(u) ** 2) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x * x)
+
+        def in_place(dy, x):
+            dy *= Phi(x) + x * phi(x)
+            return dy
+
+        return [("Phi only", lambda dy, x: dy * Phi(x), "one factor"), ("slope only", lambda dy, x: Phi(x) + x * phi(x), "dy"),
+                ("slope at the output", lambda dy, x: dy * (Phi(gelu(x)) + gelu(x) * phi(gelu(x))), "output"),
+                ("tanh GELU's slope", lambda dy, x: dy * tanh_slope(x), "tanh"), ("ReLU's slope", lambda dy, x: dy * (x > 0), "ReLU"),
+                ("phi without 1/sqrt(2 pi)", lambda dy, x: dy * (Phi(x) + x * np.exp(-x * x / 2)), "sqrt(2 pi)"),
+                ("Phi without 1/2", lambda dy, x: dy * ((1 + erf(x / np.sqrt(2))) + x * phi(x)), "1/2"),
+                ("dy times GELU", lambda dy, x: dy * gelu(x), "forward"),
+                ("erf(x/2)", lambda dy, x: dy * (0.5 * (1 + erf(x / 2)) + x * phi(x)), "variance 2"),
+                ("exp(-x^2)", lambda dy, x: dy * (Phi(x) + x * np.exp(-x * x) / np.sqrt(2 * np.pi)), "exponent"),
+                ("dy *= slope in place", in_place, "in place"),
+                ("Phi only and no dy", lambda dy, x: Phi(x), "two mistakes")]
+
+    def t11_5(c):
+        def flat(f):
+            def g(dy, x, W):
+                k, m = W.shape
+                return f(dy, x, W, x.reshape(-1, k), dy.reshape(-1, m))
+            return g
+
+        def reshape_in_place(dy, x, W):
+            k, m = W.shape
+            dx = dy @ W.T
+            dy.shape = (-1, m)  # changes the caller's array
+            return dx, x.reshape(-1, k).T @ dy, dy.sum(0)
+
+        return [("dW = dy^T x", flat(lambda dy, x, W, X, D: (dy @ W.T, D.T @ X, D.sum(0))), "transposed"),
+                ("db averaged", flat(lambda dy, x, W, X, D: (dy @ W.T, X.T @ D, D.mean(0))), "averaged"),
+                ("dW averaged", flat(lambda dy, x, W, X, D: (dy @ W.T, X.T @ D / len(D), D.sum(0))), "averaged"),
+                ("first example", lambda dy, x, W: (dy @ W.T, x[0].T @ dy[0], dy[0].sum(0)), "first example"),
+                ("db over axis 0 only", flat(lambda dy, x, W, X, D: (dy @ W.T, X.T @ D, dy.sum(0))), "one number per feature"),
+                ("(dW, dx, db)", flat(lambda dy, x, W, X, D: (X.T @ D, dy @ W.T, D.sum(0))), None),
+                ("(dx, db, dW)", flat(lambda dy, x, W, X, D: (dy @ W.T, D.sum(0), X.T @ D)), None),
+                ("dy.shape = ... in place", reshape_in_place, "in place"),
+                ("returns (dx, dW)", flat(lambda dy, x, W, X, D: (dy @ W.T, X.T @ D)), "return the 3"),
+                ("dW transposed and db averaged", flat(lambda dy, x, W, X, D: (dy @ W.T, D.T @ X, D.mean(0))), "two mistakes")]
+
+    def head_student(ln_at="mlm.act", gelu_at="mlm.dense", gelu_=True, bias_mean=False, dWt=False, extra=None,
+                     drop=None, swap=False, ln_mean=True):
+        def f(dy, W, tape, Z, eps):
+            g = {"mlm.bias": dy.mean(0) if bias_mean else dy.sum(0)}
+            dh = dy @ W["embed.W_T"]
+            if ln_mean:
+                dact, g["mlm.ln.gamma"], g["mlm.ln.beta"] = bw.layer_norm_backward(dh, tape[ln_at], W["mlm.ln.gamma"], eps, np)
+            else:
+                dact, g["mlm.ln.gamma"], g["mlm.ln.beta"] = ln_student(mean=False)(dh, tape[ln_at], W["mlm.ln.gamma"], eps)
+            dd = bw.gelu_backward(dact, tape[gelu_at], np) if gelu_ else dact
+            dZ, g["mlm.W_t"], g["mlm.b_t"] = bw.linear_backward(dd, Z, W["mlm.W_t"], np)
+            if dWt:
+                g["mlm.W_t"] = dd.T @ Z
+            if extra:
+                g[extra] = dy.T @ tape["mlm.transform"]
+            if drop:
+                del g[drop]
+            return (g, dZ) if swap else (dZ, g)
+        return f
+
+    def t11_6(c):
+        return [("a gradient for the tied W_T", head_student(extra="embed.W_T"), "frozen"),
+                ("a gradient for mlm.W_T", head_student(extra="mlm.W_T"), "frozen"),
+                ("LayerNorm at its output", head_student(ln_at="mlm.transform"), "input"),
+                ("GELU at its output", head_student(gelu_at="mlm.act"), "input"), ("no GELU", head_student(gelu_=False), "GELU"),
+                ("bias averaged", head_student(bias_mean=True), "averaged"), ("dW_t transposed", head_student(dWt=True), "transposed"),
+                ("no mlm.b_t", head_student(drop="mlm.b_t"), "mlm.b_t"), ("(grads, dZ)", head_student(swap=True), "wrong way round"),
+                ("LayerNorm without its mean term", head_student(ln_mean=False), "mean"),
+                ("both at their outputs", head_student(ln_at="mlm.transform", gelu_at="mlm.act"), None),
+                ("through W_T^T", lambda dy, W, tape, Z, eps: head_student()(dy, {**W, "embed.W_T": W["embed.W_T"][:, ::-1]}, tape, Z, eps), None)]
+
+    def soft_student(kind):
+        def f(dA, A):
+            if kind == "no-sub":
+                return A * dA
+            if kind == "no-p":
+                return dA - (dA * A).sum(-1, keepdims=True)
+            if kind == "axis":
+                return A * (dA - (dA * A).sum(-2, keepdims=True))
+            if kind == "diag":
+                return A * (1 - A) * dA
+            if kind == "plus":
+                return A * (dA + (dA * A).sum(-1, keepdims=True))
+            if kind == "inplace":
+                dA -= (dA * A).sum(-1, keepdims=True)
+                return A * dA
+            if kind == "sum-dA":
+                return A * (dA - dA.sum(-1, keepdims=True))
+        return f
+
+    def t11_7(c):
+        return [("A * dA", soft_student("no-sub"), "subtraction"), ("no factor A", soft_student("no-p"), "factor p"),
+                ("sum over the queries", soft_student("axis"), "queries"), ("diagonal", soft_student("diag"), "diagonal"),
+                ("+ instead of -", soft_student("plus"), "sign"), ("dA -= ... in place", soft_student("inplace"), "in place"),
+                ("sum of dA, not dA * A", soft_student("sum-dA"), None)]
+
+    def attn_student(scale="d_k", mask=True, dK_t=True, dV_t=True, soft=True, order="QKV", scale_dV=False):
+        def f(dC, Q, K, V, M):
+            d = {"d_k": Q.shape[-1], "H": Q.shape[-3] * Q.shape[-1], "none": 1, "dk2": Q.shape[-1] ** 2}[scale]
+            s = 1 / np.sqrt(d)
+            A = sm(Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]) + (M if mask else 0))
+            dA = dC @ np.swapaxes(V, -1, -2)
+            dV = (np.swapaxes(A, -1, -2) if dV_t else A) @ dC * (s if scale_dV else 1)
+            dE = A * (dA - (dA * A).sum(-1, keepdims=True)) if soft else dA
+            dQ = s * dE @ K
+            dK = s * (np.swapaxes(dE, -1, -2) if dK_t else dE) @ Q
+            out = {"Q": dQ, "K": dK, "V": dV}
+            return tuple(out[k] for k in order)
+        return f
+
+    def t11_8(c):
+        return [("no scale", attn_student(scale="none"), "scale"), ("1/sqrt(H)", attn_student(scale="H"), "sqrt(H)"),
+                ("1/d_k", attn_student(scale="dk2"), "1/d_k"), ("no mask", attn_student(mask=False), "mask"),
+                ("dK = dE Q", attn_student(dK_t=False), "dK"), ("dV = A dC", attn_student(dV_t=False), "dV"),
+                ("no softmax backward", attn_student(soft=False), "softmax"), ("dV scaled", attn_student(scale_dV=True), "dV"),
+                ("(dQ, dV, dK)", attn_student(order="QVK"), "wrong places"),
+                ("no scale and no mask", attn_student(scale="none", mask=False), "two mistakes"),
+                ("dK untransposed, 1/sqrt(H)", attn_student(scale="H", dK_t=False), "two mistakes")]
+
+    def layer_student(ffn_res=True, attn_res=True, plain=False, up="attn.ln", ln_out=False, gelu_at="ffn.up",
+                      down="ffn.act", qkv="Z", scale="d_k", mask=True, only_v=False, drop=None, extra=None,
+                      grads_only=False):
+        def f(dy, W, tape, Z, M, n_h, eps):
+            g = {}
+            lnb = lambda d, key, gam: bw.layer_norm_backward(d, tape[key], W[gam], eps, np)  # noqa: E731
+            dres, g["ffn.ln.gamma"], g["ffn.ln.beta"] = lnb(dy, "ffn.ln" if ln_out else "ffn.resid", "ffn.ln.gamma")
+            dact, g["ffn.W_down"], g["ffn.b_down"] = bw.linear_backward(dres, tape[down], W["ffn.W_down"], np)
+            dup = bw.gelu_backward(dact, tape[gelu_at], np)
+            dZb, g["ffn.W_up"], g["ffn.b_up"] = bw.linear_backward(dup, tape[up], W["ffn.W_up"], np)
+            dZb = dZb + dres if ffn_res else dZb
+            dres, g["attn.ln.gamma"], g["attn.ln.beta"] = lnb(dZb, "attn.ln" if ln_out else "attn.resid", "attn.ln.gamma")
+            dcat, g["attn.W_O"], g["attn.b_O"] = bw.linear_backward(dres, tape["attn.concat"], W["attn.W_O"], np)
+            B, n, H = dcat.shape
+            dC = dcat.reshape(B, n_h, n, H // n_h) if plain else dcat.reshape(B, n, n_h, H // n_h).transpose(0, 2, 1, 3)
+            dQ, dK, dV = attn_student(scale=scale, mask=mask)(dC, tape["attn.q"], tape["attn.k"], tape["attn.v"], M)
+            dZ = dres if attn_res else 0
+            x = Z if qkv == "Z" else tape[qkv]
+            for nm, d in (("Q", dQ), ("K", dK), ("V", dV)):
+                dd = d.transpose(0, 2, 1, 3).reshape(B, n, H)
+                dp, g[f"attn.W_{nm}"], g[f"attn.b_{nm}"] = bw.linear_backward(dd, x, W[f"attn.W_{nm}"], np)
+                if nm == "V" or not only_v:
+                    dZ = dZ + dp
+            if drop:
+                del g[drop]
+            if extra:
+                g[extra] = np.zeros(3)
+            return g if grads_only else (dZ, g)
+        return f
+
+    def t11_9(c):
+        return [("no FFN residual path", layer_student(ffn_res=False), "feed-forward residual"),
+                ("no attention residual path", layer_student(attn_res=False), "attention residual"),
+                ("both residual paths forgotten", layer_student(ffn_res=False, attn_res=False), "two mistakes"),
+                ("heads cut by reshape", layer_student(plain=True), "reshape"), ("W_up reads Z", layer_student(up="attn.resid"), "Z-bar"),
+                ("LayerNorms at their outputs", layer_student(ln_out=True), "input"),
+                ("GELU at its output", layer_student(gelu_at="ffn.act"), "input"), ("W_down reads ffn.up", layer_student(down="ffn.up"), "ffn.act"),
+                ("Q, K, V read attn.ln", layer_student(qkv="attn.ln"), "Z_(l-1)"), ("1/sqrt(H)", layer_student(scale="H"), "sqrt(H)"),
+                ("mask forgotten", layer_student(mask=False), "mask"), ("dZ from V only", layer_student(only_v=True), "add up"),
+                ("attn.b_K missing", layer_student(drop="attn.b_K"), "attn.b_K"), ("an extra key", layer_student(extra="attn.W_QKV"), "too many"),
+                ("grads only", layer_student(grads_only=True), "pair")]
+
+    def adam_student(eps="after", corr="both", root=True, sign=1, keep="raw", t0=0, paper=False, betas=(0.9, 0.999),
+                     m_rate=True, square=True, lr_on=True, ret3=True):
+        def f(p, g, m, v, t, lr):
+            b1, b2 = betas
+            m = b1 * m + ((1 - b1) if m_rate else 1) * g
+            v = b2 * v + (1 - b2) * (g ** 2 if square else np.abs(g))
+            tt = t + t0
+            mh = m / (1 - b1 ** tt) if corr in ("both", "m") else m
+            vh = v / (1 - b2 ** tt) if corr in ("both", "v") else v
+            rate = lr if lr_on else 1
+            if paper:
+                new = p - sign * rate * np.sqrt(1 - b2 ** tt) / (1 - b1 ** tt) * m / (np.sqrt(v) + 1e-6)
+            elif eps == "inside":
+                new = p - sign * rate * mh / np.sqrt(vh + 1e-6)
+            else:
+                new = p - sign * rate * mh / ((np.sqrt(vh) if root else vh) + {"after": 1e-6, "none": 0, "1e-8": 1e-8}[eps])
+            if not ret3:
+                return new
+            return (new, mh, vh) if keep == "hat" else (new, m, v)
+        return f
+
+    def t11_10(c):
+        return [("eps inside the root", adam_student(eps="inside"), "under the square root"), ("no eps", adam_student(eps="none"), "eps"),
+                ("eps = 1e-8", adam_student(eps="1e-8"), "1e-8"), ("no bias correction", adam_student(corr="none"), "bias correction"),
+                ("only m corrected", adam_student(corr="m"), "not v"), ("only v corrected", adam_student(corr="v"), "not m"),
+                ("divided by v", adam_student(root=False), "square root"), ("plus the step", adam_student(sign=-1), "sign"),
+                ("returns m_hat, v_hat", adam_student(keep="hat"), "corrected averages"), ("t from 0", adam_student(t0=-1), "t"),
+                ("the paper's faster form", adam_student(paper=True), "faster form"), ("betas swapped", adam_student(betas=(0.999, 0.9)), "swapped"),
+                ("m without 1 - B1", adam_student(m_rate=False), "1 - B1"), ("v of |g|", adam_student(square=False), "square"),
+                ("no lr", adam_student(lr_on=False), "learning rate"), ("returns p only", adam_student(ret3=False), "(p, m, v)"),
+                ("no correction and eps inside", adam_student(corr="none", eps="inside"), "two mistakes")]
+
+    def loop_student(held="after", fresh=True, update=True, loss="mean", reset=True, last=True, s0=1, n=0, every_row=False,
+                     order="slh", ret="both", mutate=False):
+        def f(params, step, steps, rng, *, minibatch, grad_fn, heldout, every):
+            curve, losses = [], []
+            b0 = minibatch(rng)
+            for s in range(s0, steps + s0 + n):
+                batch = minibatch(rng) if fresh and s > s0 else (b0 if not fresh else b0)
+                h0 = heldout(params)
+                value, grads = grad_fn(params, batch)
+                new = step(params, grads)
+                if mutate:
+                    params.update(new)
+                elif update:
+                    params = new
+                losses.append(value)
+                if every_row or s % every == 0 or (last and s == steps):
+                    h = h0 if held == "before" else heldout(params)
+                    lv = {"mean": np.mean(losses), "last": losses[-1], "sum": sum(losses)}[loss]
+                    curve.append((s, lv, h) if order == "slh" else (s, h, lv))
+                    if reset:
+                        losses = []
+            return {"both": (params, curve), "curve": curve, "swap": (curve, params)}[ret]
+        return f
+
+    def t11_11(c):
+        return [("held-out before the step", loop_student(held="before"), "before the step"),
+                ("one minibatch", loop_student(fresh=False), "one minibatch"), ("params never updated", loop_student(update=False), "never change"),
+                ("last loss", loop_student(loss="last"), "last step's"), ("sum of losses", loop_student(loss="sum"), "sum"),
+                ("losses never reset", loop_student(reset=False), "emptied"), ("no row after the last step", loop_student(last=False), "last step"),
+                ("steps from 0", loop_student(s0=0), "from 0"), ("one step too many", loop_student(n=1), "too many"),
+                ("one step too few", loop_student(n=-1), "too few"), ("a row every step", loop_student(every_row=True), "every step"),
+                ("(step, held-out, loss)", loop_student(order="shl"), "order"), ("returns the curve only", loop_student(ret="curve"), "(params, curve)"),
+                ("returns (curve, params)", loop_student(ret="swap"), "(params, curve)"),
+                ("params.update in place", loop_student(mutate=True), "in place"),
+                ("held-out before the step, last loss", loop_student(held="before", loss="last"), "two mistakes")]
+
     def t12_1(c):
         tr, l, h = c.context["tr"], c.context["layer"], c.context["head"]
         A = g(tr, "attn.probs", layer=l, head=h)
@@ -523,12 +832,12 @@ def run_lesson(path: Path) -> list:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("lessons", nargs="*", help="lesson numbers (00 04 19); default: every lesson but 11")
+    ap.add_argument("lessons", nargs="*", help="lesson numbers (00 04 19); default: every lesson")
     ap.add_argument("--json", help="write every row here as JSON")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every message, not only the unnamed ones")
     args = ap.parse_args(argv)
     paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    wanted = set(args.lessons) or {p.name[:2] for p in paths} - {"11"}
+    wanted = set(args.lessons) or {p.name[:2] for p in paths}
     rows = []
     for p in paths:
         if p.name[:2] in wanted:

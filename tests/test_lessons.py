@@ -252,8 +252,11 @@ def test_every_write_exercise_declares_its_mistakes():
 
 
 BLANK = re.compile(r"_{3,}")
-# a blank inside code: after an operator, an opening bracket or a comma, or before a closing bracket
-CODE_BLANK = re.compile(r"[=+\-*/@(\[,]\s*_{3,}|_{3,}\s*[)\]]")
+# a blank inside code: after an operator, an opening bracket or a comma, before a closing bracket, or in front of an
+# attribute, an index or a call (`___.T`, `___[0]`, `___(x)`)
+CODE_BLANK = re.compile(r"[=+\-*/@(\[,]\s*_{3,}|_{3,}\s*[)\]]|_{3,}[.\[(]\w")
+# the sentences of a hint: a blank may only sit in one that asks (a recipe with a number left out is not a question)
+SENTENCE = re.compile(r"(?<=[?;!])\s*|(?<=\.)\s+")
 
 
 def blanked_lines(hint: str, lines: list[str], least: int = 8) -> list[str]:
@@ -285,18 +288,25 @@ def test_second_hint_asks(lesson):
     solution line with one piece blanked (`tanh(row W + ___)`), nor a recipe that leaves nothing to the student.
     So it holds a question mark, no blank inside code, and no blank that a solution line fills."""
     lines = solution_lines(lesson)
-    bad = []
-    for ex in lesson_exercises(lesson):
-        if len(ex.hints) < 2:
-            continue
-        hint = ex.hints[1]
-        if "?" not in hint:
-            bad.append((ex.id, "asks nothing (no question mark)", hint))
-        if CODE_BLANK.search(hint):
-            bad.append((ex.id, "a blank inside code", CODE_BLANK.search(hint).group(0)))
-        for line in blanked_lines(hint, lines):
-            bad.append((ex.id, "a solution line with a blank", line))
+    bad = [(ex.id, *fault) for ex in lesson_exercises(lesson) if len(ex.hints) >= 2
+           for fault in second_hint_faults(ex.hints[1], lines)]
     assert not bad, f"{lesson.name}: second hints that blank the answer or ask nothing: {bad}"
+
+
+def second_hint_faults(hint: str, lines: list[str]) -> list[tuple[str, str]]:
+    """What makes `hint` a bad second hint: it asks nothing, it is code with a blank, a statement (a recipe) holds a
+    blank, or a solution line is written out with a blank."""
+    bad = []
+    if "?" not in hint:
+        bad.append(("asks nothing (no question mark)", hint))
+    if CODE_BLANK.search(hint):
+        bad.append(("a blank inside code", CODE_BLANK.search(hint).group(0)))
+    for sentence in SENTENCE.split(hint):
+        if BLANK.search(sentence) and not sentence.rstrip().endswith("?"):
+            bad.append(("a recipe with a blank, not a question", sentence.strip()))
+    for line in blanked_lines(hint, lines):
+        bad.append(("a solution line with a blank", line))
+    return bad
 
 
 def test_a_blanked_solution_line_is_caught():
@@ -310,6 +320,14 @@ def test_a_blanked_solution_line_is_caught():
     for code in ("tanh(row W + ___)", "np.diagonal(P, offset=___)", "keepdims=___", "[n, ___]", "n * ___"):
         assert CODE_BLANK.search(code), code
     assert not CODE_BLANK.search("with query i's ___? and the ___ queries")
+    # code with a blank, and a recipe with one number left out (both once passed as second hints)
+    code = "with x and dy flattened to rows, which product of ___.T and ___ has W's shape?"
+    recipe = "where does the first [SEP] sit (list.index)? then the list is ___ zeros followed by ones for the rest"
+    assert [f[0] for f in second_hint_faults(code, [])] == ["a blank inside code"]
+    assert [f[0] for f in second_hint_faults(recipe, [])] == ["a recipe with a blank, not a question"]
+    assert not second_hint_faults("which product of x and dy, one of them transposed, has W's shape [k, m]?", [])
+    assert not second_hint_faults("what is d_k here: 64, 32 or ___? and which goes first?", [])
+    assert second_hint_faults("the answer is x @ W.", [])  # asks nothing
 
 
 def test_close_names_known_mistakes():

@@ -17,8 +17,8 @@ def _segment_mistakes(tr):
 
 @exercise("01.1", hint=("segment 0 runs from [CLS] up to and including the first [SEP]; segment 1 is the rest, "
                         "its closing [SEP] included",
-                        "where does the first [SEP] sit (list.index)? then the list is ___ zeros followed by ones "
-                        "for the remaining tokens"), mistakes=_segment_mistakes)
+                        "where does the first [SEP] sit (list.index)? so how many tokens, counting [CLS] and that "
+                        "[SEP], belong to segment 0, and how many to segment 1?"), mistakes=_segment_mistakes)
 def _(answer, *, tr):
     if isinstance(answer, (list, tuple)) and any(isinstance(x, str) for x in answer):
         return False, "your list holds text (str) items; give whole numbers 0 and 1"
