@@ -65,3 +65,19 @@ def test_bench_gpu_dry_run_runs_every_part_without_a_gpu(tmp_path):
     assert result["cupy"]["backend"] == "gpu_standin" and result["numpy"]["backend"] == "numpy"
     assert all(goal["met"] is None for goal in result["goals"])  # a dry run meets or misses nothing
     assert result["head_stats_max_difference"] < 1e-4  # the stand-in's statistics are numpy's
+
+
+def test_lesson11_seed_sweep_runs_and_writes_its_table(tmp_path):
+    # a short run of scripts/sweep_lesson11_seeds.py (10 steps: the story needs the lesson's 300, so only its
+    # machinery is checked here): every head and pair ablated, the table printed, every number in the JSON
+    import json
+    out = tmp_path / "sweep.json"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep_lesson11_seeds.py"), "--seeds", "0", "--steps",
+                           "10", "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "| SEED | head(s) by ablation |" in done.stdout and "\n| 0 | " in done.stdout
+    (result,) = json.loads(out.read_text())
+    assert result["seed"] == 0 and len(result["without_one"]) == 8 and len(result["without_two"]) == 28
+    assert 1 <= len(result["rule"]) <= 2 and result["pattern"] in ("diagonal", "previous token", "anti-diagonal", "[CLS]",
+                                                                   "uniform")
