@@ -80,3 +80,19 @@ def test_the_two_commands_answer_help_without_doing_their_job(script, tmp_path):
                          timeout=30, cwd=tmp_path, env=env)
     assert out.returncode == 0 and out.stdout.startswith(f"usage: bash scripts/{script}"), out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]
+
+
+def test_lesson11_seed_sweep_runs_and_writes_its_table(tmp_path):
+    # a short run of scripts/sweep_lesson11_seeds.py (10 steps: the story needs the lesson's 300, so only its
+    # machinery is checked here): every head and pair ablated, the table printed, every number in the JSON
+    import json
+    out = tmp_path / "sweep.json"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep_lesson11_seeds.py"), "--seeds", "0", "--steps",
+                           "10", "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "| SEED | head(s) by ablation |" in done.stdout and "\n| 0 | " in done.stdout
+    (result,) = json.loads(out.read_text())
+    assert result["seed"] == 0 and len(result["without_one"]) == 8 and len(result["without_two"]) == 28
+    assert 1 <= len(result["rule"]) <= 2 and result["pattern"] in ("diagonal", "previous token", "anti-diagonal", "[CLS]",
+                                                                   "uniform")

@@ -1090,6 +1090,11 @@ PATTERNS = ("diagonal", "previous token", "anti-diagonal", "[CLS]", "uniform")
                          "do the marks make?"),
           prediction=True, wrong=lambda answer, found: [p for p in PATTERNS if p != found])
 def _(answer, *, found):
+    # found: the best fit of the [MASK] rows of the head this run's model needs (the one whose ablation breaks it)
     if not isinstance(answer, str) or answer.strip().lower() not in [p.lower() for p in PATTERNS]:
         return False, f"answer with one of {list(PATTERNS)}"
-    return equals(answer.strip().lower(), found.lower())
+    ok, _detail = equals(answer.strip().lower(), found.lower())
+    if ok:
+        return True, f"the [MASK] rows of the head this model needs (found by ablation) fit the {found} best"
+    return False, (f"the [MASK] rows of the head this model needs (found by ablation) fit another pattern better than "
+                   f"{answer.strip()!r}")
