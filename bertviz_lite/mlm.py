@@ -434,8 +434,8 @@ def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, p
 
 
 def ranks_and_losses(params: dict, frozen: dict, batches, c, xp, *, top1: bool = False):
-    """Per chosen row, in batch order: the rank of the target among the logits (0 = top-1) and its loss;
-    top1=True adds the top-1 id per row. A row whose logits are not all finite (a diverged model) gets
+    """Per chosen row, in batch order: the rank of the target among the logits (0 = top-1, exactly where an
+    argmax, which takes the first of equal logits, gives the target) and its loss; top1=True adds the top-1 id per row. A row whose logits are not all finite (a diverged model) gets
     the worst rank, V, and an infinite loss: it never counts as a hit."""
     ranks, losses, best = [], [], []
     weights = {**frozen, **params}
@@ -444,7 +444,10 @@ def ranks_and_losses(params: dict, frozen: dict, batches, c, xp, *, top1: bool =
         t = xp.reshape(b.targets, (-1, 1))
         yt = xp.take_along_axis(y, t, axis=-1)  # [N, 1]
         finite = xp.all(xp.isfinite(y), axis=-1)  # [N]
-        rank = xp.sum(xp.astype(y > yt, xp.int32), axis=-1)  # how many pieces score higher
+        # how many pieces come before the target as argmax orders them: a higher logit, or an equal one at a
+        # lower id (a tie is not a hit: all-equal logits would otherwise make every target "top-1")
+        before = (y > yt) | ((y == yt) & (xp.arange(y.shape[-1])[None, :] < t))  # [N, V]
+        rank = xp.sum(xp.astype(before, xp.int32), axis=-1)
         ranks.append(xp.where(finite, rank, xp.asarray(y.shape[-1], dtype=rank.dtype)))
         loss = -xp.take_along_axis(log_softmax(y, xp), t, axis=-1)[:, 0]
         losses.append(xp.where(finite, loss, xp.asarray(math.inf, dtype=loss.dtype)))

@@ -343,3 +343,14 @@ def test_mlm_functions_called_by_hand_check_their_arguments(name):
     call, message = n31_calls()[name]
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
         call()
+
+
+def test_a_tie_is_not_a_hit():
+    # a collapsed head (LayerNorm gamma = beta = 0, bias 0) gives every piece the same logit: the target ranks
+    # after every lower id, as an argmax (the first of equal logits) orders them, and top-1 is id 0
+    c, params, frozen = tiny()
+    collapsed = {**params, **{k: np.zeros_like(params[k]) for k in ("mlm.ln.gamma", "mlm.ln.beta", "mlm.bias")}}
+    batch = mlm.Batch(np.ones((1, 3, 8)), np.ones((1, 3), dtype=np.int64), np.array([0, 1, 2]), np.array([0, 5, 39]), 0)
+    ranks, losses, top1 = mlm.ranks_and_losses(collapsed, frozen, [batch], c, xp, top1=True)
+    assert ranks.tolist() == [0, 5, 39] and top1.tolist() == [0, 0, 0]
+    assert np.allclose(losses, np.log(c.vocab_size), atol=1e-9)

@@ -88,3 +88,31 @@ def test_a_small_bert_learns_the_mirror():
                           grad_fn=lambda p, b: mlm.loss_and_grads(p, frozen, b, c, np),
                           heldout=lambda p: None, every=100)
     assert before < 0.2 and tasks.accuracy(params, frozen, test, c, np) >= 0.95
+
+
+def _argmax_accuracy(params, frozen, batch, c):
+    """What tasks.accuracy must agree with: the share of rows whose argmax (first of equal logits) is the target."""
+    logits, _ = mlm.forward({**frozen, **params}, batch, c, np)
+    finite = np.isfinite(logits).all(axis=-1)
+    return float(np.mean(finite & (np.argmax(logits, axis=-1) == np.asarray(batch.targets))))
+
+
+@pytest.mark.parametrize("kind", ["all zero", "collapsed head", "times 1e18"])
+def test_accuracy_agrees_with_an_argmax_where_logits_tie(kind):
+    # every logit equal: an argmax picks id 0 ([PAD]), never a letter; ties are not hits
+    task = tasks.MirrorTask(half=3, letters=5)
+    model = small_model(task)
+    c = model.config
+    params = {k: v for k, v in model.weights.items() if k.startswith("layer.") or k in bv.weights.MLM_LEARNED}
+    frozen = {"embed.W_T": model.weights["embed.W_T"]}
+    if kind == "all zero":
+        params = {k: np.zeros_like(v) for k, v in params.items()}
+    elif kind == "collapsed head":
+        params = {**params, **{k: np.zeros_like(params[k]) for k in ("mlm.ln.gamma", "mlm.ln.beta", "mlm.bias")}}
+    else:
+        params = {k: v * 1e18 for k, v in params.items()}
+    test = task.batch(model, task.sample(50, np.random.default_rng(2)))
+    with np.errstate(all="ignore"):
+        expected = _argmax_accuracy(params, frozen, test, c)
+        assert tasks.accuracy(params, frozen, test, c, np) == expected
+    assert expected <= 0.5  # not 1.0: no letter wins a tie against [PAD]
