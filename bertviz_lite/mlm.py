@@ -78,6 +78,12 @@ def choose_masks(ids, rng, *, vocab_size: int, mask_id: int, special_ids, rate: 
     words: None (pieces chosen one by one), or per piece the index of the word it belongs to (whole-word
     masking, `word_ids`): whole words are chosen, in a random order, until round(rate * pieces) pieces are,
     as BERT's whole-word-masking models were trained."""
+    _positive_whole("vocab_size", vocab_size)  # a random piece is drawn from 0 .. vocab_size-1
+    rate = _check_share("rate", rate, low_open=True)
+    p_mask, p_random = _check_share("p_mask", p_mask), _check_share("p_random", p_random)
+    if p_mask + p_random > 1:
+        raise ValueError(f"p_mask + p_random is the share of chosen pieces replaced, at most 1, got "
+                         f"{p_mask} + {p_random}")
     ids = [int(i) for i in ids]
     candidates = [i for i, t in enumerate(ids) if t not in special_ids]
     if not candidates:
@@ -196,6 +202,17 @@ def _positive_whole(name: str, value, allow_none: bool = False) -> None:
         raise ValueError(f"{name} must be a whole number >= 1{' or None' if allow_none else ''}, got {value!r}")
 
 
+def _check_share(name: str, value, low_open: bool = False) -> float:
+    """A share: a number in [0, 1] ((0, 1] with low_open), nan refused."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {value!r}") from None
+    if not ((0 < v if low_open else 0 <= v) and v <= 1):  # nan fails this too
+        raise ValueError(f"{name} must be a number in {'0 < ' if low_open else '0 <= '}{name} <= 1, got {value!r}")
+    return v
+
+
 def _check_rate(name: str, value) -> float:
     try:
         v = float(value)
@@ -284,6 +301,12 @@ def batches_by_length(masked: list, Zs: list, size: int, first: int) -> list:
     """Batches of `size` masked sentences of similar length (sorted by length, then cut): masked[i] is a
     Masked, Zs[i] its frozen features [n_i, H] (the input of layer `first`). Each is padded with zeros to
     its longest sentence, masked, so the padding changes no real token's value; arrays in Zs's namespace."""
+    _positive_whole("size", size)
+    if len(masked) == 0:
+        raise ValueError("batches_by_length got no masked sentence: there is nothing to batch")
+    if len(Zs) != len(masked):
+        raise ValueError(f"batches_by_length needs one feature array per masked sentence, got {len(Zs)} for "
+                         f"{len(masked)} sentences")
     xp = backend.namespace_of(Zs[0])
     order = sorted(range(len(masked)), key=lambda i: (len(masked[i].ids), i))
     batches = []
