@@ -33,6 +33,9 @@ from .config import _short
 from .errors import BertVizError, InputTooLongError, as_int
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# a longer word is [UNK]: BERT's files say 100; greedy longest-match costs about len(word)^2.7, so a file's value
+# is held to what real files use (10**9 made one 30,000-character word take over a minute)
+MAX_CHARS_PER_WORD = 1000
 
 
 
@@ -113,6 +116,14 @@ class Encoding:
         return len(self.ids)
 
 
+def _chars_per_word(value) -> int:
+    """max_input_chars_per_word checked: a whole number 1 .. MAX_CHARS_PER_WORD."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHARS_PER_WORD:
+        raise BertVizError(f"max_input_chars_per_word must be a whole number 1 to {MAX_CHARS_PER_WORD:,} (BERT's "
+                           f"files give 100: a longer word becomes [UNK]), got {type(value).__name__} {_short(value)}")
+    return value
+
+
 class WordPieceTokenizer:
     """BERT's WordPiece tokenizer over a vocabulary (a list of tokens, index = id)."""
 
@@ -129,7 +140,7 @@ class WordPieceTokenizer:
         self.strip_accents = do_lower_case if strip_accents is None else strip_accents
         self.tokenize_chinese_chars = tokenize_chinese_chars
         self.clean_text = clean_text
-        self.max_input_chars_per_word = max_input_chars_per_word
+        self.max_input_chars_per_word = _chars_per_word(max_input_chars_per_word)
         self.unk_token, self.prefix = unk_token, prefix
         self.special_tokens = tuple(t for t in special_tokens if t in self.token_ids)
         self.absent_special = tuple(t for t in special_tokens if t not in self.token_ids)  # e.g. no [MASK]

@@ -149,3 +149,26 @@ def test_tokenizing_works_with_no_stderr_to_hold(tmp_path, monkeypatch):
     expected = model.tokenize("the cat sat", pair="on the mat").tokens
     monkeypatch.setattr(LT.os, "dup", no_fd)
     assert model.tokenize("the cat sat", pair="on the mat").tokens == expected
+
+
+@pytest.mark.parametrize("value, match", [(-1, "-1"), ("100", "str '100'"), (10**9, "1000000000"), (0, "int 0"),
+                                          (True, "bool"), (100.0, "float")])
+def test_max_input_chars_per_word_is_checked_at_load(tmp_path, value, match):
+    # N37: 10**9 made greedy longest-match take minutes on one long word (truncate= did not help), -1 made every
+    # word [UNK] silently, "100" gave a raw TypeError at the first trace
+    folder = tmp_path / "m"
+    shutil.copytree(BERT_CASED, folder)
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    tok["model"]["max_input_chars_per_word"] = value
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(CheckpointError, match=f"max_input_chars_per_word must be a whole number 1 to 1,000.*{match}"):
+        bv.load(folder, backend="numpy")
+
+
+def test_max_input_chars_per_word_of_real_files_loads(tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(BERT_CASED, folder)
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    tok["model"]["max_input_chars_per_word"] = 200
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    assert bv.load(folder, backend="numpy").tokenizer.max_input_chars_per_word == 200
