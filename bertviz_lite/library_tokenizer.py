@@ -20,7 +20,7 @@ import threading
 
 from . import families
 from .errors import BertVizError, CheckpointError, InputTooLongError
-from .tokenizer import Encoding, _truncation_lengths, pad_encoding
+from .tokenizer import Encoding, _truncation_lengths, pad_encoding, read_json_file
 
 # every family's padding token (families.py), the library tokenizers' first: roberta's and albert's <pad>
 PAD_TOKENS = tuple(sorted(families.PAD_SPELLINGS, key=lambda t: t.startswith("[")))
@@ -227,12 +227,8 @@ class LibraryTokenizer:
         sentences, each step guarded; anything that fails is one CheckpointError naming the file (never
         quoting it: the file may be a link to something else)."""
         from tokenizers import Tokenizer
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise CheckpointError(f"{path} could not be read ({e.strerror})") from None
-        why = oversized_step(json.loads(text))
+        text, d = read_json_file(path)  # bounded, and named if it is not a file of UTF-8 JSON
+        why = oversized_step(d)
         if why:
             raise CheckpointError(f"{path}: {why}")
         try:
