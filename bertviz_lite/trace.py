@@ -157,7 +157,8 @@ def check_attention_budget(attentions, tokens, max_bytes) -> None:
     from .config import BertConfig
     check_max_bytes(max_bytes)
     try:
-        L, n = len(attentions), len(tokens)
+        # one stacked array [L, ...] by its shape (array_api_strict's, the GPU stand-in's, has no len())
+        L, n = (int(attentions.shape[0]) if hasattr(attentions, "shape") else len(attentions)), len(tokens)
         n_h = int(attentions[0].shape[-3]) if L else 0
     except (TypeError, AttributeError, IndexError, KeyError, ValueError):
         return
