@@ -157,9 +157,12 @@ def check_attention_budget(attentions, tokens, max_bytes) -> None:
     from .config import BertConfig
     check_max_bytes(max_bytes)
     try:
-        # one stacked array [L, ...] by its shape (array_api_strict's, the GPU stand-in's, has no len())
-        L, n = (int(attentions.shape[0]) if hasattr(attentions, "shape") else len(attentions)), len(tokens)
-        n_h = int(attentions[0].shape[-3]) if L else 0
+        n = len(tokens)
+        if hasattr(attentions, "shape"):  # one stacked array [L, ...] (array_api_strict's has no len(), no a[0])
+            L, n_h = int(attentions.shape[0]), int(attentions.shape[-3])
+        else:
+            L = len(attentions)
+            n_h = int(attentions[0].shape[-3]) if L else 0
     except (TypeError, AttributeError, IndexError, KeyError, ValueError):
         return
     if min(L, n, n_h) < 1:
