@@ -458,8 +458,9 @@ def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, p
 
 def ranks_and_losses(params: dict, frozen: dict, batches, c, xp, *, top1: bool = False):
     """Per chosen row, in batch order: the rank of the target among the logits (0 = top-1, exactly where an
-    argmax, which takes the first of equal logits, gives the target) and its loss; top1=True adds the top-1 id per row. A row whose logits are not all finite (a diverged model) gets
-    the worst rank, V, and an infinite loss: it never counts as a hit."""
+    argmax, which takes the first of equal logits, gives the target) and its loss; top1=True adds the top-1 id
+    per row. A row whose logits are not all finite (a diverged model) gets the worst rank, V, and an infinite
+    loss: it never counts as a hit."""
     ranks, losses, best = [], [], []
     weights = {**frozen, **params}
     for b in batches:
