@@ -284,6 +284,11 @@ def is_host_array(x) -> bool:
     return isinstance(x, np.ndarray)
 
 
+def is_strict_array(x) -> bool:
+    """True for an array_api_strict array, on any device (the GPU stand-in's too): to_host reads it."""
+    return type(x).__module__.startswith("array_api_strict")
+
+
 def host_asarray(x) -> np.ndarray:
     """Anything with __array__ (or nested lists) as a NumPy array on the host."""
     return np.asarray(x)

@@ -168,6 +168,7 @@ def run(model, encs: Sequence[Encoding], texts, opts: Options, *, edits=None, pa
         if progress:  # the engine opens each layer's scope once: a step of the bar
             rec.on_scope = lambda prefix: bar.update(1)
         engine.forward(model.weights, model.layer_weights, ids, segments, masks, c, rec, xp, mlm=model.has_mlm)
+    rec.warn_overflow(stacklevel=3)  # trace(), trace_batch(): the user's line
     return Trace(rec.store, config=c, tokens=[e.tokens for e in encs], ids=[e.ids for e in encs],
                  segments=[e.segments for e in encs], mask=[e.mask for e in encs], spans=[e.spans for e in encs],
                  texts=texts, model_name=model.name, backend_name=model.backend, keep=opts.keep, edits=rec.edited,

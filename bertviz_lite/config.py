@@ -177,6 +177,7 @@ class BertConfig:
         if d.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError("only absolute position embeddings are supported, got "
                              f"position_embedding_type={d['position_embedding_type']!r}")
+        check_encoder(d)
         d = {**d, **{bert: d[its] for its, bert in families.family(family).renamed.items() if its in d}}
         kwargs = {ours: d[hf] for hf, ours in cls._HF_NAMES.items() if hf in d and d[hf] is not None}
         kwargs.update(family_switches(family, d))
@@ -194,6 +195,28 @@ class BertConfig:
         d = {hf: getattr(self, ours) for hf, ours in self._HF_NAMES.items()}
         d["model_type"] = self.model_type
         return d
+
+
+# config.json switches that make Hugging Face's model something other than the encoder the engine computes
+NOT_AN_ENCODER = {
+    "is_decoder": "a decoder: transformers masks its attention causally (each token sees only itself and the "
+                  "tokens before it), where bertviz-lite's engine lets every token attend both ways",
+    "add_cross_attention": "a decoder with cross-attention layers that read an encoder's output, which "
+                           "bertviz-lite's engine does not compute",
+}
+
+
+def check_encoder(d: dict) -> None:
+    """Refuse a config.json that describes a decoder (N36: traced as an encoder, its maps were wrong by up to 0.88)."""
+    for key, what in NOT_AN_ENCODER.items():
+        value = d.get(key, False)
+        if value is None or value is False:
+            continue
+        if value is not True:
+            raise ValueError(f"config.json's {key} must be true or false, got {type(value).__name__} {_short(value)}")
+        raise ValueError(f"config.json sets {key}: true, so this checkpoint is {what}. bertviz-lite traces "
+                         f"encoders only: load an encoder checkpoint, or set {key} to false if the model was "
+                         "trained as an encoder")
 
 
 # ------------------------------------------------------------------------------------------

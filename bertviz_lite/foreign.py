@@ -67,10 +67,13 @@ def host_numpy(value, what: str):
     """Any framework's tensor as a NumPy array on the host, without importing the framework.
 
     torch: `.detach()` (a tensor that tracks gradients refuses `__array__`), `.cpu()`, `.numpy()`
-    (bfloat16, which NumPy lacks, through `.float()`); TensorFlow: `.numpy()`; CuPy: `.get()`;
+    (bfloat16, which NumPy lacks, through `.float()`); TensorFlow: `.numpy()`; CuPy: `.get()`; array_api_strict
+    (the GPU stand-in's arrays too): `backend.to_host`;
     JAX and NumPy-like arrays: `__array__`. Anything else: TypeError naming `what` and the type."""
     if backend.is_host_array(value):
         return value
+    if backend.is_strict_array(value):  # array_api_strict's, the GPU stand-in's too: read as the engine reads them
+        return backend.to_host(value)
     v = value
     try:
         if callable(getattr(v, "detach", None)):
@@ -132,6 +135,8 @@ def read_attentions(attentions, tokens, *, sentence_b_start=None, batch_index=No
         sentence_b_start = _index(sentence_b_start, "sentence_b_start")
         if not 0 < sentence_b_start < n:
             raise OutOfRangeError(f"sentence_b_start must be a token index 1..{n - 1}, got {sentence_b_start}")
+    if backend.is_strict_array(attentions):  # one stacked array [L, ...]: array_api_strict's has no len()
+        attentions = backend.to_host(attentions)
     if isinstance(attentions, (str, bytes, dict)) or not hasattr(attentions, "__len__"):
         raise TypeError("attentions must be a sequence of L arrays [batch, heads, n, n] "
                         f"(Hugging Face's outputs.attentions), got {type(attentions).__name__}")

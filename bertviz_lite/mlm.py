@@ -78,6 +78,12 @@ def choose_masks(ids, rng, *, vocab_size: int, mask_id: int, special_ids, rate: 
     words: None (pieces chosen one by one), or per piece the index of the word it belongs to (whole-word
     masking, `word_ids`): whole words are chosen, in a random order, until round(rate * pieces) pieces are,
     as BERT's whole-word-masking models were trained."""
+    _positive_whole("vocab_size", vocab_size)  # a random piece is drawn from 0 .. vocab_size-1
+    rate = _check_share("rate", rate, low_open=True)
+    p_mask, p_random = _check_share("p_mask", p_mask), _check_share("p_random", p_random)
+    if p_mask + p_random > 1:
+        raise ValueError(f"p_mask + p_random is the share of chosen pieces replaced, at most 1, got "
+                         f"{p_mask} + {p_random}")
     ids = [int(i) for i in ids]
     candidates = [i for i, t in enumerate(ids) if t not in special_ids]
     if not candidates:
@@ -196,6 +202,17 @@ def _positive_whole(name: str, value, allow_none: bool = False) -> None:
         raise ValueError(f"{name} must be a whole number >= 1{' or None' if allow_none else ''}, got {value!r}")
 
 
+def _check_share(name: str, value, low_open: bool = False) -> float:
+    """A share: a number in [0, 1] ((0, 1] with low_open), nan refused."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {value!r}") from None
+    if not ((0 < v if low_open else 0 <= v) and v <= 1):  # nan fails this too
+        raise ValueError(f"{name} must be a number in {'0 < ' if low_open else '0 <= '}{name} <= 1, got {value!r}")
+    return v
+
+
 def _check_rate(name: str, value) -> float:
     try:
         v = float(value)
@@ -284,6 +301,12 @@ def batches_by_length(masked: list, Zs: list, size: int, first: int) -> list:
     """Batches of `size` masked sentences of similar length (sorted by length, then cut): masked[i] is a
     Masked, Zs[i] its frozen features [n_i, H] (the input of layer `first`). Each is padded with zeros to
     its longest sentence, masked, so the padding changes no real token's value; arrays in Zs's namespace."""
+    _positive_whole("size", size)
+    if len(masked) == 0:
+        raise ValueError("batches_by_length got no masked sentence: there is nothing to batch")
+    if len(Zs) != len(masked):
+        raise ValueError(f"batches_by_length needs one feature array per masked sentence, got {len(Zs)} for "
+                         f"{len(masked)} sentences")
     xp = backend.namespace_of(Zs[0])
     order = sorted(range(len(masked)), key=lambda i: (len(masked[i].ids), i))
     batches = []
@@ -434,9 +457,10 @@ def train(params: dict, frozen: dict, batches, c, xp, *, rng, epochs: int = 1, p
 
 
 def ranks_and_losses(params: dict, frozen: dict, batches, c, xp, *, top1: bool = False):
-    """Per chosen row, in batch order: the rank of the target among the logits (0 = top-1) and its loss;
-    top1=True adds the top-1 id per row. A row whose logits are not all finite (a diverged model) gets
-    the worst rank, V, and an infinite loss: it never counts as a hit."""
+    """Per chosen row, in batch order: the rank of the target among the logits (0 = top-1, exactly where an
+    argmax, which takes the first of equal logits, gives the target) and its loss; top1=True adds the top-1 id
+    per row. A row whose logits are not all finite (a diverged model) gets the worst rank, V, and an infinite
+    loss: it never counts as a hit."""
     ranks, losses, best = [], [], []
     weights = {**frozen, **params}
     for b in batches:
@@ -444,7 +468,10 @@ def ranks_and_losses(params: dict, frozen: dict, batches, c, xp, *, top1: bool =
         t = xp.reshape(b.targets, (-1, 1))
         yt = xp.take_along_axis(y, t, axis=-1)  # [N, 1]
         finite = xp.all(xp.isfinite(y), axis=-1)  # [N]
-        rank = xp.sum(xp.astype(y > yt, xp.int32), axis=-1)  # how many pieces score higher
+        # how many pieces come before the target as argmax orders them: a higher logit, or an equal one at a
+        # lower id (a tie is not a hit: all-equal logits would otherwise make every target "top-1")
+        before = (y > yt) | ((y == yt) & (xp.arange(y.shape[-1])[None, :] < t))  # [N, V]
+        rank = xp.sum(xp.astype(before, xp.int32), axis=-1)
         ranks.append(xp.where(finite, rank, xp.asarray(y.shape[-1], dtype=rank.dtype)))
         loss = -xp.take_along_axis(log_softmax(y, xp), t, axis=-1)[:, 0]
         losses.append(xp.where(finite, loss, xp.asarray(math.inf, dtype=loss.dtype)))

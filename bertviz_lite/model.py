@@ -13,13 +13,14 @@ from dataclasses import dataclass
 
 from . import backend, engine, families, kernels, schema
 from .config import BertConfig
-from .errors import BertVizError
-from .trace import Trace
+from .errors import BertVizError, TraceTooLargeError
+from .trace import DEFAULT_MAX_TRACE_BYTES, Trace, check_max_bytes
 from .weights import head_shapes, param_shapes
 
 # the trained model load("minilm") reads; its masked-LM head is fitted here (loading imports this name, so the
 # model needs nothing from loading)
 MINILM_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+PREDICTION_BYTES = 200  # one MaskPrediction with its token string, as Python holds it (measured: ~170)
 
 
 @dataclass(frozen=True)
@@ -249,10 +250,12 @@ class Bert:
             return False
 
     # --- masked language modelling
-    def fill_mask(self, text: str, top_k: int = 5, pair: str | None = None) -> list[list[MaskPrediction]]:
+    def fill_mask(self, text: str, top_k: int = 5, pair: str | None = None, *,
+                  max_bytes: float | None = None) -> list[list[MaskPrediction]]:
         """Top-k tokens for each [MASK] in the text, from the mlm head (softmax over the vocabulary).
 
-        Returns one list per [MASK], best first.
+        Returns one list per [MASK], best first. max_bytes: the budget for the predictions returned (2 GiB by
+        default, as trace()'s); masks x top_k over it is refused before the trace runs.
         """
         if not self.has_mlm:
             raise BertVizError(f"{self.name} has no masked-lm head (loaded with mlm=False, or a checkpoint without "
@@ -271,6 +274,13 @@ class Bert:
         if not positions:
             raise ValueError(f"no {mask} token in {text!r}; write {mask} where a word should be predicted"
                              + (f" ({self.family.name} spells it {mask}, not [MASK])" if mask != "[MASK]" else ""))
+        check_max_bytes(max_bytes)
+        count, limit = len(positions) * top_k, DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
+        if count * PREDICTION_BYTES > limit:
+            raise TraceTooLargeError(
+                f"fill_mask would return {len(positions):,} masks x top_k {top_k:,} = {count:,} predictions, about "
+                f"{count * PREDICTION_BYTES / 2**20:,.0f} MiB, over the budget of {limit / 2**20:,.0f} MiB: ask for a "
+                "smaller top_k or fewer masks, or raise max_bytes=")
         tr = self.trace_ids(enc.ids, enc.segments, enc.mask, tokens=enc.tokens, keep=["mlm.logits"])
         logits = backend.to_host(tr["mlm.logits"])
         hx = backend.namespace_of(logits)

@@ -21,9 +21,13 @@ import string
 from dataclasses import dataclass
 
 from . import mlm
+from .errors import TraceTooLargeError, as_int
+from .trace import DEFAULT_MAX_TRACE_BYTES, check_max_bytes
 
 SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..3: the ids BertConfig and the engine expect for [PAD]
 PAD, CLS, SEP, MASK = range(4)
+MAX_HALF = 255  # a sentence of at most 512 pieces, BERT's position table
+SENTENCE_BYTES = 400  # a sampled sentence's Python objects beside its ids (8 bytes each), measured: ~360-400
 
 
 @dataclass(frozen=True)
@@ -34,10 +38,14 @@ class MirrorTask:
     letters: int = 16  # distinct letters, 'a', 'b', ...: chance is 1 / letters
 
     def __post_init__(self):
-        if not (isinstance(self.half, int) and self.half >= 1):
-            raise ValueError(f"MirrorTask(half={self.half!r}): give a whole number of letters, 1 or more")
-        if not (isinstance(self.letters, int) and 2 <= self.letters <= 26):
-            raise ValueError(f"MirrorTask(letters={self.letters!r}): give 2 to 26 distinct letters")
+        half, letters = as_int(self.half, "MirrorTask's half"), as_int(self.letters, "MirrorTask's letters")
+        if not 1 <= half <= MAX_HALF:
+            raise ValueError(f"MirrorTask(half={half!r}): give a whole number of letters, 1 to {MAX_HALF} (a sentence "
+                             f"is 2 half + 2 pieces, and BERT's position table holds 512)")
+        if not 2 <= letters <= 26:
+            raise ValueError(f"MirrorTask(letters={letters!r}): give 2 to 26 distinct letters")
+        object.__setattr__(self, "half", half)  # numpy's integers stored as int (frozen dataclass)
+        object.__setattr__(self, "letters", letters)
 
     @property
     def length(self) -> int:
@@ -51,7 +59,12 @@ class MirrorTask:
 
     def tokens(self, ids) -> list[str]:
         """The pieces of a sentence's ids (for trace_ids(..., tokens=))."""
-        return [self.vocab[int(i)] for i in ids]
+        vocab = self.vocab
+        ids = [as_int(i, "a token id") for i in ids]
+        bad = [i for i in ids if not 0 <= i < len(vocab)]
+        if bad:  # -1 would wrap to the last letter
+            raise ValueError(f"token id {bad[0]} is outside the task's vocabulary 0 .. {len(vocab) - 1}")
+        return [vocab[i] for i in ids]
 
     def mirror(self, position: int) -> int:
         """The position a letter's copy sits at: i <-> 2 half + 1 - i."""
@@ -64,8 +77,20 @@ class MirrorTask:
         return {"vocab_size": len(self.vocab), "hidden_size": hidden, "num_heads": heads, "num_layers": layers,
                 "ffn_size": 4 * hidden, "max_positions": self.length, "type_vocab_size": 1}
 
-    def sample(self, count: int, rng) -> list:
-        """`count` sentences, each with one letter hidden by [MASK]: a list of mlm.Masked (rng: numpy's Generator)."""
+    def sample(self, count: int, rng, *, max_bytes=None) -> list:
+        """`count` sentences, each with one letter hidden by [MASK]: a list of mlm.Masked (rng: numpy's Generator).
+        max_bytes: the budget for the sentences' Python objects (2 GiB by default, as trace()'s)."""
+        count = as_int(count, "count")
+        if count < 0:
+            raise ValueError(f"count must be a whole number of sentences, 0 or more, got {count}")
+        check_max_bytes(max_bytes)
+        need = count * (SENTENCE_BYTES + 8 * self.length)
+        limit = DEFAULT_MAX_TRACE_BYTES if max_bytes is None else max_bytes
+        if need > limit:
+            raise TraceTooLargeError(
+                f"{count:,} sentences of {self.length} pieces would hold about {need / 2**20:,.0f} MiB as Python "
+                f"lists, over the budget of {limit / 2**20:,.0f} MiB: sample fewer (a minibatch at a time, as fit "
+                f"does), or raise max_bytes=")
         out = []
         for _ in range(count):
             first = [len(SPECIALS) + int(x) for x in rng.integers(0, self.letters, self.half)]
@@ -80,6 +105,8 @@ class MirrorTask:
         """The sentences as one training batch for every layer of `model` (first = 0: the embeddings are the
         input the layers train on; they, and the tied decoder W_T, stay as initialised)."""
         xp = model.xp
+        if len(masked) == 0:
+            raise ValueError("the batch has no sentence: pass at least one, e.g. task.sample(1, rng)")
         ids = [m.ids for m in masked]  # [B, n]: every sentence is `length` long
         if any(len(row) != self.length for row in ids):
             raise ValueError(f"the sentences are {sorted({len(r) for r in ids})} long, the task's are {self.length}")
@@ -102,6 +129,8 @@ def fit(params: dict, step, steps: int, rng, *, minibatch, grad_fn, heldout, eve
     grad_fn(params, batch) -> (loss, grads), then params = step(params, grads) (SGD, Adam: any rule).
     Every `every` steps (and after the last) a row (step, mean training loss since the last row,
     heldout(params)) goes on the curve. Returns (params, curve)."""
+    mlm._positive_whole("steps", steps)
+    mlm._positive_whole("every", every)
     curve, losses = [], []
     for s in range(1, steps + 1):
         loss, grads = grad_fn(params, minibatch(rng))

@@ -23,16 +23,24 @@ and on random text (hypothesis), token by token and span by span.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import unicodedata
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from .config import _short
-from .errors import BertVizError, InputTooLongError, as_int
+from .errors import BertVizError, CheckpointError, InputTooLongError, as_int
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# the largest tokenizer.json of a published BERT-family model is a few MB (multilingual ones under 20 MB): a
+# larger file is refused before it is read (600 MB was a raw MemoryError)
+MAX_JSON_BYTES = 64 * 2**20
+# a longer word is [UNK]: BERT's files say 100; greedy longest-match costs about len(word)^2.7, so a file's value
+# is held to what real files use (10**9 made one 30,000-character word take over a minute)
+MAX_CHARS_PER_WORD = 1000
 
 
 
@@ -113,6 +121,53 @@ class Encoding:
         return len(self.ids)
 
 
+def read_json_file(path) -> tuple[str, object]:
+    """(text, parsed JSON) of a tokenizer file, checked before it is read whole: a regular file (a FIFO would
+    block), at most MAX_JSON_BYTES, UTF-8, complete JSON. Each failure is a CheckpointError naming the file
+    for what it is, never quoting it (it may link to another file)."""
+    try:  # O_NONBLOCK: opening a FIFO returns at once, and fstat below names it
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise CheckpointError(f"{path} could not be read ({e.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+        raise CheckpointError(f"{path} is not a regular file ({kind}): put the model's JSON file there")
+    with os.fdopen(fd, "rb") as f:
+        size = st.st_size
+        if size > MAX_JSON_BYTES:
+            raise CheckpointError(f"{path} is {size / 2**20:,.0f} MiB; bertviz-lite reads tokenizer files of at "
+                                  f"most {MAX_JSON_BYTES // 2**20} MiB (published ones are a few MB): the file is "
+                                  "damaged or not a BERT-family tokenizer")
+        data = f.read(MAX_JSON_BYTES + 1)
+    if len(data) > MAX_JSON_BYTES:
+        raise CheckpointError(f"{path} grew past {MAX_JSON_BYTES // 2**20} MiB while it was read")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{path} is not UTF-8 text (byte {e.start:,} is not UTF-8): a tokenizer file is "
+                              "UTF-8 JSON; the file is damaged or another kind of file") from None
+    try:
+        return text, json.loads(text)
+    except RecursionError:
+        raise CheckpointError(f"{path}: its JSON is nested too deeply to read") from None
+    except json.JSONDecodeError as e:
+        cut = e.pos >= len(text.rstrip())  # the error is at the end: the text stops mid-way
+        raise CheckpointError(f"{path} is not complete JSON ({e.msg} at line {e.lineno} column {e.colno})"
+                              + ("; the file ends there, so it looks cut short (an interrupted download?): "
+                                 "download it again" if cut else "")) from None
+
+
+def _chars_per_word(value) -> int:
+    """max_input_chars_per_word checked: a whole number 1 .. MAX_CHARS_PER_WORD."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHARS_PER_WORD:
+        raise BertVizError(f"max_input_chars_per_word must be a whole number 1 to {MAX_CHARS_PER_WORD:,} (BERT's "
+                           f"files give 100: a longer word becomes [UNK]), got {type(value).__name__} {_short(value)}")
+    return value
+
+
 class WordPieceTokenizer:
     """BERT's WordPiece tokenizer over a vocabulary (a list of tokens, index = id)."""
 
@@ -129,7 +184,7 @@ class WordPieceTokenizer:
         self.strip_accents = do_lower_case if strip_accents is None else strip_accents
         self.tokenize_chinese_chars = tokenize_chinese_chars
         self.clean_text = clean_text
-        self.max_input_chars_per_word = max_input_chars_per_word
+        self.max_input_chars_per_word = _chars_per_word(max_input_chars_per_word)
         self.unk_token, self.prefix = unk_token, prefix
         self.special_tokens = tuple(t for t in special_tokens if t in self.token_ids)
         self.absent_special = tuple(t for t in special_tokens if t not in self.token_ids)  # e.g. no [MASK]
@@ -153,8 +208,7 @@ class WordPieceTokenizer:
     @classmethod
     def from_tokenizer_json(cls, path) -> "WordPieceTokenizer":
         """A `tokenizers` tokenizer.json with a BertNormalizer and a WordPiece model."""
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
+        _, d = read_json_file(path)
         model, norm = d.get("model") or {}, d.get("normalizer") or {}
         if model.get("type") != "WordPiece":
             raise BertVizError(f"{path} describes a {model.get('type')!r} tokenizer; bertviz-lite reads "

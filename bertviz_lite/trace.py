@@ -13,6 +13,7 @@ import difflib
 import fnmatch
 import functools
 import numbers
+import warnings
 from collections.abc import Iterable, Sequence
 
 from . import backend, families, schema
@@ -157,8 +158,12 @@ def check_attention_budget(attentions, tokens, max_bytes) -> None:
     from .config import BertConfig
     check_max_bytes(max_bytes)
     try:
-        L, n = len(attentions), len(tokens)
-        n_h = int(attentions[0].shape[-3]) if L else 0
+        n = len(tokens)
+        if hasattr(attentions, "shape"):  # one stacked array [L, ...] (array_api_strict's has no len(), no a[0])
+            L, n_h = int(attentions.shape[0]), int(attentions.shape[-3])
+        else:
+            L = len(attentions)
+            n_h = int(attentions[0].shape[-3]) if L else 0
     except (TypeError, AttributeError, IndexError, KeyError, ValueError):
         return
     if min(L, n, n_h) < 1:
@@ -182,7 +187,7 @@ class Recorder:
     """
 
     def __init__(self, xp, *, keep=None, dtype=None, store: dict | None = None, prefix: str = "",
-                 edits: dict | None = None, edited: list | None = None):
+                 edits: dict | None = None, edited: list | None = None, overflowed: list | None = None):
         self.xp = xp
         self.keep = compile_patterns(keep)
         self.dtype = dtype  # storage dtype (an xp dtype) or None for the compute dtype
@@ -190,6 +195,7 @@ class Recorder:
         self.prefix = prefix
         self.edits = edits or {}  # full key -> callable(key, value) -> value (checked)
         self.edited = [] if edited is None else edited  # (key, description), in forward order
+        self.overflowed = [] if overflowed is None else overflowed  # keys whose finite values became +-inf when stored
         self.on_scope = None  # called with each scope the forward opens (a layer): a progress bar's step
 
     def __call__(self, name: str, value):
@@ -202,13 +208,33 @@ class Recorder:
         if wants(key, self.keep):
             if key in self.store:
                 raise RuntimeError(f"trace key {key!r} recorded twice")
-            stored = value if self.dtype is None or value.dtype == self.dtype else self.xp.astype(value, self.dtype)
+            stored = value if self.dtype is None or value.dtype == self.dtype else self._narrowed(key, value)
             if self.keep is not None and stored is value and backend.part_of_larger(value):
                 # only some keys kept: a view would hold the whole buffer (attn.q alone: q, k and v), more
                 # than the budget counts for the key; every key kept, the buffer is the trace's anyway
                 stored = self.xp.asarray(value, copy=True)
             self.store[key] = stored
         return value
+
+    def _narrowed(self, key: str, value):
+        """value in the storage dtype; a finite value it cannot hold (float16: above 65,504) becomes +-inf, and
+        the key is noted (the forward goes on with `value`, so only what is stored is changed)."""
+        xp = self.xp
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # numpy's "overflow encountered in cast": named by key
+            stored = xp.astype(value, self.dtype)
+        if bool(xp.any(xp.isinf(stored) & xp.isfinite(value))):
+            self.overflowed.append(key)
+        return stored
+
+    def warn_overflow(self, stacklevel: int = 2) -> None:
+        """One RuntimeWarning naming the keys whose values the storage dtype could not hold, if any."""
+        if self.overflowed:
+            keys = self.overflowed
+            warnings.warn(
+                f"{len(keys)} recorded tensor(s) hold values above 65,504, which float16 stores as +-inf: "
+                f"{', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''}. The forward ran in float32, so nothing "
+                "else changed; trace with dtype='float32' to see these values", RuntimeWarning, stacklevel=stacklevel + 1)
 
     def needs(self, name: str) -> bool:
         """Whether a value under this name would be recorded or edited (else a last step need not run)."""
@@ -219,7 +245,7 @@ class Recorder:
         if self.on_scope is not None:
             self.on_scope(prefix)
         return Recorder(self.xp, keep=self.keep, dtype=self.dtype, store=self.store,
-                        prefix=self.prefix + prefix, edits=self.edits, edited=self.edited)
+                        prefix=self.prefix + prefix, edits=self.edits, edited=self.edited, overflowed=self.overflowed)
 
 
 class NullRecorder(Recorder):

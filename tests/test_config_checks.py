@@ -134,3 +134,21 @@ def test_a_config_built_by_hand_names_a_list_too():
         BertConfig(hidden_act=["gelu"])
     with pytest.raises(ValueError, match="model_type must be a string, got dict"):
         BertConfig(model_type={"a": 1})
+
+
+@pytest.mark.parametrize("field", ["is_decoder", "add_cross_attention"])
+@pytest.mark.parametrize("case", ["bert_seqcls", "roberta_mlm", "electra_discriminator"])
+def test_a_decoder_config_is_refused_not_traced_as_an_encoder(tmp_path, case, field):
+    # N36: is_decoder loaded with no word and attended both ways, where transformers masks causally (the maps
+    # differed by up to 0.88); add_cross_attention adds layers the engine does not compute
+    message = refused(folder_with(tmp_path, case, **{field: True}), field)
+    assert "encoder" in message
+
+
+@pytest.mark.parametrize("value", ["true", 1.5, [True]])
+def test_is_decoder_must_be_true_or_false(tmp_path, value):
+    refused(folder_with(tmp_path, "bert_seqcls", is_decoder=value), "is_decoder must be true or false")
+
+
+def test_an_encoder_that_says_so_loads(tmp_path):
+    bv.load(folder_with(tmp_path, "bert_seqcls", is_decoder=False, add_cross_attention=False), backend="numpy")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite.errors import BertVizError
+from bertviz_lite.errors import BertVizError, TraceTooLargeError
 from bertviz_lite.tokenizer import WordPieceTokenizer
 
 SMALL = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "ffn_size": 64}
@@ -35,3 +35,14 @@ def test_a_vocabulary_with_the_mask_token_still_predicts():
     assert len(preds) == 2 and preds[0].position == 2
     with pytest.raises(ValueError, match=r"no \[MASK\] token"):
         m.fill_mask("the cat sat")
+
+
+def test_many_masks_times_a_large_top_k_is_refused_with_an_estimate():
+    # N25: 500 masks x top_k = 30,522 was accepted and built 15 million predictions (2.9 GB)
+    m = bv.load("random", config=SMALL, mlm=True)
+    with pytest.raises(TraceTooLargeError, match="over the budget of 0 MiB"):
+        m.fill_mask("the [MASK] sat", top_k=5, max_bytes=100)
+    with pytest.raises(TraceTooLargeError, match=r"500 masks x top_k 30,522 = 15,261,000 predictions, about 2,911 MiB"):
+        m.fill_mask("[MASK] " * 500, top_k=30_522)
+    (preds,) = m.fill_mask("the [MASK] sat", top_k=30_522)  # one mask, the whole vocabulary: 6 MiB
+    assert len(preds) == 30_522

@@ -49,3 +49,29 @@ def test_all_padding_tokens_are_refused_at_the_call(pad):
     with pytest.raises(ValueError, match="no real token"):
         bv.Trace.from_attentions(uniform(1, 2, 6), [pad] * 6)
     assert bv.Trace.from_attentions(uniform(1, 2, 6), ["[CLS]"] + [pad] * 5).n_real == 1
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+def test_the_gpu_standins_arrays_are_taken_as_cupys_are(stacked):
+    # N48: the stand-in's arrays were refused ("could not read a array_api_strict ... Array"), though CuPy's,
+    # which it stands in for, are read
+    pytest.importorskip("array_api_strict")
+    from bertviz_lite import backend
+    xp = backend.gpu_standin()
+    host = [np.random.default_rng(i).dirichlet(np.ones(4), size=(1, 2, 4)).astype(np.float32) for i in range(3)]
+    tokens = ["[CLS]", "a", "b", "[SEP]"]
+    on_device = xp.asarray(np.stack(host)) if stacked else [xp.asarray(a) for a in host]
+    got = bv.Trace.from_attentions(on_device, tokens)
+    want = bv.Trace.from_attentions(host, tokens)
+    assert got.num_layers == 3
+    for layer in range(3):
+        assert np.allclose(backend.to_host(got.get("attn.probs", layer=layer)),
+                           backend.to_host(want.get("attn.probs", layer=layer)), atol=1e-7)
+
+
+def test_a_stacked_standin_array_over_the_budget_is_refused():
+    pytest.importorskip("array_api_strict")
+    from bertviz_lite import backend
+    stacked = backend.gpu_standin().asarray(np.full((2, 1, 2, 40, 40), 1 / 40, dtype=np.float32))
+    with pytest.raises(bv.TraceTooLargeError, match="2 layers x 2 heads over 40 tokens"):
+        bv.Trace.from_attentions(stacked, [f"t{i}" for i in range(40)], max_bytes=100)

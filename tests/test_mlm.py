@@ -343,3 +343,43 @@ def test_mlm_functions_called_by_hand_check_their_arguments(name):
     call, message = n31_calls()[name]
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
         call()
+
+
+def test_a_tie_is_not_a_hit():
+    # a collapsed head (LayerNorm gamma = beta = 0, bias 0) gives every piece the same logit: the target ranks
+    # after every lower id, as an argmax (the first of equal logits) orders them, and top-1 is id 0
+    c, params, frozen = tiny()
+    collapsed = {**params, **{k: np.zeros_like(params[k]) for k in ("mlm.ln.gamma", "mlm.ln.beta", "mlm.bias")}}
+    batch = mlm.Batch(np.ones((1, 3, 8)), np.ones((1, 3), dtype=np.int64), np.array([0, 1, 2]), np.array([0, 5, 39]), 0)
+    ranks, losses, top1 = mlm.ranks_and_losses(collapsed, frozen, [batch], c, xp, top1=True)
+    assert ranks.tolist() == [0, 5, 39] and top1.tolist() == [0, 0, 0]
+    assert np.allclose(losses, np.log(c.vocab_size), atol=1e-9)
+
+
+def masking_and_batching_calls():
+    rng = np.random.default_rng(0)
+
+    def choose(**kw):
+        args = {"vocab_size": 40, "mask_id": 3, "special_ids": {1, 2}, **kw}
+        return lambda: mlm.choose_masks([1, 5, 6, 7, 2], rng, **args)
+
+    one = mlm.Masked([1, 5, 2], [1], [5], ["mask"])
+    return {
+        "rate=nan": (choose(rate=float("nan")), "rate must be a number in 0 < rate <= 1, got nan"),
+        "rate=0": (choose(rate=0.0), "rate must be a number in 0 < rate <= 1"),
+        "rate=1.5": (choose(rate=1.5), "rate must be a number in 0 < rate <= 1"),
+        "p_mask=nan": (choose(p_mask=float("nan")), "p_mask must be a number in 0 <= p_mask <= 1"),
+        "p_mask + p_random > 1": (choose(p_mask=0.8, p_random=0.5), r"p_mask \+ p_random .* at most 1"),
+        "vocab_size=0": (choose(vocab_size=0), "vocab_size must be a whole number >= 1, got 0"),
+        "batches of nothing": (lambda: mlm.batches_by_length([], [], 4, 0), "no masked sentence"),
+        "size=0": (lambda: mlm.batches_by_length([one], [np.zeros((3, 8))], 0, 0), "size must be a whole number >= 1"),
+        "features not one per sentence": (lambda: mlm.batches_by_length([one, one], [np.zeros((3, 8))], 2, 0),
+                                          "one feature array per masked sentence"),
+    }
+
+
+@pytest.mark.parametrize("name", list(masking_and_batching_calls()))
+def test_masking_and_batching_check_their_arguments(name):
+    call, message = masking_and_batching_calls()[name]
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -88,3 +88,70 @@ def test_a_small_bert_learns_the_mirror():
                           grad_fn=lambda p, b: mlm.loss_and_grads(p, frozen, b, c, np),
                           heldout=lambda p: None, every=100)
     assert before < 0.2 and tasks.accuracy(params, frozen, test, c, np) >= 0.95
+
+
+def _argmax_accuracy(params, frozen, batch, c):
+    """What tasks.accuracy must agree with: the share of rows whose argmax (first of equal logits) is the target."""
+    logits, _ = mlm.forward({**frozen, **params}, batch, c, np)
+    finite = np.isfinite(logits).all(axis=-1)
+    return float(np.mean(finite & (np.argmax(logits, axis=-1) == np.asarray(batch.targets))))
+
+
+@pytest.mark.parametrize("kind", ["all zero", "collapsed head", "times 1e18"])
+def test_accuracy_agrees_with_an_argmax_where_logits_tie(kind):
+    # every logit equal: an argmax picks id 0 ([PAD]), never a letter; ties are not hits
+    task = tasks.MirrorTask(half=3, letters=5)
+    model = small_model(task)
+    c = model.config
+    params = {k: v for k, v in model.weights.items() if k.startswith("layer.") or k in bv.weights.MLM_LEARNED}
+    frozen = {"embed.W_T": model.weights["embed.W_T"]}
+    if kind == "all zero":
+        params = {k: np.zeros_like(v) for k, v in params.items()}
+    elif kind == "collapsed head":
+        params = {**params, **{k: np.zeros_like(params[k]) for k in ("mlm.ln.gamma", "mlm.ln.beta", "mlm.bias")}}
+    else:
+        params = {k: v * 1e18 for k, v in params.items()}
+    test = task.batch(model, task.sample(50, np.random.default_rng(2)))
+    with np.errstate(all="ignore"):
+        expected = _argmax_accuracy(params, frozen, test, c)
+        assert tasks.accuracy(params, frozen, test, c, np) == expected
+    assert expected <= 0.5  # not 1.0: no letter wins a tie against [PAD]
+
+
+def n46_calls():
+    task = tasks.MirrorTask(half=2, letters=3)
+    model = small_model(task)
+
+    def fit(**kw):
+        args = {"steps": 3, "every": 1, **kw}
+        return lambda: tasks.fit({}, lambda p, g: p, args["steps"], np.random.default_rng(0),
+                                 minibatch=lambda rng: None, grad_fn=lambda p, b: (0.0, {}),
+                                 heldout=lambda p: None, every=args["every"])
+
+    return {
+        "half=True": (lambda: tasks.MirrorTask(half=True), TypeError, "half must be an int"),
+        "half=10**9": (lambda: tasks.MirrorTask(half=10**9), ValueError, r"half=1000000000.*1 to 255"),
+        "letters=2.0": (lambda: tasks.MirrorTask(letters=2.0), TypeError, "letters must be an int"),
+        "fit(every=0)": (fit(every=0), ValueError, "every must be a whole number >= 1"),
+        "fit(steps=0)": (fit(steps=0), ValueError, "steps must be a whole number >= 1"),
+        "fit(steps=-3)": (fit(steps=-3), ValueError, "steps must be a whole number >= 1"),
+        "tokens([-1])": (lambda: task.tokens([-1]), ValueError, r"id -1 .* 0 \.\. 6"),
+        "tokens([7])": (lambda: task.tokens([7]), ValueError, r"id 7 .* 0 \.\. 6"),
+        "sample(10**8)": (lambda: task.sample(10**8, np.random.default_rng(0)), bv.errors.TraceTooLargeError,
+                          r"100,000,000 sentences .* MiB"),
+        "sample(-1)": (lambda: task.sample(-1, np.random.default_rng(0)), ValueError, "count must be"),
+        "empty batch": (lambda: task.batch(model, []), ValueError, "no sentence"),
+    }
+
+
+@pytest.mark.parametrize("name", list(n46_calls()))
+def test_task_arguments_are_checked(name):
+    call, error, message = n46_calls()[name]
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_numpy_integers_are_whole_numbers():
+    task = tasks.MirrorTask(half=np.int64(3), letters=np.int32(5))
+    assert task.half == 3 and type(task.half) is int and type(task.letters) is int
+    assert task.tokens(np.array([1, 4])) == ["[CLS]", "a"] and len(task.sample(np.int64(2), np.random.default_rng(0))) == 2

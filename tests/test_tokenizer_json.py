@@ -5,6 +5,7 @@ never quoting it (issue 31 item 1)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 
 import bertviz_lite as bv
 from bertviz_lite.errors import BertVizError, CheckpointError
+
+from .helpers import peak_bytes
 
 pytest.importorskip("tokenizers")
 ROBERTA = Path(__file__).parent / "fixtures" / "checkpoints" / "family" / "roberta_mlm"
@@ -149,3 +152,68 @@ def test_tokenizing_works_with_no_stderr_to_hold(tmp_path, monkeypatch):
     expected = model.tokenize("the cat sat", pair="on the mat").tokens
     monkeypatch.setattr(LT.os, "dup", no_fd)
     assert model.tokenize("the cat sat", pair="on the mat").tokens == expected
+
+
+@pytest.mark.parametrize("value, match", [(-1, "-1"), ("100", "str '100'"), (10**9, "1000000000"), (0, "int 0"),
+                                          (True, "bool"), (100.0, "float")])
+def test_max_input_chars_per_word_is_checked_at_load(tmp_path, value, match):
+    # N37: 10**9 made greedy longest-match take minutes on one long word (truncate= did not help), -1 made every
+    # word [UNK] silently, "100" gave a raw TypeError at the first trace
+    folder = tmp_path / "m"
+    shutil.copytree(BERT_CASED, folder)
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    tok["model"]["max_input_chars_per_word"] = value
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(CheckpointError, match=f"max_input_chars_per_word must be a whole number 1 to 1,000.*{match}"):
+        bv.load(folder, backend="numpy")
+
+
+def test_max_input_chars_per_word_of_real_files_loads(tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(BERT_CASED, folder)
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    tok["model"]["max_input_chars_per_word"] = 200
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    assert bv.load(folder, backend="numpy").tokenizer.max_input_chars_per_word == 200
+
+
+def _roberta_with_file(tmp_path, write) -> Path:
+    folder = tmp_path / "m"
+    shutil.copytree(ROBERTA, folder)
+    (folder / "tokenizer.json").unlink()
+    write(folder / "tokenizer.json")
+    return folder
+
+
+UNREADABLE = {
+    # N49: each was reported as "this folder's tokenizer.json names another model"
+    "truncated": (lambda p: p.write_bytes((ROBERTA / "tokenizer.json").read_bytes()[:5000]),
+                  "is not complete JSON.*cut short"),
+    "not UTF-8": (lambda p: p.write_bytes(b'{"model": {"type": "BPE", "vocab": {"\xff\xfe": 0}}}'),
+                  r"is not UTF-8 text \(byte 37 "),
+    "a FIFO": (lambda p: os.mkfifo(p), "is not a regular file \\(a FIFO\\)"),
+    "a folder": (lambda p: p.mkdir(), "is not a regular file \\(a folder\\)"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(UNREADABLE))
+def test_an_unreadable_tokenizer_json_is_named_for_what_it_is(tmp_path, what):
+    write, match = UNREADABLE[what]
+    with pytest.raises(CheckpointError, match=match) as err:
+        bv.load(_roberta_with_file(tmp_path, write), backend="numpy")
+    assert "another model" not in str(err.value) and "tokenizer.json" in str(err.value)
+
+
+def test_a_huge_tokenizer_json_is_refused_before_it_is_read(tmp_path):
+    # N49: 600 MB was a raw MemoryError; 123 MiB took 17 s and 2.2 GB before its vocabulary was refused
+    def sparse(path):
+        with open(path, "wb") as f:
+            f.truncate(200 * 2**20)  # a sparse file: no disk used, no byte read
+
+    folder = _roberta_with_file(tmp_path, sparse)
+
+    def load():
+        with pytest.raises(CheckpointError, match="200 MiB.*at most 64 MiB"):
+            bv.load(folder, backend="numpy")
+
+    assert peak_bytes(load) < 16 * 2**20

@@ -8,10 +8,12 @@ a character budget before the library sees it, truncation is done by bertviz-lit
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +114,48 @@ def test_albert_precompiled_charsmap_is_not_a_long_string():
     # SentencePiece's character map is a table (a long base64 string): real ALBERT files hold one
     d = {"normalizer": {"type": "Precompiled", "precompiled_charsmap": "A" * 100_000}}
     assert LT.oversized_step(d) is None
+
+
+def precompiled(out: str, key: str = "a") -> dict:
+    """A SentencePiece Precompiled normalizer mapping one ASCII character to `out`: the blob is a little-endian
+    u32 trie size, a darts double-array trie (u32 units) holding the one key, then the NUL-ended strings."""
+    units = [0] * 512
+    units[0] = 1 << 10  # the root: its children sit at 1 ^ byte
+    units[1 ^ ord(key)] = (1 << 10) | (1 << 8) | ord(key)  # the key's node: a leaf below it, at its ^ 1
+    trie = struct.pack(f"<{len(units)}I", *units)  # units[(1 ^ ord(key)) ^ 1] = 0: the value, offset 0 in the pool
+    blob = struct.pack("<I", len(trie)) + trie + out.encode() + b"\0"
+    return {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(blob).decode()}
+
+
+def albert_with_normalizer(tmp_path, normalizer) -> Path:
+    folder = tmp_path / "m"
+    shutil.copytree(FAMILY / "albert_mlm", folder)
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    tok["normalizer"] = {"type": "Sequence", "normalizers": [normalizer, tok["normalizer"]]}
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    return folder
+
+
+def test_a_precompiled_charsmap_that_multiplies_every_text_is_refused(tmp_path):
+    # N34: the character map's strings were exempt; one mapping "a" to 1,000,000 characters (a 1.3 MB file)
+    # aborted ALBERT's load at 3.8 GB and RoBERTa's first trace of "a " * 100 at 3.3 GB
+    hostile = precompiled("b" * 1_000_000)
+    why = LT.oversized_step({"normalizer": {"type": "Sequence", "normalizers": [hostile]}})
+    assert why is not None and "precompiled character map" in why and "1,000,000 times longer" in why
+    with pytest.raises(CheckpointError, match="precompiled character map can make a text 1,000,000 times longer"):
+        bv.load(albert_with_normalizer(tmp_path, hostile), backend="numpy")
+    # growth multiplies with the Replace steps': 8 x 10 is over 64
+    double = {"type": "Replace", "pattern": {"String": "c"}, "content": "c" * 8}
+    assert "80 times" in LT.oversized_step({"normalizer": {"type": "Sequence", "normalizers": [
+        double, precompiled("b" * 10)]}})
+    # a map that cannot be read is named, not guessed at
+    assert "cannot be read" in LT.oversized_step({"normalizer": {"type": "Precompiled", "precompiled_charsmap": "%"}})
+
+
+def test_a_charsmap_of_real_size_loads_and_runs(tmp_path):
+    # real tables map a character to a few (the longest in SentencePiece's nmt_nfkc: U+FDFA, 18 characters)
+    model = bv.load(albert_with_normalizer(tmp_path, precompiled("bb")), backend="numpy")
+    assert model.tokenize("a").tokens == model.tokenize("bb").tokens
 
 
 def _words(rng, n):

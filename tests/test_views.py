@@ -672,3 +672,20 @@ def test_no_parameter_count_for_guessed_sizes_and_the_model_png_outlines_what_is
     marked = lambda **sel: [(p["meta"]["layer"], p["meta"]["head"]) for p in panels.resolve(vd, "model", sel)["panels"]
                             if p["marked"]]
     assert marked() == [] and marked(layer=1, head=3, outline=True) == [(1, 3)]
+
+
+def test_a_token_with_a_lone_surrogate_is_drawn_and_saved(tmp_path):
+    # N44: a token holding '\ud800' (text decoded with errors='surrogateescape', a broken tokenizer) crashed
+    # save_png and the explorer's saved output with matplotlib's raw TypeError
+    from bertviz_lite.views import explore
+    maps = [np.random.default_rng(0).dirichlet(np.ones(4), size=(1, 2, 4)).astype(np.float32)]
+    tr = bv.Trace.from_attentions(maps, ["[CLS]", "a\ud800", "\udcff", "[SEP]"])
+    assert save_png(tr, tmp_path / "map.png").stat().st_size > 1000
+    w = explore(tr)
+    bundle = w._repr_mimebundle_()
+    out = bundle[0] if isinstance(bundle, tuple) else bundle
+    saved = w.saved_bundle()
+    assert out["image/png"] and saved["image/png"] and "text/html" in saved
+    for value in [*out.values(), *saved.values()]:  # a saved notebook is UTF-8: every text it keeps must encode
+        if isinstance(value, str):
+            value.encode("utf-8")

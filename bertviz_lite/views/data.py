@@ -25,6 +25,7 @@ import contextlib
 import contextvars
 import difflib
 import math
+import re
 
 import numpy as np
 
@@ -32,6 +33,20 @@ from .. import schema
 from ..backend import to_host
 from ..errors import BertVizError
 from ..foreign import join_tokens, prettify_token, shorten
+
+SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair alone: no font draws it, UTF-8 cannot encode it
+
+
+def no_surrogates(x):
+    """x (a text, or dicts, lists and tuples of them) with every lone surrogate shown as U+FFFD: a token decoded
+    with errors='surrogateescape' holds one, and a picture or a saved notebook of it would fail."""
+    if isinstance(x, str):
+        return SURROGATE.sub("\ufffd", x)
+    if isinstance(x, dict):
+        return {k: no_surrogates(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(no_surrogates(v) for v in x)
+    return x
 from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
 from ..schema_text import plain_formula
 from . import limits, records

@@ -206,10 +206,11 @@ def to_png(vd: dict, path, *, view: str | None = None, head: int = 0, heads=None
     if named:  # a file name: checked before drawing, written whole or not at all (as save_png)
         target = check_target(path, what="to_png", kind=".png")
         check_folder(target, path, what="to_png")
-    # every text is drawn as written: a sentence's `$...$` is not matplotlib mathtext
+    # every text is drawn as written: a sentence's `$...$` is not matplotlib mathtext (a lone surrogate, which no
+    # font draws, as U+FFFD: matplotlib raised a raw TypeError on it)
     with rc_context({"text.parse_math": False}):
-        mfig = draw(panels.resolve(vd, view, head=head, heads=heads, query=query, pair_filter=pair_filter,
-                                   layer=layer, outline=outline))
+        mfig = draw(data.no_surrogates(panels.resolve(vd, view, head=head, heads=heads, query=query, pair_filter=pair_filter,
+                                            layer=layer, outline=outline)))
         FigureCanvasAgg(mfig)
         buf = io.BytesIO() if named else path
         mfig.savefig(buf, format="png", dpi=dpi or mfig.dpi, facecolor="white")

@@ -202,7 +202,7 @@ def saved_output(w) -> dict:
         out["text/html"] = saved_html(w.saved_page(), png or "", w.info["title"])
     except Exception as e:  # the widget still shows; the saved notebook keeps the PNG and says why
         out["text/plain"] += f"\n(the saved page could not be built: {type(e).__name__}: {e})"
-    return out
+    return data.no_surrogates(out)  # a notebook is saved as UTF-8
 
 
 class Explorer(anywidget.AnyWidget):
@@ -293,7 +293,7 @@ class Explorer(anywidget.AnyWidget):
     def _repr_mimebundle_(self, picture: bool = True, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
         out = bundle[0] if isinstance(bundle, tuple) else bundle
-        out["text/plain"] = text_fallback(self)
+        out["text/plain"] = data.no_surrogates(text_fallback(self))
         png = fallback_png_b64(self.trace, self.layer, self.head) if picture else None
         if png is not None:
             out["image/png"] = png
