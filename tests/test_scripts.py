@@ -96,3 +96,21 @@ def test_lesson11_seed_sweep_runs_and_writes_its_table(tmp_path):
     assert result["seed"] == 0 and len(result["without_one"]) == 8 and len(result["without_two"]) == 28
     assert 1 <= len(result["rule"]) <= 2 and result["pattern"] in ("diagonal", "previous token", "anti-diagonal", "[CLS]",
                                                                    "uniform")
+
+
+def test_lesson11_seed_sweep_runs_the_lessons_constants():
+    # scripts/sweep_lesson11_seeds.py repeats lesson 11's first cell (the small BERT, its task, BREAK and KEEP): the
+    # table it prints is the lesson's story at other seeds only while the two agree
+    import importlib.util
+    import json
+
+    nb = json.loads((ROOT / "notebooks" / "11_backward_and_training.ipynb").read_text(encoding="utf-8"))
+    lesson: dict = {}
+    exec("".join(nb["cells"][1]["source"]), lesson)  # plain assignments: the lesson's knobs
+    spec = importlib.util.spec_from_file_location("sweep", ROOT / "scripts" / "sweep_lesson11_seeds.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    for name in ("HALF", "LETTERS", "WIDTH", "HEADS", "LAYERS", "BATCH", "EVERY", "TEST", "SGD_LR", "ADAM_LR", "BREAK",
+                 "KEEP"):
+        assert getattr(sweep, name) == lesson[name], name
+    assert sweep.ADAM_STEPS == lesson["STEPS"]
