@@ -332,8 +332,8 @@ DLOGITS = {"right up to a factor N: the loss is the mean over the N rows, so eac
            "you divided by every entry's count, N V: the loss averages over the N rows only, the vocabulary is "
            "summed inside each row's softmax": {"divide": "NV"},
            "you divided by V, the vocabulary's size: the loss is a mean over the N rows": {"divide": "V"},
-           "you used log-probabilities where the gradient has probabilities: the slope of -log softmax is "
-           "softmax itself, less the target": {"log": True}}
+           "you used log-probabilities where the gradient has probabilities: differentiate -log softmax(y)[t] "
+           "by y once more; no log is left in it": {"log": True}}
 
 
 @exercise("11.1", hint=("the loss is the mean over the N chosen rows of -log softmax(y_i)[t_i]; differentiate one row "
@@ -1085,7 +1085,7 @@ PATTERNS = ("diagonal", "previous token", "anti-diagonal", "[CLS]", "uniform")
 
 
 @exercise("11.12", hint=("the answer to a hidden letter sits in plain sight at one position: which one, for the letter "
-                         "at position i of 2 half + 2?",
+                         "at position i of a sentence of 2 HALF + 2 tokens ([CLS], the letters, [SEP])?",
                          "mark, in each row of the 14 x 14 square, the column where that row's answer sits: what line "
                          "do the marks make?"),
           prediction=True, wrong=lambda answer, found: [p for p in PATTERNS if p != found])
