@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import operator
 import os
 import socket
@@ -265,29 +266,56 @@ def save_minilm_mlm(path, tensors: dict, *, first: int) -> None:
     save_file({k: tensors[k] for k in sorted(tensors)}, str(path), metadata={"bertviz_lite": about})
 
 
-def read_minilm_mlm(path, config: BertConfig) -> dict:
-    """The trained tensors as float32, every one checked: a file that is missing, differs from the sha256 its
-    JSON records, cannot be read, or holds missing, unexpected, mis-shaped or non-finite tensors is one
-    CheckpointError naming the file and how to restore it."""
-    import hashlib
-    path = Path(path)
-    restore = (f"restore it with `git checkout -- bertviz_lite/data/{MINILM_MLM_FILE}` (or reinstall bertviz-lite), "
-               "or train it again with scripts/train_minilm_mlm.py")
-    info_path = path.with_suffix(".json")
-    if not path.is_file():
-        raise CheckpointError(f"the minilm-mlm weights file {path} is missing: {restore}")
+def minilm_mlm_bytes(config: BertConfig) -> int:
+    """The most bytes a minilm-mlm file can hold: every layer and the head as float32, and 1 MiB of header."""
+    shapes = {**{k: s for k, s in W.param_shapes(config).items() if k.startswith("layer.")},
+              **{k: W.mlm_shapes(config)[k] for k in W.MLM_LEARNED}}
+    return 4 * sum(math.prod(s) for s in shapes.values()) + 2**20
+
+
+def _recorded_sha256(info_path: Path, name: str, restore: str) -> str:
+    """The file.sha256 a minilm-mlm JSON records (64 hexadecimal digits), or one CheckpointError."""
     try:
         expected = json.loads(info_path.read_text(encoding="utf-8"))["file"]["sha256"]
         if not (isinstance(expected, str) and len(expected) == 64 and set(expected) <= set("0123456789abcdef")):
             raise ValueError(f"its file.sha256 is a {type(expected).__name__}, not 64 hexadecimal digits")
     except RecursionError:  # N26: nested 100,000 deep
-        raise CheckpointError(f"{info_path}, which records the sha256 of {path.name}, is nested too deeply to "
+        raise CheckpointError(f"{info_path}, which records the sha256 of {name}, is nested too deeply to "
                               f"read: {restore}") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{info_path}, which records the sha256 of {path.name}, could not be read ({e}): "
+        raise CheckpointError(f"{info_path}, which records the sha256 of {name}, could not be read ({e}): "
                               f"{restore}") from None
+    return expected
+
+
+def read_minilm_mlm(path, config: BertConfig) -> dict:
+    """The trained tensors as float32, every one checked: a file that is missing, larger than such a file can
+    be, differs from the sha256 its JSON records, cannot be read, or holds missing, unexpected, mis-shaped or
+    non-finite tensors is one CheckpointError naming the file and how to restore it. The training script
+    replaces the weights and then their JSON (scripts/private_files.write_pair); weights that the JSON's
+    record does not match are taken when the JSON waiting beside them (`.json.next`) records them."""
+    import hashlib
+    path = Path(path)
+    if path.resolve() == packaged_minilm_mlm_path().resolve():
+        restore = (f"restore it with `git checkout -- bertviz_lite/data/{MINILM_MLM_FILE}` (or reinstall "
+                   "bertviz-lite), or train it again with scripts/train_minilm_mlm.py")
+    else:  # the user's own file (--init, --evaluate, --out): the shipped one's advice would mislead
+        restore = "train it again with scripts/train_minilm_mlm.py --out, or give another minilm-mlm file"
+    info_path = path.with_suffix(".json")
+    if not path.is_file():
+        raise CheckpointError(f"the minilm-mlm weights file {path} is missing: {restore}")
+    size, most = path.stat().st_size, minilm_mlm_bytes(config)
+    if size > most:  # N26: a 4 GiB (sparse) file was read whole before any check
+        raise CheckpointError(f"the minilm-mlm weights file {path} is {size:,} bytes, more than the {most:,} that "
+                              f"every layer and the head of {MINILM_REPO} take as float32: {restore}")
+    expected = _recorded_sha256(info_path, path.name, restore)
     data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != expected:
+    digest = hashlib.sha256(data).hexdigest()
+    waiting = path.with_suffix(".json.next")
+    if digest != expected and waiting.is_file() and not waiting.is_symlink() and \
+            _recorded_sha256(waiting, path.name, restore) == digest:
+        expected = digest  # a run was stopped between renaming the weights and renaming their JSON
+    if digest != expected:
         raise CheckpointError(f"the minilm-mlm weights file {path} is corrupted: its sha256 is not the "
                               f"{expected[:16]}... that {info_path.name} records. {restore}")
     meta, state = _read_checked(path, lambda why: f"the minilm-mlm weights file {path} could not be read ({why}): "

@@ -29,8 +29,9 @@ What it does (every choice and its reason is in data/README.md, "minilm-mlm"):
 5. held-out numbers by word class beside the frozen head (the shipped head on the published encoder) and
    the unigram guess, with the echo rate; both cloze sets (data/cloze_sentences.tsv, data/cloze_everyday.tsv);
    example predictions; the cost of float16 storage;
-6. the k adapted layers and the head as safetensors (float16) and a JSON beside it, each written to a
-   temporary file beside its name and renamed onto it; nothing is written after a non-finite loss or weight.
+6. the k adapted layers and the head as safetensors (float16) and a JSON beside it, replaced as a pair
+   (private_files.write_pair: both written whole first, the JSON renamed last; a run stopped between the
+   renames leaves a pair that loads); nothing is written after a non-finite loss or weight.
 
 Determinism: BLAS and the engine's kernels run on THREADS threads (threadpoolctl, BERTVIZ_LITE_THREADS), so
 the same machine, library versions and thread count give the same bytes (--check). Another CPU or BLAS
@@ -61,8 +62,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_corpus as MC  # noqa: E402  (WordNet's files: the usage examples, the definitions' headwords)
 import train_mlm_head as T  # noqa: E402  (corpus, sample, split, summaries: shared with the head-only fit)
-from private_files import (CACHE, UnsafePath, cached_arrays, check_free_space, read_regular,  # noqa: E402
-                           regular_or_absent, write_atomic)
+from private_files import (CACHE, RunFileError, UnsafePath, cache_problem, cached_arrays,  # noqa: E402
+                           check_free_space, model_sha256, output_problem, path_argument, read_regular,
+                           read_run_json, regular_or_absent, whole_number, write_pair)
 
 import bertviz_lite as bv  # noqa: E402
 from bertviz_lite import loading, mlm, schema  # noqa: E402
@@ -97,18 +99,6 @@ EXAMPLES = T.EXAMPLES_TO_SHOW + ("The doctor gave the patient some [MASK].", "A 
 # ------------------------------------------------------------------------------------------
 # arguments: every one checked before any work
 # ------------------------------------------------------------------------------------------
-
-
-def _whole(lo: int, hi: int | None = None):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if v < lo or (hi is not None and v > hi):
-            raise argparse.ArgumentTypeError(f"expected {lo}..{hi}, got {v}" if hi else f"expected >= {lo}, got {v}")
-        return v
-    return parse
 
 
 def _rate(text: str) -> float:
@@ -158,20 +148,20 @@ def _rates(text: str) -> tuple[float, float]:
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--layers", type=_whole(1, 6), default=LAYERS, help="k, how many last layers to train (1..6)")
-    ap.add_argument("--sentences", type=_whole(40), default=SENTENCES,
+    ap.add_argument("--layers", type=whole_number(1, 6), default=LAYERS, help="k, how many last layers to train (1..6)")
+    ap.add_argument("--sentences", type=whole_number(40), default=SENTENCES,
                     help="sentences sampled (default: all of them; 5%% held out)")
-    ap.add_argument("--train-sentences", type=_whole(1), default=None,
+    ap.add_argument("--train-sentences", type=whole_number(1), default=None,
                     help="train on only the first N training sentences of the split (the held-out ones stay all): "
                          "a short probe measured on the same held-out rows as a full run")
-    ap.add_argument("--init", type=Path, default=None,
+    ap.add_argument("--init", type=path_argument, default=None,
                     help="start the trained layers and the head from this minilm-mlm file (e.g. the shipped one: "
                          "longer training) instead of the published layers and the k = 0 head")
-    ap.add_argument("--mask-seed", type=_whole(0), default=None,
+    ap.add_argument("--mask-seed", type=whole_number(0), default=None,
                     help="draw the training sentences' masks from their own seeded stream (a run that continues "
                          "another with --init sees fresh masks); the held-out draws stay the same")
-    ap.add_argument("--draws", type=_whole(1, 20), default=DRAWS, help="masking draws per training sentence")
-    ap.add_argument("--epochs", type=_whole(1, 50), default=EPOCHS)
+    ap.add_argument("--draws", type=whole_number(1, 20), default=DRAWS, help="masking draws per training sentence")
+    ap.add_argument("--epochs", type=whole_number(1, 50), default=EPOCHS)
     ap.add_argument("--masking", choices=("pieces", "words"), default=MASKING,
                     help="training draws: pieces one by one (BERT) or whole words; held-out draws are always pieces")
     ap.add_argument("--rates", type=_rates, default=RATES, metavar="MASK/RANDOM/KEEP",
@@ -189,17 +179,20 @@ def parse_args(argv=None):
                     help="end every training line that lacks one with a period, as a cloze prompt ends (of "
                          "WordNet's lines almost none do, and most that do end with 'etc.'); the held-out split "
                          "stays as it is")
-    ap.add_argument("--batch", type=_whole(1, 4096), default=BATCH, help="masked sentences per step")
+    ap.add_argument("--batch", type=whole_number(1, 4096), default=BATCH, help="masked sentences per step")
     ap.add_argument("--lr-layers", type=_rate, default=LR_LAYERS)
     ap.add_argument("--lr-head", type=_rate, default=LR_HEAD)
-    ap.add_argument("--steps", type=_whole(1), default=None, help="stop after this many steps (a short measurement)")
-    ap.add_argument("--heldout-every", type=_whole(0), default=16 * LOG_EVERY,
+    ap.add_argument("--steps", type=whole_number(1), default=None,
+                    help="stop after this many steps (a short measurement)")
+    ap.add_argument("--heldout-every", type=whole_number(0), default=16 * LOG_EVERY,
                     help="the held-out loss every this many steps, at the first and at the last (0: none; each "
                          "costs a forward over the held-out split)")
-    ap.add_argument("--seed", type=_whole(0), default=T.SEED)
-    ap.add_argument("--threads", type=_whole(1, 64), default=THREADS, help="BLAS and kernel threads (fixed: --check)")
-    ap.add_argument("--out", type=Path, default=OUT, help="the .safetensors file to write (a .json goes beside it)")
-    ap.add_argument("--cache", type=Path, default=CACHE,
+    ap.add_argument("--seed", type=whole_number(0), default=T.SEED)
+    ap.add_argument("--threads", type=whole_number(1, 64), default=THREADS,
+                    help="BLAS and kernel threads (fixed: --check)")
+    ap.add_argument("--out", type=path_argument, default=OUT,
+                    help="the .safetensors file to write (a .json goes beside it)")
+    ap.add_argument("--cache", type=path_argument, default=CACHE,
                     help="a private folder (mode 0700, yours, not a link) for the frozen layers' output; made if "
                          "missing (default: %(default)s)")
     what = ap.add_mutually_exclusive_group()
@@ -215,19 +208,22 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if args.write_log and not args.smoke:
         ap.error("--write-log goes with --smoke")
-    if args.out.suffix != ".safetensors":
-        ap.error(f"--out must name a .safetensors file, got {args.out}")
     reads = "--check" if args.check else "--report" if args.report else "--evaluate" if args.evaluate else None
-    if reads and not args.out.is_file():
-        ap.error(f"{reads} needs the file {args.out}, which does not exist")
-    if args.init is not None and not args.init.is_file():
-        ap.error(f"--init needs a minilm-mlm file; {args.init} does not exist")
-    extra = () if args.init is None else (args.init, args.init.with_suffix(".json"))
-    for path in (args.out, args.out.with_suffix(".json"), *extra):  # no link, FIFO or folder read or written through
-        try:
-            regular_or_absent(path)
-        except UnsafePath as e:
-            ap.error(str(e))
+    problem = None if args.smoke or args.make_usage else output_problem(args.out, reads)
+    if problem:  # N40: an --out folder it cannot write was found only after the whole run
+        ap.error(problem)
+    if args.init is not None:
+        for path in (args.init, args.init.with_suffix(".json")):  # no link, FIFO or folder read through
+            try:
+                regular_or_absent(path)
+            except UnsafePath as e:
+                ap.error(str(e))
+        if not args.init.is_file():
+            ap.error(f"--init needs a minilm-mlm file; {args.init} does not exist")
+    if not (args.report or args.make_usage or args.evaluate):  # N47: before tokenizing, not after
+        problem = cache_problem(args.cache)
+        if problem:
+            ap.error(problem)
     if args.smoke:
         for k, v in SMOKE.items():
             setattr(args, k, v)
@@ -238,8 +234,6 @@ def parse_args(argv=None):
                      f"{need / 2**30:.1f} GiB (the tape of {args.layers} layers over {args.batch} sentences of up "
                      f"to {T.MAX_TOKENS} pieces, and the {MLM_V:,}-wide logits at the chosen rows), and "
                      f"{available_memory() / 2**30:.1f} GiB is available: lower --batch or --layers")
-    if not args.check and not args.smoke and not args.report and not args.out.parent.is_dir():
-        ap.error(f"the folder of --out does not exist: {args.out.parent}")
     return args
 
 
@@ -378,9 +372,10 @@ def features(model, draws, first: int, progress: bool = True) -> list:
 # ------------------------------------------------------------------------------------------
 
 
-def features_key(draws, first: int, seed: int, source: str) -> str:
-    """The sha256 of everything that determines the features: the seed, the layer, the model and every input id."""
-    return hashlib.sha256(json.dumps([seed, first, source, [m.ids for _, m in draws]]).encode()).hexdigest()
+def features_key(draws, first: int, seed: int, source: str, weights: str) -> str:
+    """The sha256 of everything that determines the features: the seed, the layer, the model (its name and the
+    sha256 of its weights: N19, one changed weight gave another encoder's features) and every input id."""
+    return hashlib.sha256(json.dumps([seed, first, source, weights, [m.ids for _, m in draws]]).encode()).hexdigest()
 
 
 def cached_features(model, draws, first: int, seed: int, cache: Path, progress: bool = True) -> list:
@@ -401,7 +396,7 @@ def cached_features(model, draws, first: int, seed: int, cache: Path, progress: 
             return f"Z is {f['Z'].dtype} {f['Z'].shape}, expected float32 {want}"
         return None
 
-    key = features_key(draws, first, seed, model.source)
+    key = features_key(draws, first, seed, model.source, model_sha256(model))
     f = cached_arrays(cache, "layer-input", key, ("offsets", "Z"), make, problem, say=lambda s: print(s, flush=True))
     return _slices(f["Z"], f["offsets"])
 
@@ -504,11 +499,20 @@ def finite(params: dict) -> bool:
 # ------------------------------------------------------------------------------------------
 
 
+def one_line(message: str) -> str:
+    """A CheckpointError's list of problems on one line."""
+    return message.replace("\n  - ", "; ").replace("\n", " ")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.report:
-        print(report(json.loads(read_regular(args.out.with_suffix(".json")).decode("utf-8"))))
-        return 0
+    try:
+        if args.report:
+            print(read_run_json(args.out.with_suffix(".json"), report))
+            return 0
+    except (UnsafePath, RunFileError) as e:
+        print(f"refused: {e}", file=sys.stderr)
+        return 2
     if args.make_usage:
         return make_usage()
     before = os.environ.get("BERTVIZ_LITE_THREADS")
@@ -518,6 +522,9 @@ def main(argv=None) -> int:
             return evaluate(args) if args.evaluate else run(args)
     except UnsafePath as e:
         print(f"refused: {e}; nothing written", file=sys.stderr)
+        return 2
+    except bv.CheckpointError as e:  # N40: --init's or --evaluate's file, once a raw traceback
+        print(f"refused: {one_line(str(e))}; nothing written", file=sys.stderr)
         return 2
     except OSError as e:
         if e.errno != errno.ENOSPC:
@@ -590,6 +597,7 @@ def run(args) -> int:
     c = published.config
     L, k = c.num_layers, args.layers
     first = L - k
+    given = None if args.init is None else loading.read_minilm_mlm(args.init, c)  # N40: checked before any work
     encs, n_held, n_corpus, draws, held, train = prepare(args, published)
     say = (lambda *a: None) if args.smoke else (lambda *a: print(*a, flush=True))
     say(f"corpus: {n_corpus:,} sentences ({n_held:,} held out) + {len(encs) - n_corpus:,} usage examples, "
@@ -617,8 +625,7 @@ def run(args) -> int:
     start = {key: weights[key] for key in trained_names(weights, first)}  # the published layers and the k = 0 head
     frozen = {"embed.W_T": weights["embed.W_T"]}
     init = start
-    if args.init is not None:
-        given = loading.read_minilm_mlm(args.init, c)
+    if given is not None:
         init = {**start, **given}
         if set(init) != set(start):
             lowest = min(schema.split_key(x)[0] for x in given if x.startswith("layer."))
@@ -729,13 +736,8 @@ def safetensors_bytes(stored: dict, first: int) -> bytes:
 
 
 def write_outputs(out: Path, data: bytes, info: str) -> None:
-    """The weights and their JSON, each written whole (write_atomic), after checking both targets and the space."""
-    text = info.encode("utf-8")
-    for path in (out, out.with_suffix(".json")):
-        regular_or_absent(path)
-    check_free_space(out.parent, len(data) + len(text))
-    write_atomic(out, data)
-    write_atomic(out.with_suffix(".json"), text)
+    """The weights and their JSON, replaced as a pair (private_files.write_pair)."""
+    write_pair(out, data, info)
 
 
 def smoke_check(log, write: bool) -> int:

@@ -30,6 +30,7 @@ same bytes (--check). Takes about 7 minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import json
 import os
@@ -44,7 +45,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 from make_corpus import OUT as EXAMPLES, read_glosses  # noqa: E402
-from private_files import CACHE, UnsafePath, cached_arrays  # noqa: E402
+from private_files import (CACHE, RunFileError, UnsafePath, cache_problem, cached_arrays,  # noqa: E402
+                           check_free_space, model_sha256, output_problem, path_argument, read_regular,
+                           read_run_json, whole_number, write_pair)
 
 import bertviz_lite as bv  # noqa: E402
 from bertviz_lite import loading, mlm  # noqa: E402
@@ -125,7 +128,8 @@ def cached_features(model, encs, seed: int, layer: int, cache: Path, progress: b
     followed, written atomically) under a key of everything that determines them; a cached file is used only if
     its arrays have features()'s dtypes and one row each, and hold targets in the vocabulary, kinds 0-2 and
     sentence numbers of these encodings (and everything cached_arrays checks); otherwise made afresh."""
-    key = hashlib.sha256(json.dumps([seed, layer, model.source, [e.ids for e in encs]]).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([seed, layer, model.source, model_sha256(model),  # N19: the weights too
+                                     [e.ids for e in encs]]).encode()).hexdigest()
     c = model.config
 
     def make() -> dict:
@@ -188,25 +192,71 @@ def report(info: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+LAYERS = 6  # all-MiniLM-L6-v2's layers (the config is checked against it in run)
+
+
+def parse_args(argv=None):
+    """The arguments, every one checked before any work: ranges, --out and its .json (a regular file or a new
+    name, in a folder that exists and can be written), the cache folder (N38, N39)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sentences", type=int, default=SENTENCES)
-    ap.add_argument("--epochs", type=int, default=EPOCHS)
-    ap.add_argument("--layer", type=int, default=None, help="encoder layer that feeds the head (default: the last)")
-    ap.add_argument("--seed", type=int, default=SEED)
-    ap.add_argument("--out", type=Path, default=OUT, help="the .safetensors file to write (a .json goes beside it)")
-    ap.add_argument("--cache", type=Path, default=CACHE,
+    ap.add_argument("--sentences", type=whole_number(40), default=SENTENCES,
+                    help="sentences sampled (5%% held out); at least 40")
+    ap.add_argument("--epochs", type=whole_number(1, 50), default=EPOCHS)
+    ap.add_argument("--layer", type=whole_number(0, LAYERS - 1), default=None,
+                    help=f"encoder layer that feeds the head, 0..{LAYERS - 1} (default: the last)")
+    ap.add_argument("--seed", type=whole_number(0), default=SEED)
+    ap.add_argument("--out", type=path_argument, default=OUT,
+                    help="the .safetensors file to write (a .json goes beside it)")
+    ap.add_argument("--cache", type=path_argument, default=CACHE,
                     help="a private folder (mode 0700, yours, not a link) for the encoder's features; made if "
                          "missing (default: %(default)s)")
-    ap.add_argument("--check", action="store_true", help="fit again and compare with the committed file")
-    ap.add_argument("--report", action="store_true", help="print the JSON's numbers as markdown tables, fit nothing")
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--check", action="store_true", help="fit again and compare with the file at --out")
+    what.add_argument("--report", action="store_true", help="print the JSON's numbers as markdown tables, fit nothing")
     args = ap.parse_args(argv)
-    if args.report:
-        print(report(json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))))
-        return 0
+    reads = "--check" if args.check else "--report" if args.report else None
+    problem = output_problem(args.out, reads) or (None if args.report else cache_problem(args.cache))
+    if problem:
+        ap.error(problem)
+    return args
+
+
+HEAD_BYTES = 2**21  # the head's file (five float32 tensors, about 0.7 MB) and its JSON, at most
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.report:
+            print(read_run_json(args.out.with_suffix(".json"), report))
+            return 0
+        if not args.check:  # the head and its JSON must fit, before any work
+            check_free_space(args.out.parent, HEAD_BYTES)
+        return run(args)
+    except (UnsafePath, RunFileError) as e:
+        print(f"refused: {e}; nothing written", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        print(f"not enough disk space: {e.strerror}; nothing written (any earlier file is unchanged)", file=sys.stderr)
+        return 1
+
+
+def head_bytes(fitted: dict, layer: int) -> bytes:
+    """The head as loading.save_mlm_head writes it."""
+    with tempfile.TemporaryDirectory() as d:
+        fresh = Path(d) / "head.safetensors"
+        loading.save_mlm_head(fresh, fitted, encoder=loading.MINILM_REPO, layer=layer)
+        return fresh.read_bytes()
+
+
+def run(args) -> int:
     t_start = time.perf_counter()
     model = bv.load("minilm", mlm=False, backend="numpy")
     c, tok = model.config, model.tokenizer
+    if c.num_layers != LAYERS:
+        raise AssertionError(f"--layer's range assumes {LAYERS} layers; MiniLM has {c.num_layers}")
     layer = c.num_layers - 1 if args.layer is None else args.layer
     rng = np.random.default_rng(args.seed)
     sentences = corpus()
@@ -215,11 +265,7 @@ def main(argv=None) -> int:
     print(f"corpus: {len(sentences):,} sentences; {len(encs):,} sampled ({n_held:,} held out); "
           f"tokenized in {time.perf_counter() - t_start:.0f} s", flush=True)
     t_feat = time.perf_counter()
-    try:
-        Z, targets, kinds, which = cached_features(model, encs, args.seed, layer, args.cache)
-    except UnsafePath as e:
-        print(f"refused: {e}; nothing written", file=sys.stderr)
-        return 2
+    Z, targets, kinds, which = cached_features(model, encs, args.seed, layer, args.cache)
     feat_s = time.perf_counter() - t_feat
     held = which < n_held
     train = ~held
@@ -263,17 +309,13 @@ def main(argv=None) -> int:
         "threads": os.environ.get("OMP_NUM_THREADS", "default"), "numpy": np.__version__,
         "loss_curve": [[s, r, round(l, 4)] for s, r, l in log], "heldout": results, "examples": shown,
     }
+    data = head_bytes(fitted, layer)
     if args.check:
-        with tempfile.TemporaryDirectory() as d:
-            fresh = Path(d) / args.out.name
-            loading.save_mlm_head(fresh, fitted, encoder=loading.MINILM_REPO, layer=layer)
-            same = fresh.read_bytes() == args.out.read_bytes()
+        same = data == read_regular(args.out)
         print(f"{args.out}: {'the same bytes' if same else 'DIFFERENT bytes'} after fitting again "
               f"({total_s:.0f} s)")
         return 0 if same else 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    loading.save_mlm_head(args.out, fitted, encoder=loading.MINILM_REPO, layer=layer)
-    args.out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    write_pair(args.out, data, json.dumps(meta, indent=1) + "\n")
     print(json.dumps({k: results[k]["all"] | {"content": results[k]["content"]["top5"],
                                               "function": results[k]["function"]["top5"]} for k in results}, indent=1))
     for s, top in shown.items():

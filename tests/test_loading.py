@@ -238,3 +238,16 @@ def test_bad_sources_are_explained(tmp_path):
         bv.load(str(f))
     with pytest.raises(ValueError, match="only to load"):
         bv.load("minilm", config={"num_layers": 2})
+
+
+def test_a_huge_minilm_mlm_file_is_refused_before_it_is_read(tmp_path, monkeypatch, minilm):
+    # issue 49, N26: a 4 GiB (sparse) minilm-mlm file was read whole before any size check
+    from bertviz_lite.errors import CheckpointError
+    path = tmp_path / loading.MINILM_MLM_FILE
+    with open(path, "wb") as f:
+        f.truncate(4 * 2**30)  # sparse: no disk used
+    path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": "0" * 64}}))
+    monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail(f"{self} read whole"))
+    with pytest.raises(CheckpointError, match=r"4,294,967,296 bytes, more than the [\d,]+ that every layer") as e:
+        loading.read_minilm_mlm(path, minilm.config)
+    assert str(path) in str(e.value)

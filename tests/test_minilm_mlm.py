@@ -163,6 +163,8 @@ def files(script):
     (["--lr-layers", "nan"], "learning rate"), (["--sentences", "5"], "expected >= 40"),
     (["--out", "/nonexistent/dir/m.safetensors"], "does not exist"), (["--out", "m.bin"], ".safetensors"),
     (["--write-log"], "goes with --smoke"), (["--check", "--out", "/nonexistent/m.safetensors"], "does not exist"),
+    (["--out", "a\x00b.safetensors"], "NUL"), (["--out", "x" * 300 + ".safetensors"], "at most 255"),  # N40
+    (["--init", "a\x00b.safetensors"], "NUL"),
 ])
 def test_training_script_refuses_bad_arguments_before_any_work(script, args, message, capsys, monkeypatch):
     monkeypatch.setattr(script, "run", lambda args: pytest.fail("work started"))
@@ -245,9 +247,10 @@ def the_cache_file(cache: Path) -> Path:
 def test_a_cache_folder_that_is_not_private_is_refused(script, tmp_path, capsys, plant):
     cache = tmp_path / "cache"
     elsewhere = plant_folder(cache, plant)
-    assert smoke(script, cache) == 2
+    with pytest.raises(SystemExit) as e:  # N47: refused with the arguments, before any work
+        smoke(script, cache)
     err = capsys.readouterr().err
-    assert "refused" in err and str(cache) in err
+    assert e.value.code == 2 and "--cache" in err and str(cache) in err
     assert list(elsewhere.iterdir()) == [] and not list(tmp_path.glob("**/*.npz"))  # nothing written through
 
 
@@ -485,3 +488,103 @@ def test_a_held_out_draw_ended_with_a_period_keeps_its_rows(script, minilm):
     last = script.mlm.Masked(ids=ended.ids[:-2] + [tok.token_to_id("[MASK]")] + ended.ids[-1:],
                              positions=[len(ended.ids) - 2], targets=[ended.ids[-2]], kinds=["mask"])
     assert script.period_draw(minilm, last) is last
+
+
+# ------------------------------------------------------------------------------------------
+# issue 49: N40 (an --out folder it cannot write, --report / --evaluate / --init errors), N20 (the pair)
+# ------------------------------------------------------------------------------------------
+
+
+def test_an_out_folder_it_cannot_write_is_refused_before_any_work(script, tmp_path, capsys, monkeypatch):
+    # N40: a read-only folder (or another user's) was found only after the whole run; root may write anywhere,
+    # so the check (os.access) is told the folder is read-only
+    monkeypatch.setattr(script, "run", lambda args: pytest.fail("work started"))
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **k: False if Path(p) == tmp_path / "ro" else real(p, mode, **k))
+    (tmp_path / "ro").mkdir()
+    with pytest.raises(SystemExit) as e:
+        script.main(["--out", str(tmp_path / "ro" / "m.safetensors"), "--cache", str(tmp_path / "c")])
+    assert e.value.code == 2 and "cannot write into the folder" in capsys.readouterr().err
+
+
+def _user_file(tmp_path) -> Path:
+    path = _copy(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_evaluate_and_init_errors_are_one_line_naming_the_users_file(script, tmp_path, capsys, monkeypatch):
+    # N40: raw CheckpointError tracebacks, whose advice named the shipped file (git checkout) for the user's own
+    monkeypatch.setattr(script, "prepare", lambda *a: pytest.fail("work started"))
+    path = _user_file(tmp_path)
+    for args in (["--evaluate", "--out", str(path)],
+                 ["--init", str(path), "--out", str(tmp_path / "new.safetensors"), "--cache", str(tmp_path / "c")]):
+        assert script.main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("refused:") and err.count("\n") == 1 and str(path) in err, err
+        assert "git checkout" not in err and "another minilm-mlm file" in err
+
+
+@pytest.mark.parametrize("text", ["not json", '{"heldout": {}}', "[" * 100_000 + "]" * 100_000])
+def test_a_report_of_a_file_that_is_no_runs_json_is_one_line(script, tmp_path, capsys, text):
+    # N40: a raw JSONDecodeError / KeyError / RecursionError
+    out = tmp_path / "m.safetensors"
+    out.with_suffix(".json").write_text(text)
+    assert script.main(["--report", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ("is not a run's JSON" in err or "nested too deeply" in err), err
+
+
+def _new_pair(tmp_path):
+    """The shipped weights at tmp_path (the old pair), and new weights (one tensor changed) with their JSON."""
+    import hashlib
+    from safetensors.numpy import load_file
+    out = _copy(tmp_path)
+    tensors = load_file(str(SHIPPED))
+    tensors["mlm.bias"] = (tensors["mlm.bias"] + 1).astype(tensors["mlm.bias"].dtype)
+    first = min(int(k.split(".")[1]) for k in tensors if k.startswith("layer."))
+    fresh = tmp_path / "fresh" / loading.MINILM_MLM_FILE
+    fresh.parent.mkdir()
+    loading.save_minilm_mlm(fresh, tensors, first=first)
+    data = fresh.read_bytes()
+    return out, data, json.dumps({"file": {"sha256": hashlib.sha256(data).hexdigest()}}) + "\n", tensors
+
+
+def test_a_run_stopped_between_the_two_renames_leaves_a_pair_that_loads(script, tmp_path, minilm, monkeypatch):
+    # N20: weights and JSON were two renames; a kill between them left new weights beside the old JSON: refused
+    out, data, info, tensors = _new_pair(tmp_path)
+    real = os.replace
+
+    def killed(src, dst):
+        if Path(dst) == out.with_suffix(".json"):
+            raise KeyboardInterrupt  # the run stopped just before the JSON's rename
+        real(src, dst)
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        script.write_outputs(out, data, info)
+    monkeypatch.setattr(os, "replace", real)
+    got = loading.read_minilm_mlm(out, minilm.config)  # the new pair
+    np.testing.assert_array_equal(got["mlm.bias"], tensors["mlm.bias"].astype(np.float32))
+    script.write_outputs(out, data, info)  # the next run finishes the job and leaves nothing beside it
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["minilm_mlm.json", loading.MINILM_MLM_FILE]
+
+
+def test_a_full_disk_while_writing_leaves_the_earlier_pair_as_it_was(script, files, tmp_path, minilm, monkeypatch):
+    # N20: "any earlier file is unchanged" was not true when the JSON's write failed after the weights' rename
+    import errno
+    out, data, info, _ = _new_pair(tmp_path)
+    before = {p: p.read_bytes() for p in (out, out.with_suffix(".json"))}
+    real = files.write_beside
+
+    def full(target, text, sync=False):
+        if Path(target).suffix == ".json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(target, text, sync=sync)
+    monkeypatch.setattr(files, "write_beside", full)
+    with pytest.raises(OSError):
+        script.write_outputs(out, data, info)
+    assert {p: p.read_bytes() for p in before} == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["minilm_mlm.json", loading.MINILM_MLM_FILE]
+    loading.read_minilm_mlm(out, minilm.config)

@@ -218,9 +218,112 @@ def test_the_head_script_replaces_features_that_do_not_fit(minilm, encs, tmp_pat
         np.testing.assert_array_equal(a, b)
 
 
-def test_the_head_script_exits_2_on_a_cache_folder_that_is_a_link(tmp_path, capsys):
+def test_the_head_script_exits_2_on_a_cache_folder_that_is_a_link(tmp_path, capsys, monkeypatch):
+    # N47: --cache was checked only after the whole corpus was tokenized
+    monkeypatch.setattr(train_mlm_head, "encode", lambda *a: pytest.fail("work started"))
     elsewhere = plant_folder(tmp_path / "cache", "symlink")
     out = tmp_path / "head.safetensors"
-    code = train_mlm_head.main(["--sentences", "8", "--cache", str(tmp_path / "cache"), "--out", str(out)])
-    assert code == 2 and "refused" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        train_mlm_head.main(["--sentences", "40", "--cache", str(tmp_path / "cache"), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--cache" in err and "a symbolic link" in err
     assert list(elsewhere.iterdir()) == [] and not out.exists()
+
+
+def test_the_other_script_checks_its_cache_before_any_work(tmp_path, capsys, monkeypatch):
+    # N47: the same for train_minilm_mlm.py
+    import train_minilm_mlm
+    monkeypatch.setattr(train_minilm_mlm, "prepare", lambda *a: pytest.fail("work started"))
+    plant_folder(tmp_path / "cache", "open to others")
+    with pytest.raises(SystemExit) as e:
+        train_minilm_mlm.main(["--sentences", "40", "--cache", str(tmp_path / "cache"),
+                               "--out", str(tmp_path / "m.safetensors")])
+    assert e.value.code == 2 and "open to others" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------
+# issue 49: the mode of what is written (N43), a header that lies (N47), a folder in the way (N47),
+# a cache in a folder others can rename (N47), the encoder's weights in the key (N19)
+# ------------------------------------------------------------------------------------------
+
+
+def test_a_new_file_follows_the_umask_and_a_replaced_one_keeps_its_mode(tmp_path):
+    # N43: mkstemp made every output 0600, whatever the umask or the old file's mode
+    new, old = tmp_path / "new.safetensors", tmp_path / "old.safetensors"
+    old.write_bytes(b"old")
+    old.chmod(0o664)
+    before = os.umask(0o022)
+    try:
+        files.write_atomic(new, b"new weights")
+        files.write_atomic(old, b"new weights")
+        files.write_pair(tmp_path / "pair.safetensors", b"weights", "{}\n")
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o644 and stat.S_IMODE(old.stat().st_mode) == 0o664
+    for name in ("pair.safetensors", "pair.json"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644
+
+
+def test_a_cache_file_whose_header_declares_too_many_rows_is_made_afresh(tmp_path):
+    # N47: a header declaring 10**12 rows gave a raw MemoryError
+    import zipfile
+    cache, make = tmp_path / "cache", Maker()
+    cached(cache, make)
+    path = the_file(cache)
+    with zipfile.ZipFile(path) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    import io
+    header = io.BytesIO()  # rows.npy's header declaring 10**12 rows, its 48 bytes after it
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (10**12, 3)})
+    members["rows.npy"] = header.getvalue() + np.arange(12, dtype=np.float32).tobytes()
+    with zipfile.ZipFile(path, "w") as z:
+        for n, data in members.items():
+            z.writestr(n, data)
+    said = []
+    again = cached(cache, make, said)
+    assert make.calls == 2 and any("cannot be used" in s for s in said), said
+    np.testing.assert_array_equal(again["rows"], Maker()()["rows"])
+
+
+def test_a_folder_at_the_cache_files_name_names_the_cache(tmp_path):
+    # N47: it was told to "choose another --out"
+    cache, make = tmp_path / "cache", Maker()
+    cached(cache, make)
+    path = the_file(cache)
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(files.UnsafePath) as e:
+        cached(cache, make)
+    assert "--cache" in str(e.value) and "--out" not in str(e.value) and str(path) in str(e.value)
+
+
+def test_a_cache_in_a_folder_others_can_rename_it_in_is_refused(tmp_path):
+    # N47: a cache inside another user's non-sticky 0777 folder was accepted: its owner (or anyone) can
+    # rename our folder away and put a link in its place
+    if os.getuid() != 0:
+        pytest.skip("giving a folder to another user needs root (CI runs as root)")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, 12345, 12345)
+    shared.chmod(0o777)
+    with pytest.raises(files.UnsafePath, match="others can rename"):
+        files.private_folder(shared / "cache")
+    assert not (shared / "cache").exists()  # refused before it was made
+    os.chown(shared, 0, 0)
+    shared.chmod(0o1777)  # root's and sticky, as /tmp: only the owner of an entry may rename it
+    assert files.private_folder(shared / "cache") == shared / "cache"
+
+
+def test_the_head_features_are_keyed_on_the_encoders_weights(minilm, encs, tmp_path, capsys):
+    # N19: the key was (seed, layer, source name, ids): an encoder with one weight changed got another's features
+    import bertviz_lite as bv
+    from bertviz_lite.backend import to_host
+    cache = tmp_path / "cache"
+    first = head_features(minilm, encs, cache)
+    weights = {k: to_host(v).copy() for k, v in minilm.weights.items()}
+    weights["layer.5.ffn.W_down"][0, 0] += 1.0
+    changed = bv.Bert(minilm.config, weights, minilm.tokenizer, name=minilm.name, backend_name="numpy",
+                      source=minilm.source)
+    other = head_features(changed, encs, cache)
+    assert len(list(cache.glob("head-input-*.npz"))) == 2  # its own file, not the first model's
+    assert not np.array_equal(first[0], other[0])

@@ -90,10 +90,11 @@ def _still_replaceable(target: Path, shown, what: str) -> None:
                                    "(something else was made at that path); nothing was replaced")
 
 
-def write_whole(target: Path, text: str | bytes, shown: Path, what: str = "the page") -> None:
-    """Write text (or bytes) to target (a new or a regular file) whole or not at all: a temp file beside it, then
-    os.replace. A new file follows the umask; a replaced one keeps its mode (and its owner, where we may
-    set it: root overwriting another user's page). Errors name `shown`."""
+def write_beside(target: Path, data, sync: bool = False) -> Path:
+    """A temporary file beside target holding data (str, bytes, or a function that writes into a binary file),
+    with the mode the target should end with: a new file follows the umask; a replaced one keeps its mode (and
+    its owner, where we may set it: root overwriting another user's page). Returns its path; the caller renames
+    it onto target (or removes it). On any error it is removed and the error raised."""
     try:
         old = os.stat(target)
     except FileNotFoundError:
@@ -102,20 +103,35 @@ def write_whole(target: Path, text: str | bytes, shown: Path, what: str = "the p
     stem = target.name if len(os.fsencode(target.name)) <= 200 else os.fsencode(target.name)[:180].decode(
         "utf-8", "ignore")
     tmp = target.with_name(f".{stem}.{secrets.token_hex(6)}.part")
+    # 0o666 & ~umask, as open() would make it; O_EXCL: never an existing file
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        # 0o666 & ~umask, as open() would make it; O_EXCL: never an existing file
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with (os.fdopen(fd, "w", encoding="utf-8") if isinstance(data, str) else os.fdopen(fd, "wb")) as f:
+            if old is not None:
+                if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+                    try:
+                        os.fchown(f.fileno(), old.st_uid, old.st_gid)
+                    except PermissionError:  # only root may give a file to another user
+                        pass
+                # the old file's permissions, never its setuid, setgid or sticky bit
+                os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode) & 0o777)
+            f.write(data) if isinstance(data, (str, bytes)) else data(f)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def write_whole(target: Path, text: str | bytes, shown: Path, what: str = "the page") -> None:
+    """Write text (or bytes) to target (a new or a regular file) whole or not at all: a temp file beside it
+    (write_beside: the mode and owner a new or replaced file should have), then os.replace. Errors name
+    `shown`."""
+    try:
+        tmp = write_beside(target, text)
         try:
-            with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
-                if old is not None:
-                    if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
-                        try:
-                            os.fchown(f.fileno(), old.st_uid, old.st_gid)
-                        except PermissionError:  # only root may give a file to another user
-                            pass
-                    # the old file's permissions, never its setuid, setgid or sticky bit
-                    os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode) & 0o777)
-                f.write(text)
             _still_replaceable(target, shown, what)
             os.replace(tmp, target)
         except BaseException:
