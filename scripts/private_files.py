@@ -5,7 +5,11 @@ under the shared temporary directory, where anyone could plant a folder, a file,
 - the cache is a folder only this user can enter (`private_folder`: mode 0700, ours, not a link);
 - a file is read without following a link or blocking on a FIFO (`open_regular`);
 - a cached file is used only when everything about it checks out (`cached_arrays`), else made afresh;
-- a file is written to a temporary name beside it and renamed onto it (`write_atomic`): whole or not at all.
+- a file is written to a temporary name beside it and renamed onto it (`write_atomic`): whole or not at all,
+  with the mode a new file or the replaced one should have (views.files.write_beside); the weights and their
+  JSON are replaced as a pair (`write_pair`);
+- an output path and the cache folder are checked with the arguments, before any work (`path_argument`,
+  `output_problem`, `cache_problem`).
 A path the scripts will not read or write through raises `UnsafePath`; the scripts exit 2 with its message.
 """
 

@@ -21,7 +21,9 @@ What it does (every choice and its reason is in data/README.md, "The masked-LM h
 5. held-out top-1/top-5 of the fitted head against the unigram baseline and the untrained head,
    by word class (content, function, other) and by what the encoder saw ([MASK], random, kept);
 6. the head as safetensors (float32, the five learned tensors: W_T is MiniLM's own) and a JSON
-   beside it with the settings, the loss curve, the held-out numbers and example predictions.
+   beside it with the settings, the loss curve, the held-out numbers and example predictions,
+   replaced as a pair (private_files.write_pair). The arguments, --out, its .json and the cache
+   are checked before any work.
 
 NumPy with OpenBLAS on 2 threads; the same machine, library versions and thread count give the
 same bytes (--check). Takes about 7 minutes on 2 cores.
