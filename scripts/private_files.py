@@ -236,6 +236,29 @@ def read_run_json(path: Path, render: Callable[[dict], str]) -> str:
                            "--out of a run") from None
 
 
+def one_line(message: str) -> str:
+    """A CheckpointError's list of problems on one line."""
+    return message.replace("\n  - ", "; ").replace("\n", " ")
+
+
+def refusals_as_lines(work: Callable[[], int]) -> int:
+    """work()'s exit code; a refusal (UnsafePath, RunFileError, a CheckpointError of a file the user named) is one
+    line on stderr and exit code 2, a full disk one line and 1 (both scripts' mains)."""
+    import sys
+
+    from bertviz_lite.errors import CheckpointError
+    try:
+        return work()
+    except (UnsafePath, RunFileError, CheckpointError) as e:
+        print(f"refused: {one_line(str(e))}; nothing written", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        print(f"not enough disk space: {e.strerror}; nothing written (any earlier file is unchanged)", file=sys.stderr)
+        return 1
+
+
 def cache_problem(cache: Path) -> str | None:
     """Why `cache` cannot hold the features (private_folder refuses it), as one line; None when it can."""
     try:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import errno
 import hashlib
 import json
 import math
@@ -62,9 +61,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_corpus as MC  # noqa: E402  (WordNet's files: the usage examples, the definitions' headwords)
 import train_mlm_head as T  # noqa: E402  (corpus, sample, split, summaries: shared with the head-only fit)
-from private_files import (CACHE, RunFileError, UnsafePath, cache_problem, cached_arrays,  # noqa: E402
-                           check_free_space, model_sha256, output_problem, path_argument, read_regular,
-                           read_run_json, regular_or_absent, whole_number, write_pair)
+from private_files import (CACHE, UnsafePath, cache_problem, cached_arrays, check_free_space,  # noqa: E402
+                           model_sha256, output_problem, path_argument, read_regular, read_run_json,
+                           refusals_as_lines, regular_or_absent, whole_number, write_pair)
 
 import bertviz_lite as bv  # noqa: E402
 from bertviz_lite import loading, mlm, schema  # noqa: E402
@@ -499,38 +498,17 @@ def finite(params: dict) -> bool:
 # ------------------------------------------------------------------------------------------
 
 
-def one_line(message: str) -> str:
-    """A CheckpointError's list of problems on one line."""
-    return message.replace("\n  - ", "; ").replace("\n", " ")
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        if args.report:
-            print(read_run_json(args.out.with_suffix(".json"), report))
-            return 0
-    except (UnsafePath, RunFileError) as e:
-        print(f"refused: {e}", file=sys.stderr)
-        return 2
+    if args.report:
+        return refusals_as_lines(lambda: print(read_run_json(args.out.with_suffix(".json"), report)) or 0)
     if args.make_usage:
         return make_usage()
     before = os.environ.get("BERTVIZ_LITE_THREADS")
     os.environ["BERTVIZ_LITE_THREADS"] = str(args.threads)  # the engine's kernels; threadpoolctl fixes BLAS's
     try:
         with threadpool_limits(limits=args.threads, user_api="blas"):
-            return evaluate(args) if args.evaluate else run(args)
-    except UnsafePath as e:
-        print(f"refused: {e}; nothing written", file=sys.stderr)
-        return 2
-    except bv.CheckpointError as e:  # N40: --init's or --evaluate's file, once a raw traceback
-        print(f"refused: {one_line(str(e))}; nothing written", file=sys.stderr)
-        return 2
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        print(f"not enough disk space: {e.strerror}; nothing written (any earlier file is unchanged)", file=sys.stderr)
-        return 1
+            return refusals_as_lines(lambda: evaluate(args) if args.evaluate else run(args))
     finally:
         if before is None:
             del os.environ["BERTVIZ_LITE_THREADS"]

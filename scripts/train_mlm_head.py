@@ -32,7 +32,6 @@ same bytes (--check). Takes about 7 minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
-import errno
 import hashlib
 import json
 import os
@@ -47,9 +46,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 from make_corpus import OUT as EXAMPLES, read_glosses  # noqa: E402
-from private_files import (CACHE, RunFileError, UnsafePath, cache_problem, cached_arrays,  # noqa: E402
-                           check_free_space, model_sha256, output_problem, path_argument, read_regular,
-                           read_run_json, whole_number, write_pair)
+from private_files import (CACHE, cache_problem, cached_arrays, check_free_space, model_sha256,  # noqa: E402
+                           output_problem, path_argument, read_regular, read_run_json, refusals_as_lines,
+                           whole_number, write_pair)
 
 import bertviz_lite as bv  # noqa: E402
 from bertviz_lite import loading, mlm  # noqa: E402
@@ -228,21 +227,15 @@ HEAD_BYTES = 2**21  # the head's file (five float32 tensors, about 0.7 MB) and i
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
+
+    def work() -> int:
         if args.report:
             print(read_run_json(args.out.with_suffix(".json"), report))
             return 0
         if not args.check:  # the head and its JSON must fit, before any work
             check_free_space(args.out.parent, HEAD_BYTES)
         return run(args)
-    except (UnsafePath, RunFileError) as e:
-        print(f"refused: {e}; nothing written", file=sys.stderr)
-        return 2
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        print(f"not enough disk space: {e.strerror}; nothing written (any earlier file is unchanged)", file=sys.stderr)
-        return 1
+    return refusals_as_lines(work)
 
 
 def head_bytes(fitted: dict, layer: int) -> bytes:

@@ -81,6 +81,26 @@ def plant_folder(path: Path, plant: str) -> Path:
     return elsewhere
 
 
+OUT_PLANTS = ["fifo", "symlink", "folder"]
+
+
+def plant_at_out(out: Path, which: str, plant: str) -> Path:
+    """Something no script may write onto (one of OUT_PLANTS) at a weights file `out` (which="weights") or at
+    its .json, inside tmp_path only; returns the file a symlink points to, which must keep b"keep me"."""
+    import os
+
+    path = out if which == "weights" else out.with_suffix(".json")
+    victim = out.parent / "victim"
+    victim.write_bytes(b"keep me")
+    if plant == "fifo":
+        os.mkfifo(path)
+    elif plant == "symlink":
+        path.symlink_to(victim)
+    else:
+        path.mkdir()
+    return victim
+
+
 def golden_keys(L, mlm=False):
     keys = EMBED_KEYS + [f"layer.{l}.{k}" for l in range(L) for k in LAYER_KEYS] + ["pooler.out"]
     return keys + (["mlm.logits"] if mlm else [])

@@ -19,7 +19,7 @@ from bertviz_lite import loading
 from bertviz_lite.backend import to_host
 from bertviz_lite.errors import CheckpointError, EditError
 
-from .helpers import FOLDER_PLANTS, plant_folder, rewrite_npz
+from .helpers import FOLDER_PLANTS, OUT_PLANTS, plant_at_out, plant_folder, rewrite_npz
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "train_minilm_mlm.py"
@@ -314,19 +314,11 @@ def test_a_fifo_or_link_in_the_cache_is_refused_without_hanging(script, tmp_path
 
 
 @pytest.mark.parametrize("which", ["weights", "json"])
-@pytest.mark.parametrize("plant", ["fifo", "symlink", "folder"])
+@pytest.mark.parametrize("plant", OUT_PLANTS)
 def test_out_is_only_a_regular_file_or_a_new_name(script, tmp_path, capsys, monkeypatch, which, plant):
     monkeypatch.setattr(script, "run", lambda args: pytest.fail("work started"))
     out = tmp_path / "m.safetensors"
-    path = out if which == "weights" else out.with_suffix(".json")
-    victim = tmp_path / "victim"
-    victim.write_bytes(b"keep me")
-    if plant == "fifo":
-        os.mkfifo(path)
-    elif plant == "symlink":
-        path.symlink_to(victim)
-    else:
-        path.mkdir()
+    victim = plant_at_out(out, which, plant)
     with pytest.raises(SystemExit) as e:
         script.main(["--out", str(out)])
     assert e.value.code == 2 and "only onto a regular file" in capsys.readouterr().err

@@ -20,6 +20,8 @@ import train_mlm_head as T  # noqa: E402
 
 sys.path.remove(str(ROOT / "scripts"))
 
+from .helpers import OUT_PLANTS, plant_at_out  # noqa: E402
+
 
 @pytest.fixture
 def no_work(monkeypatch):
@@ -53,20 +55,12 @@ def test_bad_arguments_are_refused_before_any_work(args, message, capsys, no_wor
 
 
 @pytest.mark.parametrize("which", ["weights", "json"])
-@pytest.mark.parametrize("plant", ["fifo", "symlink", "folder"])
+@pytest.mark.parametrize("plant", OUT_PLANTS)
 def test_out_is_only_a_regular_file_or_a_new_name(tmp_path, capsys, no_work, which, plant):
     # N38: the .json was written with write_text: through a link (the target overwritten), into a FIFO (a hang);
     # N39: an --out that is a folder was a raw traceback after the work
     out = tmp_path / "h.safetensors"
-    path = out if which == "weights" else out.with_suffix(".json")
-    victim = tmp_path / "victim"
-    victim.write_bytes(b"keep me")
-    if plant == "fifo":
-        os.mkfifo(path)
-    elif plant == "symlink":
-        path.symlink_to(victim)
-    else:
-        path.mkdir()
+    victim = plant_at_out(out, which, plant)
     err = refused(["--out", str(out), "--cache", str(tmp_path / "c")], capsys)
     assert "only onto a regular file" in err and victim.read_bytes() == b"keep me"
 
