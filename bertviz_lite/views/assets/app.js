@@ -605,7 +605,19 @@ function render({ model, el: host }) {
   const first = model.get("first");
   if (first && first.header) onMessage(app, { ...first.header, type: "view", request_key: first.key }, first.buffers);
   app.show();
-  return watchTheme(app);
+  const unwatch = watchTheme(app), unsize = watchWidth(app);
+  return () => { unwatch(); unsize(); };
+}
+// the widget is drawn before JupyterLab places it in the page (no width yet: panels that would not fit never
+// flowed onto the next line); draw again once it has its width, and when the width changes (a sidebar, a resize)
+function watchWidth(app) {
+  if (!window.ResizeObserver) return () => {};
+  const sizes = new ResizeObserver(() => {
+    const w = app.root.clientWidth;
+    if (w && w !== app.drawnWidth) requestAnimationFrame(app.show);
+  });
+  sizes.observe(app.root);
+  return () => sizes.disconnect();
 }
 
 function newApp(model) {
@@ -1087,6 +1099,7 @@ function drawPanels(app, tab, fig) {
   drawHeading(app, p, tab, fig);
   placePanels(app, p, fig, titled, cols);
   const full = widthOf(app);
+  app.drawnWidth = app.root.clientWidth;
   // one row height for a grid row whose bars line up with a map (the neuron view): k, q∘k and the bars
   const alignedRows = new Set(fig.panels.filter((q) => q.type === "bars" && q.aligned).map((q) => q.at[0]));
   const size = { full, cols, alignedRows, thumb: Math.max(36, Math.min(90, Math.floor((full + 60) / cols) - 6)) };
