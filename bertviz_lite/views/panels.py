@@ -120,7 +120,7 @@ def head_layout(vd: dict) -> dict:
                 panels=[panel], notes=[f"a line per weight A \u2265 {vd['min_weight']}: darker and wider for a larger "
                                        "weight; one colour per head"],
                 live=["click a head's box to add or remove it, double-click it to see it alone (again: every head); "
-                      "hover a token to see only its lines"], edited="")
+                      "hover a token to see only its lines, the other side's tokens shaded by their weights"], edited="")
 
 
 def token_layout(vd: dict) -> dict:

@@ -497,6 +497,26 @@ function strokeLines(ctx, p, hov, xl, xr, y) {
   }
   ctx.globalAlpha = 1;
 }
+// bertviz's hover: behind each token on the other side, one box per chosen head in its colour, its opacity that
+// token's weight (hovering a query: the keys it attends to; hovering a key: the queries attending to it); returns
+// what it shaded ([token, head, weight] per box, read by the tests)
+function shadeTokens(ctx, p, hov, W, xl, xr, top, rowH) {
+  const C = p.right.length, k = p.series.length, toKeys = hov.side === "q";
+  const n = toKeys ? C : p.left.length, [x0, x1] = toKeys ? [xr + 1, W - 2] : [2, xl - 1], bw = (x1 - x0) / k;
+  const shades = [];
+  p.series.forEach((s, si) => {
+    ctx.fillStyle = s.colour;
+    for (let t = 0; t < n; t++) {
+      const w = toKeys ? s.z[hov.i * C + t] : s.z[t * C + hov.i];
+      if (!(w > 0)) continue;
+      ctx.globalAlpha = Math.min(1, w);
+      ctx.fillRect(x0 + si * bw, top(t) + 1, bw, rowH - 2);
+      shades.push([t, s.head, w]);
+    }
+  });
+  ctx.globalAlpha = 1;
+  return { side: toKeys ? "k" : "q", i: hov.i, boxes: shades, x: [x0, x1], width: bw };
+}
 // the head view: queries on the left, keys on the right, a line per weight; the hovered token's lines alone
 function drawLines(l, p, width) {
   const N = Math.max(p.left.length, p.right.length), rowH = N > LIMITS.long_input ? 12 : 18, top = 24;
@@ -514,6 +534,7 @@ function drawLines(l, p, width) {
   const hov = l.hover;
   ctx.fillStyle = colour; ctx.textAlign = "center";
   ctx.fillText(p.left_title, xl - 50, 10); ctx.fillText(p.right_title, xr + 50, 10);
+  l.canvas.shades = hov ? shadeTokens(ctx, p, hov, W, xl, xr, (i) => y(i) - rowH / 2, rowH) : null;
   strokeLines(ctx, p, hov, xl, xr, y);
   const label = (s) => (s.length > 22 ? s.slice(0, 21) + "\u2026" : s);
   const tokens = (list, groups, side, align, x) => list.forEach((s, i) => {
