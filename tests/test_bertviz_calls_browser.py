@@ -179,3 +179,55 @@ def test_hovering_a_head_view_token_shades_the_other_side_by_weight(browser, tmp
         assert not errors, errors
     finally:
         page.close()
+
+
+def open_html(browser, html: str, tmp_path, name):
+    path = tmp_path / f"{name}.html"
+    path.write_text(html, encoding="utf-8")
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    return page, errors
+
+
+LINES_ALPHA = """(c) => { const ctx = c.getContext('2d'), d = ctx.getImageData(0, 0, c.width, c.height).data;
+    const x0 = Math.round(c.width * 0.35), x1 = Math.round(c.width * 0.65);  // between the labels: lines only
+    let sum = 0; for (let y = 0; y < c.height; y++) for (let x = x0; x < x1; x++) sum += d[4 * (y * c.width + x) + 3];
+    return sum / (c.height * (x1 - x0)); }"""  # the lines' mean opacity (0-255)
+
+
+def test_bertvizs_calls_look_like_bertvizs_and_explore_keeps_its_own(browser, tmp_path):
+    # head_view(attention, tokens): every head's lines faint until a token is hovered (then as strong as
+    # bv.explore's); model_view(...): bertviz's line thumbnails. bv.explore keeps its stronger lines and maps.
+    att = [GradTensor(a) for a in attentions(layers=3, heads=4)]
+    looks = {}
+    for name, html in (("call", bv.head_view(att, TOKENS, 6, html_action="return").data),
+                       ("explore", bv.explore(att, tokens=TOKENS, sentence_b_start=6, tab="head").page())):
+        page, errors = open_html(browser, html, tmp_path, f"look-{name}")
+        try:
+            wait_head(page, "s.bvl.heads.length === 4")
+            canvas = page.locator(f"{HEAD} canvas.bvl-headview")
+            still = canvas.evaluate(LINES_ALPHA)
+            page.screenshot(path=str(tmp_path / f"look-{name}-still.png"))
+            box = canvas.bounding_box()
+            page.mouse.move(box["x"] + box["width"] * 0.25, box["y"] + 24 + 18 * 2.5)  # query 2
+            hovered = canvas.evaluate(LINES_ALPHA)
+            page.screenshot(path=str(tmp_path / f"look-{name}.png"))
+            looks[name] = (still, hovered)
+            assert not errors, errors
+        finally:
+            page.close()
+    (call, call_hover), (ours, ours_hover) = looks["call"], looks["explore"]
+    assert call < 0.5 * ours, looks  # faint at first glance
+    assert abs(call_hover - ours_hover) <= 0.01 * ours_hover, looks  # a hovered token's lines at full strength
+    page, errors = open_html(browser, bv.model_view(att, TOKENS, 6, html_action="return").data, tmp_path, "look-model")
+    try:
+        page.wait_for_function(f"() => document.querySelectorAll(\"{MODEL} canvas.bvl-thumb-lines\").length === 12")
+        page.locator(f"{MODEL} canvas.bvl-thumb[data-layer='1'][data-head='2']").click()  # enlarged in place
+        page.wait_for_function(f"() => document.querySelector(\"{MODEL} canvas.bvl-thumb-big\")?.dataset.head === '2'")
+        assert page.evaluate("() => document.querySelector('.bvl-x').dataset.tab") == "model"
+        page.screenshot(path=str(tmp_path / "look-model.png"))
+        assert not errors, errors
+    finally:
+        page.close()

@@ -479,6 +479,7 @@ function Lines() {
 // hov: the token under the mouse ({side: "q" | "k", i}): only its lines
 function strokeLines(ctx, p, hov, xl, xr, y) {
   const lines = [], k = p.series.length, C = p.right.length, [a0, a1] = p.alpha, [w0, w1] = p.width;
+  const f = p.bertviz && !hov && k > 1 ? p.faint : 1; // bertviz's look: faint until a hover or a single head
   p.series.forEach((s, si) => {
     for (let i = 0; i < p.left.length; i++) {
       if (hov && hov.side === "q" && hov.i !== i) continue;
@@ -491,7 +492,7 @@ function strokeLines(ctx, p, hov, xl, xr, y) {
   });
   lines.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   for (const [w, si, i, j] of lines) {
-    ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = Math.min(1, a0 / Math.max(1, k) + a1 * w);
+    ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = f * Math.min(1, a0 / Math.max(1, k) + a1 * w);
     ctx.lineWidth = w0 + w1 * w;
     ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
   }
@@ -651,7 +652,8 @@ function newApp(model) {
     cacheBytes: 0, waitTimer: null, nextId: 1,
     compared: false, // the compare tab has been opened (openTab)
     allHeads: info.heads_shown || range(info.heads), // the head view's heads at the start (bertviz's: every head)
-    thumbs: { lines: false, big: null }, // the model view's thumbnails: lines or maps; the one enlarged (lines)
+    // the model view's thumbnails: lines (bertviz's calls) or maps (bv.explore); the one enlarged (lines)
+    thumbs: { lines: info.look === "bertviz", big: null },
     controls: {}, // tab -> {controls: [nodes], sync(sel, vd)}
     drawings: {}, // tab -> the nodes that draw its resolved panels
   };
@@ -1090,7 +1092,7 @@ function drawPanel(app, p, fig, i, size) {
     drawHeatmapPanel(app, part, panel, size, size.alignedRows.has(panel.at[0]));
     return panel.clim;
   }
-  if (panel.type === "lines") part.draw(panel, size.full);
+  if (panel.type === "lines") part.draw({ ...panel, bertviz: app.info.look === "bertviz" }, size.full);
   else if (panel.type === "bars") {
     const beside = fig.panels[besideIndex(fig, panel)];
     part.draw(panel, panel.aligned && beside ? rowHeightOf(beside) : null);
