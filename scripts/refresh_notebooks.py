@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/refresh_notebooks.py                 # every notebooks/NN_*.ipynb
     .venv/bin/python scripts/refresh_notebooks.py notebooks/04_one_head.ipynb
+    .venv/bin/python scripts/refresh_notebooks.py --form-only      # the stored form alone, nothing run
 
 Each notebook is executed top to bottom in notebooks/ (as nbval does), and its widget state is
 dropped (plotly's FigureWidget would add ~5 MB of JavaScript per widget). Then every output is
@@ -13,6 +14,13 @@ cleared except
   not compare images). Each picture must stay under --max-picture KiB.
 Committed notebooks stay small and deterministic. A notebook that takes longer than --budget
 seconds fails the run, and so does a `# PICTURE` cell that stored no picture.
+
+Notebooks are stored in the form JupyterLab writes, so that a lesson opened there is not marked
+modified (and closing it asks nothing): its kernelspec as ipykernel's `python3` kernel names itself
+(JupyterLab writes the running kernel's spec on open; "Python 3" became "Python 3 (ipykernel)"),
+the kernel's language_info (nbclient stores it), nbformat 4.5 with cell ids, and nbformat's own
+serialisation. A language_info.version other than the student's Python still marks it modified:
+JupyterLab writes the running kernel's, and leaving it out marks it modified too.
 """
 from __future__ import annotations
 
@@ -29,6 +37,28 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECK = "NBVAL_CHECK_OUTPUT"
 PICTURE = "# PICTURE"
 PNG = "image/png"
+# what JupyterLab writes on open: the spec of the kernel it starts (ipykernel.kernelspec.get_kernel_dict)
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def jupyterlab_form(nb):
+    """The notebook as JupyterLab would save it unchanged: its kernelspec, nbformat 4.5 (cell ids).
+    Only metadata and format; sources and outputs are left as they are."""
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.nbformat, nb.nbformat_minor = 4, max(5, nb.nbformat_minor)
+    for cell in nb.cells:
+        if "id" not in cell:
+            raise SystemExit("a cell without an id: add ids with nbformat.validator.normalize first")
+    return nb
+
+
+def store(nb, path: Path) -> None:
+    """Write as jupyter_server saves (nbformat.writes and a newline), through a temporary file beside it."""
+    if not path.is_file():
+        raise SystemExit(f"{path}: not a regular file")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(nbformat.writes(jupyterlab_form(nb)) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def is_picture(cell) -> bool:
@@ -82,7 +112,7 @@ def refresh(path: Path, budget: float, max_picture: float = 200.0) -> float:
         cell.metadata.pop("execution", None)
     nb.metadata.pop("widgets", None)
     nbformat.validate(nb)
-    nbformat.write(nb, path)
+    store(nb, path)
     if took > budget:
         cells = ", ".join(f"cell {i} {t:.1f} s" for t, i in slowest)
         raise SystemExit(f"{path.name} took {took:.1f} s, more than the {budget:.0f} s budget of a lesson "
@@ -95,10 +125,17 @@ def main(argv=None) -> int:
     p.add_argument("paths", nargs="*", type=Path)
     p.add_argument("--budget", type=float, default=90.0, help="seconds one lesson may take (default 90)")
     p.add_argument("--max-picture", type=float, default=200.0, help="KiB one stored picture may take (default 200)")
+    p.add_argument("--form-only", action="store_true",
+                   help="run nothing: store each notebook in the form JupyterLab writes (metadata and format only)")
     args = p.parse_args(argv)
     os.environ.setdefault("PYTHONHASHSEED", "0")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     paths = args.paths or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if args.form_only:
+        for path in paths:
+            store(nbformat.read(path, as_version=4), path.resolve())
+            print(f"{path.name:40s} stored in JupyterLab's form")
+        return 0
     total = 0.0
     for path in paths:
         took = refresh(path.resolve(), args.budget, args.max_picture)

@@ -14,6 +14,7 @@ heads", the sentence-pair filter in the head and model views, clicking a thumbna
 from __future__ import annotations
 
 
+import numpy as np
 import pytest
 
 import bertviz_lite as bv
@@ -134,6 +135,99 @@ def test_model_view_of_bertvizs_readme_call(browser, tmp_path):
         # attention alone: no neuron view, no step-through, no parameters tab
         tabs = page.evaluate("() => [...document.querySelectorAll('.bvl-x-tab')].map(b => b.dataset.tab)")
         assert tabs == ["attention", "model", "head", "token"]
+        assert not errors, errors
+    finally:
+        page.close()
+
+
+def test_hovering_a_head_view_token_shades_the_other_side_by_weight(browser, tmp_path):
+    # bertviz's hover: behind each token on the other side, a box per head in the head's colour, its opacity
+    # the weight. Hover query 3 (left): the keys' boxes; hover key 2 (right): the queries'. The pixels drawn
+    # (the outermost head's box, clear of labels and lines) have alphas ordered as the weights.
+    att = attentions(layers=3, heads=4)
+    w = bv.explore([GradTensor(a) for a in att], tokens=TOKENS, sentence_b_start=6, tab="head")
+    page, errors = open_widget(browser, w, tmp_path, "head-hover")
+    try:
+        wait_head(page, "s.bvl.heads.length === 4")
+        canvas = page.locator(f"{HEAD} canvas.bvl-headview")
+        box = canvas.bounding_box()
+        maps = att[0][0]  # layer 0: [head, query, key]
+        for side, i, x in (("q", 3, box["width"] * 0.1), ("k", 2, box["width"] * 0.9)):
+            page.mouse.move(box["x"] + x, box["y"] + 24 + (i + 0.5) * 18)  # drawLines: 24 px of titles, rows of 18
+            got = canvas.evaluate("""(c) => { const s = c.shades; if (!s) return null;
+                const ctx = c.getContext('2d'), dpr = c.width / c.clientWidth;
+                const x = s.side === 'k' ? s.x[1] - s.width / 2 : s.x[0] + s.width / 2;  // the outer edge's head
+                const n = Math.max(...s.boxes.map((b) => b[0])) + 1;
+                const alpha = Array.from({length: n}, (_, t) =>
+                  ctx.getImageData(Math.round(x * dpr), Math.round((24 + (t + 0.5) * 18) * dpr), 1, 1).data[3]);
+                return {...s, alpha}; }""")
+            assert got is not None, side
+            assert got["side"] == ("k" if side == "q" else "q") and got["i"] == i
+            for h in range(4):
+                want = maps[h, i] if side == "q" else maps[h, :, i]
+                shaded = sorted((t, wt) for t, hh, wt in got["boxes"] if hh == h)
+                np.testing.assert_allclose([wt for _, wt in shaded], want, atol=2e-3)
+            want = maps[3, i] if side == "q" else maps[0, :, i]  # keys: head 3's box (right), queries: head 0's
+            alpha = np.array(got["alpha"], float)
+            np.testing.assert_allclose(alpha, 255 * want, atol=2.5)
+            order = np.argsort(want, kind="stable")
+            assert np.all(np.diff(alpha[order]) >= -1), (alpha[order], want[order])
+            assert alpha.max() - alpha.min() > 50  # the weights differ, and so do the shades
+            page.screenshot(path=str(tmp_path / f"hover-{side}.png"))
+        page.mouse.move(1, 1)  # off the tokens: no shade
+        assert canvas.evaluate("c => c.shades") is None
+        assert not errors, errors
+    finally:
+        page.close()
+
+
+def open_html(browser, html: str, tmp_path, name):
+    path = tmp_path / f"{name}.html"
+    path.write_text(html, encoding="utf-8")
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    return page, errors
+
+
+LINES_ALPHA = """(c) => { const ctx = c.getContext('2d'), d = ctx.getImageData(0, 0, c.width, c.height).data;
+    const x0 = Math.round(c.width * 0.35), x1 = Math.round(c.width * 0.65);  // between the labels: lines only
+    let sum = 0; for (let y = 0; y < c.height; y++) for (let x = x0; x < x1; x++) sum += d[4 * (y * c.width + x) + 3];
+    return sum / (c.height * (x1 - x0)); }"""  # the lines' mean opacity (0-255)
+
+
+def test_bertvizs_calls_look_like_bertvizs_and_explore_keeps_its_own(browser, tmp_path):
+    # head_view(attention, tokens): every head's lines faint until a token is hovered (then as strong as
+    # bv.explore's); model_view(...): bertviz's line thumbnails. bv.explore keeps its stronger lines and maps.
+    att = [GradTensor(a) for a in attentions(layers=3, heads=4)]
+    looks = {}
+    for name, html in (("call", bv.head_view(att, TOKENS, 6, html_action="return").data),
+                       ("explore", bv.explore(att, tokens=TOKENS, sentence_b_start=6, tab="head").page())):
+        page, errors = open_html(browser, html, tmp_path, f"look-{name}")
+        try:
+            wait_head(page, "s.bvl.heads.length === 4")
+            canvas = page.locator(f"{HEAD} canvas.bvl-headview")
+            still = canvas.evaluate(LINES_ALPHA)
+            page.screenshot(path=str(tmp_path / f"look-{name}-still.png"))
+            box = canvas.bounding_box()
+            page.mouse.move(box["x"] + box["width"] * 0.25, box["y"] + 24 + 18 * 2.5)  # query 2
+            hovered = canvas.evaluate(LINES_ALPHA)
+            page.screenshot(path=str(tmp_path / f"look-{name}.png"))
+            looks[name] = (still, hovered)
+            assert not errors, errors
+        finally:
+            page.close()
+    (call, call_hover), (ours, ours_hover) = looks["call"], looks["explore"]
+    assert call < 0.5 * ours, looks  # faint at first glance
+    assert abs(call_hover - ours_hover) <= 0.01 * ours_hover, looks  # a hovered token's lines at full strength
+    page, errors = open_html(browser, bv.model_view(att, TOKENS, 6, html_action="return").data, tmp_path, "look-model")
+    try:
+        page.wait_for_function(f"() => document.querySelectorAll(\"{MODEL} canvas.bvl-thumb-lines\").length === 12")
+        page.locator(f"{MODEL} canvas.bvl-thumb[data-layer='1'][data-head='2']").click()  # enlarged in place
+        page.wait_for_function(f"() => document.querySelector(\"{MODEL} canvas.bvl-thumb-big\")?.dataset.head === '2'")
+        assert page.evaluate("() => document.querySelector('.bvl-x').dataset.tab") == "model"
+        page.screenshot(path=str(tmp_path / "look-model.png"))
         assert not errors, errors
     finally:
         page.close()

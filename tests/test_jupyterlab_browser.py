@@ -483,3 +483,34 @@ def test_compare_fits_theme_redraws_and_model_view_marks_the_head(own_lab, sync_
         ink = page.evaluate("() => getComputedStyle(document.querySelector('.bvl-x-heatbox')).color")
         assert ink != "rgb(31, 41, 55)", ink  # the dark theme's light ink, not the default dark grey
         shoot(page, "theme-switched-dark")
+
+
+NEURON_CELLS = [
+    "import bertviz_lite as bv\n"
+    "model = bv.load('random', seed=5, config={'hidden_size': 384, 'num_layers': 2, 'num_heads': 12, "
+    "'ffn_size': 512})\n"  # MiniLM's d_k = 32: the neuron view's five panels are wider than a cell at 1400 px
+    "tr = model.trace('The cat sat on the mat.', pair='The cat lay on the rug.')\n"
+    "bv.explore(tr, model=model, tab='neuron')",
+]
+
+
+def test_neuron_view_fits_the_cell(own_lab, sync_api):
+    # the live widget is drawn before JupyterLab places it (no width yet); once placed, its panels
+    # flow onto the next line as the saved page's do: every panel (the score and softmax bars too)
+    # lies within the output area at 1400 px
+    lab = own_lab
+    name = lab.write_notebook("neuron.ipynb", NEURON_CELLS)
+    with opened(sync_api, lab, name) as (page, _, errors):
+        page.wait_for_function("document.querySelector('.bvl-neuron')?.bvl !== undefined", timeout=60_000)
+        page.wait_for_timeout(500)  # laid out, redrawn at its width
+        boxes = page.evaluate("""() => {
+            const out = document.querySelector('.bvl-x').closest('.jp-OutputArea-output').getBoundingClientRect();
+            const panels = document.querySelectorAll('.bvl-neuron .bvl-panels > *');
+            return {out: [out.left, out.right], panels: Array.from(panels).map((p) => {
+              const r = p.getBoundingClientRect(); return [r.left, r.right, r.width]; })}; }""")
+        left, right = boxes["out"]
+        assert len(boxes["panels"]) == 5, boxes  # q, k, q∘k, scores, weights
+        outside = [b for b in boxes["panels"] if b[0] < left - 1 or b[1] > right + 1 or b[2] < 50]
+        assert not outside, boxes
+        shoot(page, "neuron-1400")
+        assert not errors, errors

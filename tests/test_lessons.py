@@ -697,3 +697,32 @@ def test_lesson_runs_with_solutions(lesson, threads, monkeypatch):
     spoiled = report["spoiled"]
     assert not spoiled, (f"{lesson.name}: numbers shown above a prediction's stub (in markdown or a stored output) "
                          f"pass its checker, so the prediction is spoiled: {spoiled}")
+
+
+def refresh_script():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("refresh_notebooks", ROOT / "scripts" / "refresh_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_refresh_script_writes_the_kernelspec_jupyterlab_writes():
+    # JupyterLab writes the running kernel's spec into the notebook on open: ipykernel's python3
+    ipykernel = pytest.importorskip("ipykernel.kernelspec")
+    spec = ipykernel.get_kernel_dict()
+    want = {"display_name": spec["display_name"], "language": spec["language"], "name": "python3"}
+    assert refresh_script().KERNELSPEC == want
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
+def test_lesson_is_stored_as_jupyterlab_saves_it(lesson):
+    # opened in JupyterLab, a lesson stored otherwise is marked modified at once (closing it asks to save):
+    # the kernelspec JupyterLab writes on open, nbformat 4.5 with cell ids, nbformat's serialisation
+    # (tests/test_lessons_browser.py opens lesson 12 and checks it is not marked modified)
+    text = lesson.read_text(encoding="utf-8")
+    nb = nbformat.reads(text, as_version=4)
+    assert nb.metadata.kernelspec == refresh_script().KERNELSPEC, "store it: scripts/refresh_notebooks.py --form-only"
+    assert (nb.nbformat, nb.nbformat_minor) == (4, 5) and all("id" in c for c in nb.cells)
+    assert "language_info" in nb.metadata  # JupyterLab writes it too: leaving it out marks the lesson modified
+    assert text == nbformat.writes(nb) + "\n", "store it: scripts/refresh_notebooks.py --form-only"

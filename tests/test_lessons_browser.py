@@ -152,3 +152,31 @@ def test_try_it_controls_redraw_from_the_engine(lab, sync_api, trace):
             assert not foreign(urls, lab), foreign(urls, lab)
         finally:
             ctx.close()
+
+
+def test_an_opened_lesson_is_not_marked_modified(sync_api):
+    # JupyterLab writes the running kernel's spec (and language_info) into a notebook it opens; a lesson
+    # stored in another form is marked modified before any run, and closing it asks whether to save
+    pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+    server = JupyterLab()  # its own: no lesson of another test restored in a hidden tab
+    try:
+        name = "12_exploring_attention.ipynb"
+        shutil.copy(NOTEBOOKS / name, server.root / name)
+        with sync_api.sync_playwright() as p:
+            ctx = launch_browser(p)
+            try:
+                page = ctx.new_page()
+                page.goto(server.url(name), timeout=90_000)
+                page.wait_for_selector(CELLS, timeout=90_000)
+                server.wait_kernel_idle(name, 90)
+                page.wait_for_function("document.body.innerText.includes('| Idle')", timeout=30_000)
+                page.wait_for_timeout(1500)  # the kernel's spec and language_info are written on connect
+                tabs = page.evaluate("n => Array.from(document.querySelectorAll('.lm-TabBar-tab'))"
+                                     ".filter((t) => t.innerText.trim() === n).map((t) => t.className)", name)
+                assert len(tabs) == 1, tabs
+                shoot(page, "lesson-12-opened")
+                assert "jp-mod-dirty" not in tabs[0], "the lesson is marked modified as it opens"
+            finally:
+                ctx.close()
+    finally:
+        server.stop()

@@ -167,7 +167,8 @@ def head_view(attention=None, tokens=None, sentence_b_start: int | None = None, 
         head_view(outputs.attentions, tokens)
 
     attention: `outputs.attentions` (L tensors [1, heads, n, n] of any framework) with its tokens, or
-    a bertviz_lite Trace (no tokens). Every head is shown at the start, one colour each; the layer
+    a bertviz_lite Trace (no tokens). Every head is shown at the start, one colour each, its lines faint
+    until a token is hovered or one head is chosen (bertviz's look; bv.explore draws them stronger); the layer
     select, hovering a token (only its lines), clicking a head's box (toggle), double-clicking it
     (that head alone; again: every head), "all heads" and the sentence-pair filter work as in bertviz.
     layer, heads: the start; include_layers / include_heads: show only those; display_mode: "light" or
@@ -179,6 +180,7 @@ def head_view(attention=None, tokens=None, sentence_b_start: int | None = None, 
     trace = data.as_trace(attention, tokens, sentence_b_start=sentence_b_start, what="head_view()")
     w = explore(trace, tab="head", layer=layer, heads=heads, pair_filter=pair_filter, prettify_tokens=prettify_tokens,
                 include_layers=include_layers, include_heads=include_heads, display_mode=display_mode)
+    w.info = dict(w.info, look="bertviz")  # bertviz's look at first glance: faint lines, line thumbnails
     return show_or_return(w, html_action, "head_view()")
 
 
@@ -186,7 +188,8 @@ def model_view(attention=None, tokens=None, sentence_b_start: int | None = None,
                display_mode: str | None = None, *, include_layers=None, include_heads=None,
                html_action: str = "view", pair_filter: str = "all"):
     """bertviz's model view (bertviz's signature), interactive: the explorer opened on its model view
-    tab (every layer x head as a thumbnail; click one to open it, the sentence-pair filter above),
+    tab (every layer x head as a thumbnail: bertviz's lines, a click enlarges one in place; the
+    thumbnails select offers heat maps, whose click opens that head; the sentence-pair filter above),
     displayed where it is called; returns None (html_action="return": the page's HTML). Arguments as
     `head_view`. The plotly figure: `bv.views.model_view_figure(trace)`; the widget: `bv.explore(...,
     tab="model")`."""
@@ -194,6 +197,7 @@ def model_view(attention=None, tokens=None, sentence_b_start: int | None = None,
     trace = data.as_trace(attention, tokens, sentence_b_start=sentence_b_start, what="model_view()")
     w = explore(trace, tab="model", pair_filter=pair_filter, prettify_tokens=prettify_tokens,
                 include_layers=include_layers, include_heads=include_heads, display_mode=display_mode)
+    w.info = dict(w.info, look="bertviz")
     return show_or_return(w, html_action, "model_view()")
 
 

@@ -46,6 +46,9 @@ CELL_CHARS = 40  # a table cell wraps after this many characters (in the picture
 # with k heads shown (the faint floor is shared among them, as bertviz divides by the heads shown), drawn weakest
 # first so that the strongest weights of any head are on top (line_alpha, line_order)
 LINE_ALPHA, LINE_WIDTH = (0.1, 0.9), (0.5, 3.0)
+# bertviz's look (its calls head_view / model_view): with several heads shown and no token hovered, every line's
+# opacity times this (faint until a hover or a single head); bv.explore draws them at LINE_ALPHA
+LINE_FAINT = 0.3
 
 
 def line_alpha(alpha, w, k: int):
@@ -114,13 +117,13 @@ def attention_layout(vd: dict) -> dict:
 def head_layout(vd: dict) -> dict:
     panel = dict(type="lines", name="headview", z=ref("arrays.maps"), labels=ref("labels"), groups=ref("segments"),
                  colours=list(HEAD_COLOURS), min_weight=ref("min_weight"), alpha=list(LINE_ALPHA),
-                 width=list(LINE_WIDTH), pair=True, at=[0, 0], left_title="query (attends)",
+                 width=list(LINE_WIDTH), faint=LINE_FAINT, pair=True, at=[0, 0], left_title="query (attends)",
                  right_title="key (attended to)")
     return dict(title="head view, layer {layer}{pair}: query (left) \u2192 key (right)", formula=None, grid=[1, 1],
                 panels=[panel], notes=[f"a line per weight A \u2265 {vd['min_weight']}: darker and wider for a larger "
                                        "weight; one colour per head"],
                 live=["click a head's box to add or remove it, double-click it to see it alone (again: every head); "
-                      "hover a token to see only its lines"], edited="")
+                      "hover a token to see only its lines, the other side's tokens shaded by their weights"], edited="")
 
 
 def token_layout(vd: dict) -> dict:

@@ -479,6 +479,7 @@ function Lines() {
 // hov: the token under the mouse ({side: "q" | "k", i}): only its lines
 function strokeLines(ctx, p, hov, xl, xr, y) {
   const lines = [], k = p.series.length, C = p.right.length, [a0, a1] = p.alpha, [w0, w1] = p.width;
+  const f = p.bertviz && !hov && k > 1 ? p.faint : 1; // bertviz's look: faint until a hover or a single head
   p.series.forEach((s, si) => {
     for (let i = 0; i < p.left.length; i++) {
       if (hov && hov.side === "q" && hov.i !== i) continue;
@@ -491,11 +492,31 @@ function strokeLines(ctx, p, hov, xl, xr, y) {
   });
   lines.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   for (const [w, si, i, j] of lines) {
-    ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = Math.min(1, a0 / Math.max(1, k) + a1 * w);
+    ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = f * Math.min(1, a0 / Math.max(1, k) + a1 * w);
     ctx.lineWidth = w0 + w1 * w;
     ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
   }
   ctx.globalAlpha = 1;
+}
+// bertviz's hover: behind each token on the other side, one box per chosen head in its colour, its opacity that
+// token's weight (hovering a query: the keys it attends to; hovering a key: the queries attending to it); returns
+// what it shaded ([token, head, weight] per box, read by the tests)
+function shadeTokens(ctx, p, hov, W, xl, xr, top, rowH) {
+  const C = p.right.length, k = p.series.length, toKeys = hov.side === "q";
+  const n = toKeys ? C : p.left.length, [x0, x1] = toKeys ? [xr + 1, W - 2] : [2, xl - 1], bw = (x1 - x0) / k;
+  const shades = [];
+  p.series.forEach((s, si) => {
+    ctx.fillStyle = s.colour;
+    for (let t = 0; t < n; t++) {
+      const w = toKeys ? s.z[hov.i * C + t] : s.z[t * C + hov.i];
+      if (!(w > 0)) continue;
+      ctx.globalAlpha = Math.min(1, w);
+      ctx.fillRect(x0 + si * bw, top(t) + 1, bw, rowH - 2);
+      shades.push([t, s.head, w]);
+    }
+  });
+  ctx.globalAlpha = 1;
+  return { side: toKeys ? "k" : "q", i: hov.i, boxes: shades, x: [x0, x1], width: bw };
 }
 // the head view: queries on the left, keys on the right, a line per weight; the hovered token's lines alone
 function drawLines(l, p, width) {
@@ -514,6 +535,7 @@ function drawLines(l, p, width) {
   const hov = l.hover;
   ctx.fillStyle = colour; ctx.textAlign = "center";
   ctx.fillText(p.left_title, xl - 50, 10); ctx.fillText(p.right_title, xr + 50, 10);
+  l.canvas.shades = hov ? shadeTokens(ctx, p, hov, W, xl, xr, (i) => y(i) - rowH / 2, rowH) : null;
   strokeLines(ctx, p, hov, xl, xr, y);
   const label = (s) => (s.length > 22 ? s.slice(0, 21) + "\u2026" : s);
   const tokens = (list, groups, side, align, x) => list.forEach((s, i) => {
@@ -605,7 +627,19 @@ function render({ model, el: host }) {
   const first = model.get("first");
   if (first && first.header) onMessage(app, { ...first.header, type: "view", request_key: first.key }, first.buffers);
   app.show();
-  return watchTheme(app);
+  const unwatch = watchTheme(app), unsize = watchWidth(app);
+  return () => { unwatch(); unsize(); };
+}
+// the widget is drawn before JupyterLab places it in the page (no width yet: panels that would not fit never
+// flowed onto the next line); draw again once it has its width, and when the width changes (a sidebar, a resize)
+function watchWidth(app) {
+  if (!window.ResizeObserver) return () => {};
+  const sizes = new ResizeObserver(() => {
+    const w = app.root.clientWidth;
+    if (w && w !== app.drawnWidth) requestAnimationFrame(app.show);
+  });
+  sizes.observe(app.root);
+  return () => sizes.disconnect();
 }
 
 function newApp(model) {
@@ -618,7 +652,8 @@ function newApp(model) {
     cacheBytes: 0, waitTimer: null, nextId: 1,
     compared: false, // the compare tab has been opened (openTab)
     allHeads: info.heads_shown || range(info.heads), // the head view's heads at the start (bertviz's: every head)
-    thumbs: { lines: false, big: null }, // the model view's thumbnails: lines or maps; the one enlarged (lines)
+    // the model view's thumbnails: lines (bertviz's calls) or maps (bv.explore); the one enlarged (lines)
+    thumbs: { lines: info.look === "bertviz", big: null },
     controls: {}, // tab -> {controls: [nodes], sync(sel, vd)}
     drawings: {}, // tab -> the nodes that draw its resolved panels
   };
@@ -1057,7 +1092,7 @@ function drawPanel(app, p, fig, i, size) {
     drawHeatmapPanel(app, part, panel, size, size.alignedRows.has(panel.at[0]));
     return panel.clim;
   }
-  if (panel.type === "lines") part.draw(panel, size.full);
+  if (panel.type === "lines") part.draw({ ...panel, bertviz: app.info.look === "bertviz" }, size.full);
   else if (panel.type === "bars") {
     const beside = fig.panels[besideIndex(fig, panel)];
     part.draw(panel, panel.aligned && beside ? rowHeightOf(beside) : null);
@@ -1087,6 +1122,7 @@ function drawPanels(app, tab, fig) {
   drawHeading(app, p, tab, fig);
   placePanels(app, p, fig, titled, cols);
   const full = widthOf(app);
+  app.drawnWidth = app.root.clientWidth;
   // one row height for a grid row whose bars line up with a map (the neuron view): k, q∘k and the bars
   const alignedRows = new Set(fig.panels.filter((q) => q.type === "bars" && q.aligned).map((q) => q.at[0]));
   const size = { full, cols, alignedRows, thumb: Math.max(36, Math.min(90, Math.floor((full + 60) / cols) - 6)) };
