@@ -24,3 +24,17 @@ def test_a_page_over_the_cap_keeps_fewer_tabs_then_only_the_picture(small, monke
         w.saved_page()
     bundle = w.saved_bundle()
     assert "image/png" in bundle and len(bundle.get("text/html", "").encode()) < 100_000
+
+
+def test_the_whole_saved_output_keeps_to_the_cap_once_escaped(small, monkeypatch):
+    # the page goes into the notebook html-escaped (srcdoc) with its PNG twice: 8.06 MB under an 8 MB cap at 128
+    # MiniLM tokens, 38.7 MB for tokens full of '"' (each written &quot;). The whole output keeps to the cap.
+    tr = small.trace(" ".join(['"'] * 60 + ["the cat"]))
+    w = bv.explore(tr, model=small)
+    page = w.saved_page()
+    cap = len(page.encode()) + 1000  # the raw page fits; escaped, with its PNG twice, it is over
+    monkeypatch.setattr(widget, "SAVED_PAGE_BYTES", cap)
+    bundle = w.saved_bundle()
+    kept = len(bundle["text/html"].encode()) + len(bundle["image/png"])
+    assert kept <= cap, (kept, cap)
+    assert "saved explorer" in bundle["text/html"] and "could not be built" not in bundle["text/plain"]

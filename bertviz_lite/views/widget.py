@@ -162,8 +162,9 @@ def text_fallback(w) -> str:
             "bv.export_html(tr, 'page.html').".format(w.layer, w.head))
 
 
-def saved_page_with(w, long: bool) -> str:
-    """The explorer's page under SAVED_PAGE_BYTES: every tab, or (long) the SAVED_LONG_TABS, said on the page."""
+def saved_page_with(w, long: bool, max_bytes: int | None = None) -> str:
+    """The explorer's page under max_bytes (SAVED_PAGE_BYTES): every tab, or (long) the SAVED_LONG_TABS, said on
+    the page."""
     state = w.state()
     shown = dict(state, tab=state["tab"] if not long or state["tab"] in SAVED_LONG_TABS else "attention")
     note = (f"A saved notebook keeps every tab up to {SAVED_EVERY_TAB_UP_TO} tokens and "
@@ -171,17 +172,18 @@ def saved_page_with(w, long: bool) -> str:
             "for every tab, or bv.export_html(tr, 'page.html').")
     with data.pretty_labels(w.pretty):
         return build_page(w.trace, ledger=w.ledger, compare=w.trace_b, info=w.info,
-                          title=f"bertviz-lite: {w.info['model']}", max_bytes=SAVED_PAGE_BYTES,
+                          title=f"bertviz-lite: {w.info['model']}",
+                          max_bytes=SAVED_PAGE_BYTES if max_bytes is None else max_bytes,
                           state=shown, views=SAVED_LONG_TABS if long else None, note=note if long else "")
 
 
-def fitting_saved_page(w) -> str:
-    """The first saved page that fits: build_page keeps the cap or refuses; every tab first (up to
-    SAVED_EVERY_TAB_UP_TO tokens), then SAVED_LONG_TABS (said on the page), then none: saved_bundle
-    keeps the PNG and says why."""
+def fitting_saved_page(w, max_bytes: int | None = None) -> str:
+    """The first saved page that fits max_bytes (SAVED_PAGE_BYTES): build_page keeps the cap or refuses; every
+    tab first (up to SAVED_EVERY_TAB_UP_TO tokens), then SAVED_LONG_TABS (said on the page), then none:
+    saved_bundle keeps the PNG and says why."""
     for long in ((False, True) if w.trace.n_real <= SAVED_EVERY_TAB_UP_TO else (True,)):
         try:
-            return saved_page_with(w, long)
+            return saved_page_with(w, long, max_bytes)
         except BertVizError as e:
             refused = e
     raise BertVizError(f"the saved page would be over the {SAVED_PAGE_BYTES / 1e6:.0f} MB a notebook output "
@@ -199,10 +201,29 @@ def saved_output(w) -> dict:
     if png is not None:
         out["image/png"] = png
     try:
-        out["text/html"] = saved_html(w.saved_page(), png or "", w.info["title"])
+        out["text/html"] = capped_saved_html(w, png or "")
     except Exception as e:  # the widget still shows; the saved notebook keeps the PNG and says why
         out["text/plain"] += f"\n(the saved page could not be built: {type(e).__name__}: {e})"
     return data.no_surrogates(out)  # a notebook is saved as UTF-8
+
+
+def capped_saved_html(w, png: str, tries: int = 3) -> str:
+    """saved_html of the explorer's page such that the whole output (that HTML and the PNG beside it) keeps to
+    SAVED_PAGE_BYTES. The page goes into srcdoc html-escaped, which grows it (by 2.4% on a MiniLM page; six times
+    for tokens full of '"', each written &quot;), and the PNG is kept twice: the page is built under what is left,
+    then again under a budget shrunk by the growth it showed."""
+    room = SAVED_PAGE_BYTES - 2 * len(png) - 4096  # the PNG in the HTML and as image/png; the iframe's wrapper
+    budget = room
+    for _ in range(tries):
+        page = fitting_saved_page(w, budget)
+        out = saved_html(page, png, w.info["title"])
+        if len(out.encode()) + len(png) <= SAVED_PAGE_BYTES:
+            return out
+        growth = (len(out.encode()) - len(png)) / max(1, len(page.encode()))
+        budget = int(min(budget, room / growth) * 0.98)
+    raise BertVizError(f"the saved output would be over the {SAVED_PAGE_BYTES / 1e6:.0f} MB a notebook output may "
+                       "hold once its page is escaped into the notebook; the notebook keeps the picture "
+                       "(bv.export_html(tr, 'page.html') writes every tab)")
 
 
 class Explorer(anywidget.AnyWidget):
