@@ -212,14 +212,17 @@ def capped_saved_html(w, png: str, tries: int = 3) -> str:
     SAVED_PAGE_BYTES. The page goes into srcdoc html-escaped, which grows it (by 2.4% on a MiniLM page; six times
     for tokens full of '"', each written &quot;), and the PNG is kept twice: the page is built under what is left,
     then again under a budget shrunk by the growth it showed."""
+    def size(text):  # bytes as saved; a lone surrogate (saved as U+FFFD, saved_output) counts its 3 bytes
+        return len(text.encode("utf-8", "surrogatepass"))
+
     room = SAVED_PAGE_BYTES - 2 * len(png) - 4096  # the PNG in the HTML and as image/png; the iframe's wrapper
     budget = room
     for _ in range(tries):
         page = fitting_saved_page(w, budget)
         out = saved_html(page, png, w.info["title"])
-        if len(out.encode()) + len(png) <= SAVED_PAGE_BYTES:
+        if size(out) + len(png) <= SAVED_PAGE_BYTES:
             return out
-        growth = (len(out.encode()) - len(png)) / max(1, len(page.encode()))
+        growth = (size(out) - len(png)) / max(1, size(page))
         budget = int(min(budget, room / growth) * 0.98)
     raise BertVizError(f"the saved output would be over the {SAVED_PAGE_BYTES / 1e6:.0f} MB a notebook output may "
                        "hold once its page is escaped into the notebook; the notebook keeps the picture "
