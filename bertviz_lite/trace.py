@@ -195,7 +195,8 @@ class Recorder:
         self.prefix = prefix
         self.edits = edits or {}  # full key -> callable(key, value) -> value (checked)
         self.edited = [] if edited is None else edited  # (key, description), in forward order
-        self.overflowed = [] if overflowed is None else overflowed  # keys whose finite values became +-inf when stored
+        # (key, a 0-d flag: a finite value became +-inf when stored), read once after the forward (no sync per key)
+        self.overflowed = [] if overflowed is None else overflowed
         self.on_scope = None  # called with each scope the forward opens (a layer): a progress bar's step
 
     def __call__(self, name: str, value):
@@ -223,14 +224,13 @@ class Recorder:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # numpy's "overflow encountered in cast": named by key
             stored = xp.astype(value, self.dtype)
-        if bool(xp.any(xp.isinf(stored) & xp.isfinite(value))):
-            self.overflowed.append(key)
+        self.overflowed.append((key, xp.any(xp.isinf(stored) & xp.isfinite(value))))
         return stored
 
     def warn_overflow(self, stacklevel: int = 2) -> None:
         """One RuntimeWarning naming the keys whose values the storage dtype could not hold, if any."""
-        if self.overflowed:
-            keys = self.overflowed
+        keys = [key for key, flag in self.overflowed if bool(flag)]
+        if keys:
             warnings.warn(
                 f"{len(keys)} recorded tensor(s) hold values above 65,504, which float16 stores as +-inf: "
                 f"{', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''}. The forward ran in float32, so nothing "

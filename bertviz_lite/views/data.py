@@ -33,6 +33,11 @@ from .. import schema
 from ..backend import to_host
 from ..errors import BertVizError
 from ..foreign import join_tokens, prettify_token, shorten
+from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
+from ..schema_text import plain_formula
+from . import limits, records
+from .panels import HEAD_COLOURS, layouts
+from .panels import _fmt as number_text
 
 SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair alone: no font draws it, UTF-8 cannot encode it
 
@@ -47,11 +52,6 @@ def no_surrogates(x):
     if isinstance(x, (list, tuple)):
         return type(x)(no_surrogates(v) for v in x)
     return x
-from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
-from ..schema_text import plain_formula
-from . import limits, records
-from .panels import HEAD_COLOURS, layouts
-from .panels import _fmt as number_text
 
 VIEWS = records.VIEWS  # one record per view (records.py); the registries below are derived from them
 TITLES = {r.name: r.title for r in records.RECORDS}
