@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import bertviz_lite as bv
-from bertviz_lite.views import data, panels
+from bertviz_lite.views.model import data, panels
 
 SENTENCE = "The children walked to school in the rain every day."  # tests/test_page_size.py's page
 PAGE_BUDGET = 500_000

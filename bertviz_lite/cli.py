@@ -26,7 +26,7 @@ import textwrap
 from .errors import BertVizError
 from .foreign import prettify_token
 from .table import Table
-from .views.records import ONE_TRACE_VIEWS
+from .views.model.records import ONE_TRACE_VIEWS
 
 VIEWS = ONE_TRACE_VIEWS  # the views one trace can draw (the view records'; compare needs a second trace)
 MIN_WIDTH = 20  # characters per line: narrower and no table fits
@@ -289,12 +289,12 @@ def check_selection(args, model, tr=None) -> None:
 def check_output(path: str | None, option: str, kind: str) -> None:
     """An --html / --png file name checked before any work or output: not empty, the right kind of file,
     in a folder that exists and can be written, and not something a page may not replace (a folder, a
-    device, a FIFO: views.files.check_target)."""
+    device, a FIFO: views.wire.files.check_target)."""
     if path is None:
         return
-    check_target = _views_function("files", "check_target", option)
+    check_target = _views_function("wire.files", "check_target", option)
     if kind == ".png":
-        _views_function("static", "save_png", option)  # without the views extra: say so first
+        _views_function("render.static", "save_png", option)  # without the views extra: say so first
     if not path.strip():
         raise BertVizError(f"{option} needs a file name, got an empty one")
     name = os.path.basename(path)
@@ -359,10 +359,10 @@ def cmd_trace(args, out) -> None:
         from .analysis import head_summary
         print(f"\nhead ({model.config.head}): {head_summary(tr)}", file=out)
     if args.html:
-        export_html = _views_function("export", "export_html", "--html")
+        export_html = _views_function("wire.export", "export_html", "--html")
         print(f"\nwrote {export_html(tr, args.html, ledger=ledger)}", file=out)
     if args.png:
-        save_png = _views_function("static", "save_png", "--png")
+        save_png = _views_function("render.static", "save_png", "--png")
         path = save_png(tr, args.png, view=args.view, layer=args.layer, head=args.head, query=args.query,
                         ledger=ledger, heads=heads)
         print(f"wrote {path}", file=out)

@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from bertviz_lite.views.files import check_folder, not_regular, write_beside
+from bertviz_lite.views.wire.files import check_folder, not_regular, write_beside
 
 CACHE = Path(tempfile.gettempdir()) / f"bertviz-lite-mlm-{os.getuid()}"  # both scripts' default --cache
 FREE_MARGIN = 16 * 2**20  # bytes left free on the disk after a write

@@ -14,7 +14,7 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite import foreign
 from bertviz_lite.backend import to_host
-from bertviz_lite.views import data, limits
+from bertviz_lite.views.model import data, limits
 
 pytest.importorskip("plotly")
 pytest.importorskip("anywidget")
@@ -105,7 +105,7 @@ def test_model_view_and_explore_take_tensors_too(shown):
 
 
 def test_model_view_filters_thumbnails_by_sentence():
-    from bertviz_lite.views import panels
+    from bertviz_lite.views.model import panels
     tr = bv.Trace.from_attentions(attentions(), TOKENS, sentence_b_start=6)
     vd = data.view_data(tr, "model")
     fig = panels.resolve(vd, "model", pair_filter="A->B")
@@ -129,7 +129,7 @@ def test_neuron_view_opens_the_neuron_tab_and_says_what_attention_alone_lacks(sm
 
 
 def test_the_static_figures_keep_clear_names_and_dir_lists_the_entry_points():
-    from bertviz_lite.views import figures
+    from bertviz_lite.views.render import figures
     assert bv.views.head_view_figure is figures.head_view and bv.views.model_view_figure is figures.model_view
     assert bv.views.neuron_view_figure is figures.neuron_view
     for name in ("explore", "export_html", "head_view", "model_view", "neuron_view"):
@@ -200,7 +200,7 @@ def test_the_size_guard_states_the_memory_of_a_long_map():
 def test_plotly_shows_token_text_as_written_and_short():  # issue 31 N10
     tokens = ["[CLS]", "<b>bold</b>", "a<br>b", "<span style='color:red'>x</span>", "y" * 60, "[SEP]"]
     tr = bv.Trace.from_attentions(attentions(n=6), tokens)
-    fig = bv.views.figures.attention_heatmap(tr, 0, 0)
+    fig = bv.views.render.figures.attention_heatmap(tr, 0, 0)
     labels = list(fig.data[0].x)
     assert all("<" not in s for s in labels) and "1 &lt;b&gt;bold&lt;/b&gt;" in labels
     assert max(len(s) for s in labels) <= 40 and any(s.endswith("\u2026") for s in labels)
@@ -242,7 +242,7 @@ def test_a_saved_notebook_keeps_the_page_under_its_cap(small):
     import json
     import re
 
-    from bertviz_lite.views import widget
+    from bertviz_lite.views.wire import widget
     w = bv.explore(small.trace("The cat sat on the mat."), layer=1, head=2, tab="head")
     bundle = w.saved_bundle()
     assert set(bundle) == {"text/html", "image/png", "text/plain"}

@@ -272,7 +272,7 @@ def test_a_batch_of_two_is_refused_unless_an_example_is_named():  # issue 39 ite
 
 
 def test_the_all_heads_head_view_draws_the_strongest_weights_last_and_shares_the_faint_floor():  # item 7
-    from bertviz_lite.views import panels
+    from bertviz_lite.views.model import panels
     rng = np.random.default_rng(2)
     series = [dict(z=rng.random((5, 5)).astype(np.float32)) for _ in range(12)]
     order = panels.line_order(series, 0.02)

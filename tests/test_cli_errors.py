@@ -25,7 +25,7 @@ def test_cli_prints_one_line_for_a_malformed_config(tmp_path, small, capsys):
 
 
 @pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
-@pytest.mark.parametrize("option", ["--png"])  # --html needs no extra since the page is drawn by views/assets/app.js
+@pytest.mark.parametrize("option", ["--png"])  # --html needs no extra since the page is drawn by views/render/assets/app.js
 def test_cli_without_views_extra_says_which_extra(tmp_path, small, option):
     folder = write_folder(tmp_path / "m", small)
     code = textwrap.dedent(f"""

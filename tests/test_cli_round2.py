@@ -90,7 +90,7 @@ def test_fill_masks_too_long_message_suggests_no_truncate(capsys, monkeypatch):
 
 
 def test_heads_draws_those_heads_of_the_head_view(monkeypatch, tmp_path, capsys):
-    from bertviz_lite.views import static
+    from bertviz_lite.views.render import static
     seen = {}
     real = static.save_png
 

@@ -14,7 +14,9 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite import schema
 from bertviz_lite.params import formula_total, ledger_for_config
-from bertviz_lite.views import PAIR_FILTERS, codec, data, stepper_steps
+from bertviz_lite.views import PAIR_FILTERS, stepper_steps
+from bertviz_lite.views.wire import codec
+from bertviz_lite.views.model import data
 from bertviz_lite.views.explorer import explore, widgets_available
 
 from .helpers import real_idx, real_map
@@ -83,7 +85,7 @@ def test_layer_2_head_5_gets_exactly_that_layers_maps(padded):
 
 
 def test_long_inputs_travel_as_scaled_uint16(wide):
-    from bertviz_lite.views.widget import EXACT_UP_TO
+    from bertviz_lite.views.wire.widget import EXACT_UP_TO
     tr = wide.trace(" ".join(["the cat sat on the mat"] * 25), pad_to=160)
     n = tr.n_real
     assert n > EXACT_UP_TO
@@ -206,7 +208,7 @@ def test_ledger_for_config_matches_the_loaded_model(wide, padded, small_mlm):
 
 def test_static_returns_the_tabs_figure(padded):
     import plotly.graph_objects as go
-    from bertviz_lite.views.figures import attention_heatmap
+    from bertviz_lite.views.render.figures import attention_heatmap
     fig = explore(padded, static=True, layer=1, head=4, kind="scores")
     assert isinstance(fig, go.Figure)
     assert fig.to_dict() == attention_heatmap(padded, 1, 4, kind="scores").to_dict()
@@ -233,7 +235,7 @@ def test_a_saved_notebook_keeps_a_picture_and_the_key_facts(padded):
 
     from PIL import Image
 
-    from bertviz_lite.views.widget import Explorer
+    from bertviz_lite.views.wire.widget import Explorer
     w = explore(padded, layer=1, head=3)
     assert isinstance(w, Explorer)
     bundle = w._repr_mimebundle_()

@@ -134,7 +134,8 @@ def test_the_neuron_view_prints_a_variants_recorded_scores_over_128_tokens(small
 def test_each_tab_draws_the_controls_its_record_names(small, browser, tmp_path):
     """The front-end builds a tab's controls from its view record (facts' controls), not from a list of its
     own: move the layer selector from the attention tab to the one-token tab, and the page follows."""
-    from bertviz_lite.views import data, export
+    from bertviz_lite.views.model import data
+    from bertviz_lite.views.wire import export
     tr = small.trace("The cat sat on the mat.", pair="It was tired.")
     info = data.facts(tr)
     assert "layer" in info["controls"]["attention"] and "layer" not in info["controls"]["token"]

@@ -17,7 +17,8 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite import cli
 from bertviz_lite.errors import NotARegularFileError
-from bertviz_lite.views import export, export_html, files, save_png
+from bertviz_lite.views.wire import export, files
+from bertviz_lite.views import export_html, save_png
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def _snapshot(tmp_path: Path) -> dict:
 @pytest.mark.parametrize("kind", NOT_FILES)
 def test_writers_refuse_what_is_not_a_regular_file_before_any_work(tr, tmp_path, monkeypatch, kind, writer):
     # a page or a PNG written into a FIFO nobody reads would block for ever: both are refused before work
-    from bertviz_lite.views import static
+    from bertviz_lite.views.render import static
     module, stage, write = {"export_html": (export, "build_payloads", export_html),
                             "save_png": (static, "to_png", static.save_png)}[writer]
     target = make_target(tmp_path, kind)
@@ -159,7 +160,7 @@ def test_cli_html_refuses_a_fifo_before_loading_the_model(tmp_path, monkeypatch,
 
 
 def test_save_png_writes_whole_through_a_symlink(tr, tmp_path):
-    from bertviz_lite.views import static
+    from bertviz_lite.views.render import static
     real = tmp_path / "real.png"
     real.write_bytes(b"old")
     link = tmp_path / "view.png"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertviz_lite.views import data, panels, records
+from bertviz_lite.views.model import data, panels, records
 
 from .helpers import real_map
 

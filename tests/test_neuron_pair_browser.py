@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from bertviz_lite.views import data, export_html
+from bertviz_lite.views.model import data
+from bertviz_lite.views import export_html
 
 from .helpers import browser_or_skip, chromium_context
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite.views import export
+from bertviz_lite.views.wire import export
 
 CONFIG = {"hidden_size": 96, "num_layers": 4, "num_heads": 6, "ffn_size": 192}
 
@@ -51,7 +51,7 @@ def test_a_cap_below_what_is_always_kept_is_refused_before_writing(pair, tmp_pat
 def test_a_buffer_two_views_share_is_counted_once_in_the_budget():
     # the neuron view's weights are the attention maps (codec.pack_page stores them once): the budget counted
     # them again, so a saved page at 100-128 tokens kept the neuron view of one layer or none
-    from bertviz_lite.views import export as ex
+    from bertviz_lite.views.wire import export as ex
     a = bv.load("random", seed=1, config=CONFIG).trace("the cat sat on the mat because it was warm")
     alone = ex.Payloads(a, None, None)
     assert alone.add("neuron", dict(layer=0))

@@ -16,7 +16,8 @@ import pytest
 
 import bertviz_lite as bv
 from bertviz_lite.backend import to_host
-from bertviz_lite.views import codec, data, export, panels
+from bertviz_lite.views.wire import codec, export
+from bertviz_lite.views.model import data, panels
 
 PAGE_BUDGET = 500_000  # bytes: issue 32's "at most 0.5 MB" for this page
 SENTENCE = "The children walked to school in the rain every day."  # 13 MiniLM tokens with [CLS] and [SEP]

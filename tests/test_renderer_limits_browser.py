@@ -1,7 +1,7 @@
 """The front-end draws the view model's limits and the panels Python resolves (headless chromium on an exported page).
 
-tests/test_views.py holds plotly and matplotlib to the limits `views/data.py` decides; this holds
-the third renderer, `views/assets/app.js`, to the same numbers, tab by tab, with B of the compare
+tests/test_views.py holds plotly and matplotlib to the limits `views/model/data.py` decides; this holds
+the third renderer, `views/render/assets/app.js`, to the same numbers, tab by tab, with B of the compare
 view edited so that its maps reach past A's.
 """
 
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite.views import data, export_html
+from bertviz_lite.views.model import data
+from bertviz_lite.views import export_html
 
 pytestmark = pytest.mark.browser
 
@@ -126,7 +127,7 @@ def same_panels(js: dict, want: dict, tab: str) -> None:
 def test_the_page_draws_the_panels_python_resolves(small, sync_api, tmp_path):
     # one drawing rule per view: app.js resolves each tab's layout into the same panels (titles, limits,
     # labels, grid places, tables) as panels.resolve, which the plotly figures and the PNGs draw
-    from bertviz_lite.views import panels
+    from bertviz_lite.views.model import panels
     a = small.trace("The cat sat on the mat.", pair="It was tired.")
     b = small.trace("The cat sat on the mat.", pair="It was tired.", edits=bv.scale("layer.0.attn.scores", 3.0))
     ledger = bv.count_params(small)
@@ -142,7 +143,7 @@ def test_the_page_draws_the_panels_python_resolves(small, sync_api, tmp_path):
 def test_the_page_prints_numbers_and_tokens_as_python_does(sync_api, tmp_path):
     # an exact tie (uniform attention over 16 tokens: largest weight 0.0625) rounds to even on the page as
     # in Python ("0.062", not "0.063"), and a token written "{head}" stays as written, on both axes
-    from bertviz_lite.views import panels
+    from bertviz_lite.views.model import panels
     tokens = ["[CLS]", "{head}", "{layer}"] + [f"w{i}" for i in range(12)] + ["[SEP]"]
     tr = bv.Trace.from_attentions([np.full((1, 2, 16, 16), 1 / 16, dtype=np.float32)] * 2, tokens)
     path = export_html(tr, tmp_path / "tie.html")

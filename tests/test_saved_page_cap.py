@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("anywidget")
 
 import bertviz_lite as bv  # noqa: E402
-from bertviz_lite.views import widget  # noqa: E402
+from bertviz_lite.views.wire import widget  # noqa: E402
 
 
 def test_a_page_over_the_cap_keeps_fewer_tabs_then_only_the_picture(small, monkeypatch):

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite.views import codec, data, export, limits, records, widget
+from bertviz_lite.views.wire import codec, export, widget
+from bertviz_lite.views.model import data, limits, records
 
 WORDS = "the quick brown fox jumps over the lazy dog while a small cat sleeps on the warm mat in the sun".split()
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite.views import data, export, files
+from bertviz_lite.views.model import data
+from bertviz_lite.views.wire import export, files
 
 pytest.importorskip("matplotlib")
 
@@ -140,7 +141,8 @@ def test_export_progress_is_quiet_when_asked(tr, tmp_path, capsys, monkeypatch):
 
 
 def test_the_static_model_view_has_a_quiet_progress_bar(tr, monkeypatch, capsys):
-    from bertviz_lite.views import export, figures
+    from bertviz_lite.views.wire import export
+    from bertviz_lite.views.render import figures
     seen = []
     real = export.progress_bar
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import bertviz_lite
-from bertviz_lite.views import data, export, limits, records, widget
+from bertviz_lite.views.model import data, limits, records
+from bertviz_lite.views.wire import export, widget
 
 PACKAGE = Path(bertviz_lite.__file__).resolve().parent
 
@@ -45,13 +46,15 @@ TOY_LAYOUT = '''def toy_layout(vd: dict) -> dict:
 
 
 '''
-PLACES = [("views/records.py", "\n)\n\nBY_NAME", TOY_RECORD, 1), ("views/data.py", "BUILDERS = ", TOY_BUILDER, 0),
-          ("views/panels.py", "LAYOUTS = ", TOY_LAYOUT, 0)]
+PLACES = [("views/model/records.py", "\n)\n\nBY_NAME", TOY_RECORD, 1), ("views/model/data.py", "BUILDERS = ", TOY_BUILDER, 0),
+          ("views/model/panels.py", "LAYOUTS = ", TOY_LAYOUT, 0)]
 
 CHECK = textwrap.dedent('''
     import bertviz_lite as bv
     from bertviz_lite import cli
-    from bertviz_lite.views import codec, data, export, figures, widget
+    from bertviz_lite.views.wire import codec, export, widget
+    from bertviz_lite.views.model import data
+    from bertviz_lite.views.render import figures
     tr = bv.load("random", seed=3, config={"hidden_size": 64, "num_layers": 2, "num_heads": 4, "ffn_size": 256}) \\
         .trace("The cat sat on the mat.")
     assert "toy" in data.shown_views(tr) and "toy" in data.facts(tr)["views"], "shown"

@@ -7,7 +7,8 @@ import bertviz_lite as bv
 from bertviz_lite import cli
 from bertviz_lite.foreign import prettify_token
 from bertviz_lite.model import MaskPrediction
-from bertviz_lite.views import export, records
+from bertviz_lite.views.wire import export
+from bertviz_lite.views.model import records
 
 
 def test_page_order_is_the_records_priority():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertviz_lite.views import data, panels, records
+from bertviz_lite.views.model import data, panels, records
 
 
 def test_every_registry_is_derived_from_the_records():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import bertviz_lite as bv
-from bertviz_lite.views import data, limits, panels
+from bertviz_lite.views.model import data, limits, panels
 
 pytest.importorskip("anywidget")
 
@@ -37,7 +37,7 @@ def test_parameter_groups_in_forward_order_with_readable_shares(small):
 def test_the_readme_states_the_views_numbers_as_the_code_has_them():
     from pathlib import Path
 
-    from bertviz_lite.views import export, widget
+    from bertviz_lite.views.wire import export, widget
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     views = readme[readme.index("## Views, export and the command line"):readme.index("## Many sentences")]
     assert f"fits in {export.DEFAULT_MAX_BYTES // 10**6} MB" in views and f"{export.DEFAULT_MAX_BYTES:,}" in views

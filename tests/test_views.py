@@ -1,4 +1,4 @@
-"""The view model (views/data.py), its codec, the plotly builders and PNGs drawn from it, the
+"""The view model (views/model/data.py), its codec, the plotly builders and PNGs drawn from it, the
 exported page's payloads, and the one-symbol-per-concept table they label from."""
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ import bertviz_lite as bv
 from bertviz_lite import schema
 from bertviz_lite.backend import to_host
 from bertviz_lite.errors import BertVizError
-from bertviz_lite.views import codec, data, export_html, panels, save_png
+from bertviz_lite.views.wire import codec
+from bertviz_lite.views.model import data, panels
+from bertviz_lite.views import export_html, save_png
 from bertviz_lite.schema_text import plain_formula
-from bertviz_lite.views.data import UnknownKeyError, block_mean
+from bertviz_lite.views.model.data import UnknownKeyError, block_mean
 
 pytest.importorskip("plotly")
-from bertviz_lite.views.figures import (attention_heatmap, compare_view, head_view, model_view,  # noqa: E402
+from bertviz_lite.views.render.figures import (attention_heatmap, compare_view, head_view, model_view,  # noqa: E402
                                         neuron_view, param_breakdown, step_view, token_view)
 
 from .helpers import real_idx, real_map
@@ -340,7 +342,7 @@ def test_png_of_every_view_is_not_blank(small, pair, tmp_path, view):
 
 
 def _page_data(text: str) -> dict:
-    from bertviz_lite.views.export import read_page
+    from bertviz_lite.views.wire.export import read_page
     return read_page(text)
 
 
@@ -349,7 +351,7 @@ def _check_page(path, budget: int) -> str:
     assert path.stat().st_size < budget, path.stat().st_size
     assert not re.search(r"<script[^>]+src=", text) and not re.search(r"<link[^>]+href=", text)
     assert "fetch(" not in text and "https://" not in text.split("<script type=\"module\">")[1]
-    from bertviz_lite.views.export import front_end
+    from bertviz_lite.views.wire.export import front_end
     assert text.count(front_end()) == 1  # the explorer's own front-end, once
     return text
 
@@ -371,7 +373,7 @@ def test_export_html_small(small, tmp_path):
     # each distinct layout is kept once: every token's one-token view names the same one
     tokens = {payloads[k]["header"]["layouts"] for k in payloads if k.startswith("token|")}
     assert len(tokens) == 1 and page["layouts"][tokens.pop()]["token"]["panels"][0]["type"] == "heatmap"
-    from bertviz_lite.views import panels
+    from bertviz_lite.views.model import panels
     lid = payloads[codec.request_key("attention", {"layer": 1, "kind": "probs"})]["header"]["layouts"]
     assert page["layouts"][lid] == json.loads(json.dumps(panels.layouts(data.view_data(tr, "attention", layer=1))))
 
@@ -419,7 +421,7 @@ def test_export_with_non_finite_attention_names_the_key_and_loses_nothing(padded
 
 
 def test_export_failing_while_writing_keeps_the_old_file(padded, tmp_path, monkeypatch):
-    from bertviz_lite.views import files
+    from bertviz_lite.views.wire import files
     path = tmp_path / "page.html"
     path.write_text("the page from before", encoding="utf-8")
 
@@ -491,7 +493,8 @@ def mpl_limits(vd, **kw) -> list[tuple[float, float]]:
     from matplotlib.collections import QuadMesh
     from matplotlib.image import AxesImage
 
-    from bertviz_lite.views import panels, static
+    from bertviz_lite.views.model import panels
+    from bertviz_lite.views.render import static
     mfig = static.draw(panels.resolve(vd, **kw))
     return [tuple(map(float, a.get_clim())) for ax in mfig.axes for a in ax.get_children()
             if isinstance(a, (AxesImage, QuadMesh)) and not getattr(ax, "_colorbar", None)
@@ -507,7 +510,7 @@ def approx_pairs(got, want):
 def test_compare_maps_share_one_scale_that_covers_both_runs(small):
     # B is scaled up 3x: its maps are sharper than A's; A and B are drawn at one limit per head,
     # the larger of the two maps' largest weights, so B is never clipped
-    from bertviz_lite.views import figures
+    from bertviz_lite.views.render import figures
     a = small.trace("The cat sat on the mat.")
     b = small.trace("The cat sat on the mat.", edits=bv.scale("layer.1.attn.scores", 3.0))
     vd = data.view_data(a, "compare", trace_b=b, layer=1)
@@ -534,7 +537,7 @@ def test_compare_maps_share_one_scale_that_covers_both_runs(small):
     ("neuron", dict(layer=1), dict(head=1, query=2)),
 ])
 def test_every_renderer_draws_the_view_models_limits(padded, view, args, kw):
-    from bertviz_lite.views import figures
+    from bertviz_lite.views.render import figures
     vd = data.view_data(padded, view, **args)
     sc = vd["scale"]
     if view == "attention" or view == "step":
@@ -562,7 +565,7 @@ def test_scores_share_a_scale_in_the_attention_tab_and_the_step_through(padded):
 
 
 def test_head_view_lines_start_at_the_view_models_min_weight(padded):
-    from bertviz_lite.views import figures
+    from bertviz_lite.views.render import figures
     # the front-end draws the head view from the attention view data: the rule travels with it
     assert data.view_data(padded, "attention", layer=1)["min_weight"] == data.MIN_WEIGHT
     vd = data.view_data(padded, "head", layer=1, heads=[0])
@@ -609,7 +612,7 @@ def hf_attentions(tr):
 
 
 def test_head_view_and_model_view_take_hugging_face_attention(small):
-    from bertviz_lite.views import figures
+    from bertviz_lite.views.render import figures
     tr = small.trace("The cat sat on the mat.")
     att = hf_attentions(tr)
     ours = head_view(tr, 1)
@@ -656,7 +659,7 @@ def test_block_means_never_mix_sentence_a_and_b(small):
     assert len(edges) - 1 == 40 and segs.index(1) in edges
     assert all(len(set(segs[a:b])) == 1 for a, b in zip(edges[:-1], edges[1:]))
     rows, cols = data.pair_positions(tr, "B->B")
-    from bertviz_lite.views import panels
+    from bertviz_lite.views.model import panels
     p = panels.resolve(vd, "attention", dict(pair_filter="B->B"))["panels"][0]
     assert all(vd["segments"][i] == 1 for i in p["rows"]) and p["rows"][0] == edges.index(segs.index(1))
 
@@ -667,7 +670,7 @@ def test_no_parameter_count_for_guessed_sizes_and_the_model_png_outlines_what_is
     guessed = bv.Trace.from_attentions(att, tr.tokens)
     with pytest.raises(ValueError, match="guessed"):
         save_png(guessed, tmp_path / "p.png", view="params")
-    from bertviz_lite.views import panels
+    from bertviz_lite.views.model import panels
     vd = data.view_data(tr, "model")
     marked = lambda **sel: [(p["meta"]["layer"], p["meta"]["head"]) for p in panels.resolve(vd, "model", sel)["panels"]
                             if p["marked"]]

@@ -19,10 +19,10 @@ compare. plotly, matplotlib and the widget libraries are imported only when firs
 """
 
 from ..foreign import prettify_tokens
-from .data import PAIR_FILTERS, VIEWS, stepper_steps, view_data
+from .model.data import PAIR_FILTERS, VIEWS, stepper_steps, view_data
 from .explorer import explore, head_view, model_view, neuron_view  # anywidget only when a widget is made (widget.py)
-from .export import export_html
-from .records import RECORDS
+from .wire.export import export_html
+from .model.records import RECORDS
 
 _FIGURES = tuple(r.figure for r in RECORDS if r.figure)  # each view's plotly function (its record names it)
 
@@ -32,7 +32,7 @@ __all__ = ["PAIR_FILTERS", "VIEWS", "explore", "export_html", "head_view", "mode
 
 def __getattr__(name):
     if name in _FIGURES:  # plotly loads on first use
-        from . import figures
+        from .render import figures
         return getattr(figures, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -42,12 +42,12 @@ def __dir__():  # what a user calls; the modules behind them (data, codec, panel
 
 
 def to_png(*args, **kwargs):
-    """A PNG of view data (see `bertviz_lite.views.static.to_png`)."""
-    from .static import to_png as _to_png
+    """A PNG of view data (see `bertviz_lite.views.render.static.to_png`)."""
+    from .render.static import to_png as _to_png
     return _to_png(*args, **kwargs)
 
 
 def save_png(*args, **kwargs):
-    """Build a view of a trace and save it as a PNG (see `bertviz_lite.views.static.save_png`)."""
-    from .static import save_png as _save_png
+    """Build a view of a trace and save it as a PNG (see `bertviz_lite.views.render.static.save_png`)."""
+    from .render.static import save_png as _save_png
     return _save_png(*args, **kwargs)

@@ -30,8 +30,8 @@ import numpy as np
 from ..errors import BertVizError
 from ..params import ParamLedger, count_params
 from ..trace import Trace
-from . import data
-from .selection import check_query, check_tab, shown_parts
+from .model import data
+from .wire.selection import check_query, check_tab, shown_parts
 
 
 def check_model(model, trace: Trace):
@@ -104,7 +104,7 @@ def explore(trace, model=None, *, tokens=None, sentence_b_start: int | None = No
             raise TypeError(f"{name} must be True or False, got {flag!r}")
     require_views_extra(static)
     if static:
-        from .figures import view_figure
+        from .render.figures import view_figure
         check_tab(tab, compare is not None)
         data.check_kind(trace, kind)
         data.pair_positions(trace, pair_filter)
@@ -115,7 +115,7 @@ def explore(trace, model=None, *, tokens=None, sentence_b_start: int | None = No
             vd = data.view_data(trace, tab, trace_b=compare, ledger=ledger, **args)
         return view_figure(vd, tab, head=head if vd.get("per_head", True) else 0, query=query,
                            heads=head_list(trace, heads), pair_filter=pair_filter, outline=True)
-    from .widget import Explorer  # anywidget loads here, with the first widget
+    from .wire.widget import Explorer  # anywidget loads here, with the first widget
     w = Explorer(trace, model=model, ledger=ledger, compare=compare, tab=tab, layer=layer, head=head,
                  kind=kind, pair_filter=pair_filter, key=key, query=query, pretty=prettify_tokens,
                  include_layers=include_layers, include_heads=include_heads, display_mode=display_mode)
@@ -142,7 +142,7 @@ def show_or_return(w, html_action: str, what: str):
     """bertviz's ending: "view" displays the explorer where the call is (after a print, with a trailing
     `;`, inside a function) and returns None; "return" gives the page's HTML instead."""
     if html_action == "return":
-        from .widget import ViewHTML
+        from .wire.widget import ViewHTML
         return ViewHTML(w.page(), w.info["title"])
     from IPython.display import display
     display(w)

@@ -36,12 +36,13 @@ import json
 import os
 from pathlib import Path
 
-from ..errors import BertVizError
-from . import codec, data, records
+from ...errors import BertVizError
+from . import codec
+from ..model import data, records
 from .files import check_folder, check_target, write_whole
-from .limits import DEFAULT_MAX_BYTES, FULL_UP_TO, MIN_BYTES, SMALL_MAPS
+from ..model.limits import DEFAULT_MAX_BYTES, FULL_UP_TO, MIN_BYTES, SMALL_MAPS
 
-ASSETS = Path(__file__).with_name("assets")
+ASSETS = Path(__file__).parents[1] / "render" / "assets"  # the front-end is a renderer
 
 
 def layer_order(num_layers: int) -> list[int]:
@@ -318,7 +319,7 @@ def check_max_bytes(max_bytes) -> int:
 
 
 def check_ledger(ledger) -> None:
-    from ..params import ParamLedger
+    from ...params import ParamLedger
     if ledger is not None and not isinstance(ledger, ParamLedger):
         raise TypeError(f"ledger must be bv.count_params(model) (a ParamLedger) or None, got "
                         f"{type(ledger).__name__} {ledger!r}"[:200])

@@ -26,7 +26,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from . import data, limits, panels
+from ..model import data, limits, panels
 
 ACCENT = data.ACCENT
 
@@ -201,7 +201,7 @@ def to_png(vd: dict, path, *, view: str | None = None, head: int = 0, heads=None
     outline=True marks the selected layer and head in the model view."""
     if not isinstance(vd, dict) or vd.get("view") not in panels.LAYOUTS:
         raise TypeError("to_png draws view data: data.view_data(trace, view, ...) (for a trace, use save_png)")
-    from .files import check_folder, check_target, write_whole
+    from ..wire.files import check_folder, check_target, write_whole
     named = isinstance(path, (str, Path))
     if named:  # a file name: checked before drawing, written whole or not at all (as save_png)
         target = check_target(path, what="to_png", kind=".png")
@@ -230,7 +230,7 @@ def save_png(trace, path, view: str = "attention", layer: int | None = None, hea
     The file is written whole or not at all (as export_html writes a page); a folder, a device or a
     FIFO at `path` is refused with NotARegularFileError before anything is drawn (writing a PNG into
     a FIFO nobody reads would block for ever)."""
-    from .files import check_folder, check_target, write_whole
+    from ..wire.files import check_folder, check_target, write_whole
     data.check_drawable(trace, "save_png")
     outline = view == "model" and layer is not None and head is not None
     layer, head = layer or 0, head or 0

@@ -23,14 +23,15 @@ import anywidget
 import numpy as np
 import traitlets as t
 
-from ..errors import BertVizError
-from ..trace import Trace
-from . import codec, data, records
+from ...errors import BertVizError
+from ...trace import Trace
+from . import codec
+from ..model import data, records
 from .export import ASSETS, DEFAULT_MAX_BYTES, build_page, check_max_bytes
 from .selection import check_query, check_shown, check_tab, shown_parts
 
 # the saved notebook page's cap, up to how many tokens it keeps every tab, how maps travel (why: limits.py)
-from .limits import EXACT_UP_TO, SAVED_EVERY_TAB_UP_TO, SAVED_PAGE_BYTES
+from ..model.limits import EXACT_UP_TO, SAVED_EVERY_TAB_UP_TO, SAVED_PAGE_BYTES
 
 # above SAVED_EVERY_TAB_UP_TO tokens the saved page keeps only these tabs (their records' saved_long): the
 # step-through's ~100 tensors and the one-token view would take seconds to build each time the explorer is shown
@@ -63,7 +64,7 @@ def answer(trace, request: dict, *, trace_b=None, ledger=None) -> tuple[dict, li
 
 def fallback_png(trace, layer: int, head: int, kind: str = "probs") -> bytes:
     """A PNG of one attention map (the saved notebook's picture where no widget manager runs)."""
-    from .static import to_png
+    from ..render.static import to_png
     buf = io.BytesIO()
     # small enough to keep in a saved notebook: above 128 tokens, block means (a 512-token map is ~1 MB of noise)
     to_png(data.attention(trace, layer, kind, max_tokens=EXACT_UP_TO), buf, head=head, dpi=90)
@@ -286,7 +287,7 @@ class Explorer(anywidget.AnyWidget):
 
     def figure(self, tab: str | None = None):
         """The plotly figure of a tab at the current selection."""
-        from .figures import view_figure
+        from ..render.figures import view_figure
         vd = self.view_data(tab)
         return view_figure(vd, tab or self.tab, head=self.head if vd.get("per_head", True) else 0,
                            heads=self.heads or None, query=self.query, pair_filter=self.pair_filter, outline=True)

@@ -18,7 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from . import data, limits, panels
+from ..model import data, limits, panels
 
 LABEL_CHARS = 22  # a token label is shortened to this many characters (as on the page and in the PNGs)
 PX = 80  # pixels per inch of the panels' shared size rule (`panels.grid_sizes`)
@@ -265,7 +265,7 @@ def model_view(trace, tokens=None, *, kind: str = "probs", max_tokens: int = lim
     outline one panel. Each thumbnail's trace `meta` is {"layer": l, "head": h}. progress: a bar
     (drawn after a second: 512 tokens of BERT-base take a few) over the layers and the drawing;
     None: on except where CI is set; False: never."""
-    from .export import progress_bar
+    from ..wire.export import progress_bar
     trace = data.as_trace(trace, tokens, sentence_b_start=sentence_b_start, what="model_view_figure()")
     sel = dict(layer=layer, head=head, outline=True) if layer is not None and head is not None else {}
     with progress_bar(trace.num_layers + 1, progress, "model_view: thumbnails") as bar:
@@ -284,7 +284,7 @@ def head_view(trace, layer_or_tokens=0, /, *, layer: int | None = None, heads=No
 
     head_view(tr, layer) draws a trace; head_view(attention, tokens, layer=0, sentence_b_start=None)
     draws attention computed elsewhere (Hugging Face's outputs.attentions), as bertviz's does."""
-    from ..trace import Trace
+    from ...trace import Trace
     if isinstance(trace, Trace):
         layer = layer_or_tokens if layer is None else layer
     else:  # bertviz's order: (attention, tokens)

@@ -1,6 +1,6 @@
 """Ready-to-draw panels: each view's drawing rules, written once for the three renderers.
 
-    from bertviz_lite.views import data, panels
+    from bertviz_lite.views.model import data, panels
     vd = data.view_data(tr, "attention", layer=2)
     fig = panels.resolve(vd, "attention", dict(head=5))    # what to draw for head 5
     fig["panels"][0]["clim"], fig["panels"][0]["z"].shape  # its colour limits and its map
@@ -33,7 +33,7 @@ import re
 
 import numpy as np
 
-from ..schema_text import plain_formula
+from ...schema_text import plain_formula
 from . import limits, records
 
 # one colour per head (the head view's lines and its boxes)

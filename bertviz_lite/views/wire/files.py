@@ -11,7 +11,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from ..errors import NotARegularFileError
+from ...errors import NotARegularFileError
 
 
 def check_target(path, what: str = "export_html", kind: str = ".html") -> Path:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..trace import Trace
-from . import data
+from ...trace import Trace
+from ..model import data
 
 TABS = data.VIEWS
 DISPLAY_MODES = ("light", "dark")  # bertviz's display_mode; None follows the notebook's theme

@@ -1,6 +1,6 @@
 """The view model: (trace, view, arguments) -> view data, the one thing every renderer draws from.
 
-    from bertviz_lite.views import data
+    from bertviz_lite.views.model import data
     vd = data.view_data(tr, "attention", layer=2, kind="probs")
     vd["arrays"]["maps"]          # (head, query, key) over the real tokens, float32
     vd["clim"]                    # per head: the colour scale's [low, high] (decided in `colour_scale`)
@@ -29,12 +29,12 @@ import re
 
 import numpy as np
 
-from .. import schema
-from ..backend import to_host
-from ..errors import BertVizError
-from ..foreign import join_tokens, prettify_token, shorten
-from ..params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
-from ..schema_text import plain_formula
+from ... import schema
+from ...backend import to_host
+from ...errors import BertVizError
+from ...foreign import join_tokens, prettify_token, shorten
+from ...params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
+from ...schema_text import plain_formula
 from . import limits, records
 from .panels import HEAD_COLOURS, layouts
 from .panels import _fmt as number_text
@@ -274,7 +274,7 @@ def as_trace(trace_or_attention, tokens=None, *, sentence_b_start=None, what: st
     """A Trace as is, or attention computed elsewhere (Hugging Face's `outputs.attentions`: L tensors
     [batch, heads, n, n] of any framework, gradients and devices included) with its tokens, through
     `Trace.from_attentions` (bertviz's calls)."""
-    from ..trace import Trace
+    from ...trace import Trace
     if isinstance(trace_or_attention, Trace):
         if tokens is not None or sentence_b_start is not None:
             raise TypeError(f"{what}: tokens= and sentence_b_start= go with attention from elsewhere; a Trace "
@@ -290,7 +290,7 @@ def as_trace(trace_or_attention, tokens=None, *, sentence_b_start=None, what: st
 
 def check_trace(trace, what: str = "explore()"):
     """A Trace with every layer's attention that the views can draw, or one clear error."""
-    from ..trace import Trace
+    from ...trace import Trace
     if not isinstance(trace, Trace):
         raise TypeError(f"{what} takes a Trace, got {type(trace).__name__}: make one with "
                         f"tr = model.trace('some text') and call {what.rstrip('()')}(tr)")
@@ -611,7 +611,7 @@ def compare(trace_a, trace_b, layer: int = 0, kind: str = "probs", *, max_tokens
 
 
 def check_comparable(trace_a, trace_b) -> None:
-    from ..trace import Trace
+    from ...trace import Trace
     for t in (trace_a, trace_b):
         if not isinstance(t, Trace):
             raise TypeError(f"compare takes two Traces, got {type(t).__name__}")
@@ -636,7 +636,7 @@ def first_differing_layer(trace_a, trace_b) -> int:
 
 def compare_rows(trace_a, trace_b) -> list[tuple[str, float, float, float]]:
     """(key, relative change, largest |b - a|, mean cosine) for each key both traces hold (bv.compare's numbers)."""
-    from ..comparison import compare as compare_runs
+    from ...comparison import compare as compare_runs
     return [(key, rel, max_abs, cos) for key, max_abs, rel, cos in compare_runs(trace_a, trace_b).rows]
 
 
@@ -686,7 +686,7 @@ def weights_table(weights) -> list[list[str]]:
 def step_weights(trace, key: str, ledger=None) -> list[tuple[str, str, int]]:
     """(weight, shape, parameters) the step reads: from the ledger, or the shapes from the config.
     A tied weight (the mlm output reads W_T) is listed with 0 parameters: its owner counts it."""
-    from ..weights import param_shapes
+    from ...weights import param_shapes
     st = schema.step_of(key, trace.config)
     shapes = param_shapes(trace.config, mlm=True)
     tied = [(f"{n} (tied)", " x ".join(map(str, shapes[n])), 0) for n in st.tied]

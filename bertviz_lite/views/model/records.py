@@ -1,6 +1,6 @@
 """One record per view: everything the package decides about a view, written once, as data.
 
-    from bertviz_lite.views.records import RECORDS, record
+    from bertviz_lite.views.model.records import RECORDS, record
     record("head").data_from      # 'attention': the head view draws the attention view's data
 
 The registries are derived from these records: `data.VIEWS`, `data.TITLES`, `data.BUILDERS`,
