@@ -15,6 +15,7 @@ import io
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -169,6 +170,7 @@ class JupyterLab:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
         self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)  # its settings, kernels' files and notebooks (a few MB a server)
 
 
 # ------------------------------------------------------------------------------------------
@@ -177,9 +179,19 @@ class JupyterLab:
 
 
 def launch_browser(playwright, width: int = 1400, height: int = 1200):
-    return playwright.chromium.launch_persistent_context(
-        tempfile.mkdtemp(prefix="bvl-chromium-"), executable_path=CHROMIUM, headless=True, args=ARGS,
-        viewport={"width": width, "height": height})
+    """A headless chromium context on a fresh profile folder, removed when the context closes."""
+    profile = tempfile.mkdtemp(prefix="bvl-chromium-")
+    ctx = playwright.chromium.launch_persistent_context(
+        profile, executable_path=CHROMIUM, headless=True, args=ARGS, viewport={"width": width, "height": height})
+    close = ctx.close
+
+    def close_and_remove(*args, **kwargs):
+        try:
+            close(*args, **kwargs)
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
+    ctx.close = close_and_remove
+    return ctx
 
 
 def record_requests(page, lab: JupyterLab) -> list[str]:

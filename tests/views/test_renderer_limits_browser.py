@@ -34,8 +34,9 @@ def sync_api():
 @contextlib.contextmanager
 def opened_page(sync_api, path):
     """An exported page in a fresh headless chromium, its first map drawn; the browser always closes."""
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(prefix="bvl-chromium-"), executable_path=CHROMIUM,
+    with sync_api.sync_playwright() as p, tempfile.TemporaryDirectory(prefix="bvl-chromium-",
+                                                                      ignore_cleanup_errors=True) as profile:
+        ctx = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM,
                                                    headless=True, args=ARGS, viewport={"width": 1400, "height": 1000})
         try:
             page = ctx.new_page()
