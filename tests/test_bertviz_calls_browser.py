@@ -221,7 +221,7 @@ def test_bertvizs_calls_look_like_bertvizs_and_explore_keeps_its_own(browser, tm
             page.close()
     (call, call_hover), (ours, ours_hover) = looks["call"], looks["explore"]
     assert call < 0.5 * ours, looks  # faint at first glance
-    assert call_hover < ours_hover, looks  # bertviz's hovered lines keep their opacity: its shaded boxes carry the weights
+    assert call_hover < ours_hover, looks  # bertviz's hovered lines keep their opacity (its shades carry the weights)
     page, errors = open_html(browser, bv.model_view(att, TOKENS, 6, html_action="return").data, tmp_path, "look-model")
     try:
         page.wait_for_function(f"() => document.querySelectorAll(\"{MODEL} canvas.bvl-thumb-lines\").length === 12")

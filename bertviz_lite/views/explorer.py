@@ -212,9 +212,10 @@ def model_view(attention=None, tokens=None, sentence_b_start: int | None = None,
     """bertviz's model view (bertviz's signature), interactive: the explorer opened on its model view
     tab (every layer x head as a thumbnail: bertviz's lines on dark tiles, a click opens it enlarged with
     its tokens over the grid, as bertviz; the thumbnails select offers heat maps, whose click opens that
-    head; the sentence-pair filter above), displayed where it is called; returns None (html_action="return": the page's HTML). Arguments as
-    `head_view`. The plotly figure: `bv.views.model_view_figure(trace)`; the widget: `bv.explore(...,
-    tab="model")`."""
+    head; the sentence-pair filter above), displayed where it is called; returns None
+    (html_action="return": the page's HTML). Arguments as `head_view`; display_mode: the tiles' colours
+    ("dark", bertviz's default, or "light") and the whole view's. The plotly figure:
+    `bv.views.model_view_figure(trace)`; the widget: `bv.explore(..., tab="model")`."""
     check_html_action(html_action, "model_view()")
     trace = data.as_trace(attention, tokens, sentence_b_start=sentence_b_start, what="model_view()")
     w = explore(trace, tab="model", pair_filter=pair_filter, prettify_tokens=prettify_tokens,

@@ -96,6 +96,7 @@ function decode(header, buffers) {
 function paintLines(canvas, alpha, R, C, colour, g, only = -1) {
   const dpr = window.devicePixelRatio || 1;
   canvas.width = Math.round(g.width * dpr); canvas.height = Math.round(g.height * dpr);
+  canvas.style.width = `${g.width}px`; canvas.style.height = `${g.height}px`;
   const ctx = canvas.getContext("2d");
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.strokeStyle = colour; ctx.lineWidth = g.line;
@@ -480,8 +481,10 @@ function Lines() {
 // the layout's rule (panels.line_alpha, line_order; the plotly and PNG head views use it too): every head's
 // lines weakest first, so the strongest weights of any head are on top; the faint floor shared by the k heads.
 // hov: the token under the mouse ({side: "q" | "k", i}): only its lines
-function strokeLines(ctx, p, hov, xl, xr, y) {
+// rule(w, k): a line's [opacity, width] (bertviz's look: its own); returns each line's opacity, their mean and largest
+function strokeLines(ctx, p, hov, xl, xr, y, rule) {
   const lines = [], k = p.series.length, C = p.right.length, [a0, a1] = p.alpha, [w0, w1] = p.width;
+  rule = rule || ((w) => [Math.min(1, a0 / Math.max(1, k) + a1 * w), w0 + w1 * w]);
   p.series.forEach((s, si) => {
     for (let i = 0; i < p.left.length; i++) {
       if (hov && hov.side === "q" && hov.i !== i) continue;
@@ -493,12 +496,15 @@ function strokeLines(ctx, p, hov, xl, xr, y) {
     }
   });
   lines.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let sum = 0, max = 0;
   for (const [w, si, i, j] of lines) {
-    ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = Math.min(1, a0 / Math.max(1, k) + a1 * w);
-    ctx.lineWidth = w0 + w1 * w;
-    ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
+    [ctx.globalAlpha, ctx.lineWidth] = rule(w, k);
+    sum += ctx.globalAlpha; max = Math.max(max, ctx.globalAlpha);
+    ctx.strokeStyle = p.series[si].colour;
+    ctx.beginPath(); ctx.moveTo(xl, y(i)); ctx.lineTo(xr, y(j)); ctx.stroke();
   }
   ctx.globalAlpha = 1;
+  return { heads: k, count: lines.length, mean: lines.length ? sum / lines.length : 0, max };
 }
 // bertviz's hover: behind each token on the other side, one box per chosen head in its colour, its opacity that
 // token's weight (hovering a query: the keys it attends to; hovering a key: the queries attending to it); returns
@@ -541,7 +547,7 @@ function drawLines(l, p, width) {
   l.canvas.shades = hov ? shadeTokens(ctx, p, hov, { q: [2, xl - 1], k: [xr + 1, W - 2] }, (i) => y(i) - rowH / 2,
     rowH) : null;
   l.canvas.geometry = { top, row: rowH, xl, xr, width: W }; // where the tokens are (read by the tests)
-  strokeLines(ctx, p, hov, xl, xr, y);
+  l.canvas.lines = strokeLines(ctx, p, hov, xl + 4, xr - 4, y);
   const label = (s) => (s.length > 22 ? s.slice(0, 21) + "\u2026" : s);
   const tokens = (list, groups, side, align, x) => list.forEach((s, i) => {
     ctx.font = `${hov && hov.side === side && hov.i === i ? "bold " : ""}${Math.min(13, rowH - 3)}px sans-serif`;
@@ -578,27 +584,7 @@ function drawBertvizLines(l, p, width) {
     ctx.globalAlpha = 1;
   }
   c.shades = hov ? shadeTokens(ctx, p, hov, { q: [0, box], k: [xr, xr + box] }, top, rowH) : null;
-  const C = p.right.length, alphas = [];
-  ctx.lineWidth = g.line;
-  p.series.forEach((s) => {
-    ctx.strokeStyle = s.colour;
-    for (let i = 0; i < p.left.length; i++) {
-      if (hov && hov.side === "q" && hov.i !== i) continue;
-      for (let j = 0; j < C; j++) {
-        if (hov && hov.side === "k" && hov.i !== j) continue;
-        const w = s.z[i * C + j];
-        if (!(w >= p.min_weight)) continue;
-        ctx.globalAlpha = Math.min(1, w / Math.max(1, k));
-        alphas.push(ctx.globalAlpha);
-        ctx.beginPath(); ctx.moveTo(xl, mid(i)); ctx.lineTo(xr, mid(j)); ctx.stroke();
-      }
-    }
-  });
-  ctx.globalAlpha = 1;
-  const sum = alphas.reduce((a, b) => a + b, 0);
-  // what was drawn (read by the tests): each line's opacity, their mean and largest
-  c.lines = { heads: k, count: alphas.length, mean: alphas.length ? sum / alphas.length : 0,
-    max: Math.max(0, ...alphas) };
+  c.lines = strokeLines(ctx, p, hov, xl, xr, mid, (w) => [Math.min(1, w / Math.max(1, k)), g.line]);
   c.geometry = { top: g.top, row: rowH, xl, xr, width: W, box, font: `${font}px ${BERTVIZ_FONT}` };
   ctx.fillStyle = ink_; ctx.font = `${font}px ${BERTVIZ_FONT}`; ctx.textBaseline = "middle";
   ctx.textAlign = "right"; p.look.left.forEach((s, i) => ctx.fillText(s, xl - font / 2, mid(i)));
@@ -1085,49 +1071,27 @@ function placePanels(app, p, fig, titled, cols) {
 // at most (bertviz's 970 px less its axis), narrower to fit the page; a token row 84/932 of a tile's width (7 px in
 // 78), lines 5 px from the left and 9 px from the right, 2.2 px wide; a tall input's tiles at most 3 widths high
 function tileGeometry(app, fig) {
-  const first = fig.panels.find((q) => q.thumb), n = first ? Math.max(first.R, first.C) : 1;
-  const room = Math.max(200, app.root.clientWidth - 56), cols = fig.grid[1];
-  const width = Math.max(24, Math.min(Math.floor(932 / app.info.heads), Math.floor(room / cols)));
+  const n = Math.max(fig.panels[0].R, fig.panels[0].C), room = Math.max(200, app.root.clientWidth - 56);
+  const width = Math.max(24, Math.min(Math.floor(932 / app.info.heads), Math.floor(room / fig.grid[1])));
   const row = Math.min(width * 84 / 932, (3 * width) / n);
-  return { width, height: Math.ceil(n * row + 10), row, top: 5, x0: 5, x1: width - 9,
-    line: Math.max(0.6, Math.min(2.2, row * 0.32)) };
+  return { width, height: Math.ceil(n * row + 10), row, top: 5, x0: 5, x1: width - 9, line: Math.min(2.2, row / 3) };
 }
 // each line's opacity in the line thumbnails: the weight (bertviz's); a block of keys (a long input's block means)
 // counts each key in it, so a query's lines still sum to 1; scores (not weights): within the panel's limits
 function opacityOf(panel, vd) {
-  const out = new Float32Array(panel.values.length), C = panel.C;
-  if (vd.kind !== "probs") {
-    const [lo, hi] = panel.clim, k = 1 / ((hi - lo) || 1);
-    panel.values.forEach((v, p) => { out[p] = (v - lo) * k; });
-    return out;
-  }
-  const e = vd.edges || range(vd.shown + 1), width = panel.cols.map((j) => e[j + 1] - e[j]);
-  panel.values.forEach((v, p) => { out[p] = v * width[p % C]; });
-  return out;
-}
-// the tiles' colours: bertviz's display_mode for its calls (dark unless asked), else the page's
-const TILES = { dark: { text: "#ccc", background: "black", highlight: "#222" },
-  light: { text: "black", background: "white", highlight: "#F5F5F5" } };
-function tilesOf(app, node) {
-  const t = TILES[app.info.tiles];
-  if (t) return t;
-  const bg = getComputedStyle(app.root).getPropertyValue("--jp-layout-color0").trim() || "white";
-  return { text: ink(node), background: bg, highlight: "rgba(128, 128, 128, 0.12)" };
+  const e = vd.edges, [lo, hi] = panel.clim, C = panel.C;
+  const f = panel.cols.map((j) => (vd.kind === "probs" ? e[j + 1] - e[j] : 1 / ((hi - lo) || 1)));
+  return panel.values.map((v, q) => (vd.kind === "probs" ? v : v - lo) * f[q % C]);
 }
 // a model view thumbnail: a heat map (a click opens it in the attention tab), or bertviz's lines (a click opens it
 // enlarged over the grid: openEnlarged; a second click, its close button or Esc close it)
 function drawThumb(app, part, panel, size) {
   const cv = part.canvas, thumbs = app.thumbs, { layer, head } = panel.meta, lines = thumbs.lines;
   const id = `${layer},${head}`, open = lines && thumbs.big === id;
-  const colour = app.info.colours[layer % app.info.colours.length];
-  if (lines) {
-    paintLines(cv, opacityOf(panel, size.vd), panel.R, panel.C, colour, size.tile);
-    cv.style.width = `${size.tile.width}px`; cv.style.height = `${size.tile.height}px`;
-    cv.style.background = open ? size.tiles.highlight : size.tiles.background;
-  } else {
-    paint(cv, panel.values, panel.R, panel.C, app.info.luts[panel.scale], panel.clim);
-    cv.style.width = cv.style.height = `${size.thumb}px`; cv.style.background = "";
-  }
+  const colour = app.info.colours[layer % app.info.colours.length], g = size.tile;
+  if (lines) paintLines(cv, opacityOf(panel, size.vd), panel.R, panel.C, colour, g);
+  else paint(cv, panel.values, panel.R, panel.C, app.info.luts[panel.scale], panel.clim);
+  cv.style.width = `${lines ? g.width : size.thumb}px`; cv.style.height = `${lines ? g.height : size.thumb}px`;
   // the outline: the open thumbnail's (lines), else the selected head's (maps: the head the other tabs show)
   const marked = lines ? open : !!panel.marked;
   cv.classList.toggle("bvl-thumb-lines", lines); cv.classList.toggle("bvl-open", open);
@@ -1140,64 +1104,52 @@ function drawThumb(app, part, panel, size) {
 }
 // a token's (a block's) label in the enlarged thumbnail: the token as typed, or a block's first and last
 function thumbLabel(app, vd, b) {
-  const t = app.info.tokens, e = vd.edges;
-  if (!e || e.length - 1 === t.length) return t[b];
-  return e[b + 1] - e[b] === 1 ? t[e[b]] : `${t[e[b]]}\u2026${t[e[b + 1] - 1]}`;
+  const t = app.info.tokens, [a, z] = [vd.edges[b], vd.edges[b + 1]];
+  return z - a === 1 ? t[a] : `${t[a]}\u2026${t[z - 1]}`;
 }
 // bertviz's enlarged thumbnail: a panel over the grid beside the clicked one (right of it, or left where it would
-// leave the page), titled "Layer L, Head H", its tokens as text (13 px, rows of 18 px) either side of 140 px of
+// leave the tiles), titled "Layer L, Head H", its tokens as text (13 px, rows of 18 px) either side of 140 px of
 // lines; hovering a query shows only its lines; closed by a second click on the thumbnail, its x or Esc
 function openEnlarged(app, p, fig, size) {
   const section = app.sections.model, old = p.enlarged;
-  const panelIndex = fig.panels.findIndex((q) => q.thumb && app.thumbs.lines &&
-    `${q.meta.layer},${q.meta.head}` === app.thumbs.big);
-  if (panelIndex < 0) {
-    if (old) old.remove();
-    p.enlarged = null;
-    if (app.thumbs.big && !fig.panels.some((q) => q.thumb && `${q.meta.layer},${q.meta.head}` === app.thumbs.big)) {
-      app.thumbs.big = null; // a head the grid no longer shows
-    }
-    return;
-  }
-  const panel = fig.panels[panelIndex], thumb = p.parts[panelIndex].canvas, vd = size.vd, t = size.tiles;
-  const { layer, head } = panel.meta, colour = app.info.colours[layer % app.info.colours.length];
-  const title = `Layer ${layer}, Head ${head}`, row = 18, n = Math.max(panel.R, panel.C);
+  const big = (q) => q.thumb && app.thumbs.lines && `${q.meta.layer},${q.meta.head}` === app.thumbs.big;
+  const at = fig.panels.findIndex(big);
+  section.style.minHeight = "";
+  if (old && at < 0) old.remove();
+  if (at < 0) { p.enlarged = null; return; }
+  const panel = fig.panels[at], thumb = p.parts[at].canvas, vd = size.vd, { layer, head } = panel.meta;
+  const colour = app.info.colours[layer % app.info.colours.length], title = `Layer ${layer}, Head ${head}`;
   const close = () => { app.thumbs.big = null; show(app); };
   const tokens = (idx, side) => el("div", { class: `bvl-enlarged-tokens bvl-enlarged-${side}` },
-    idx.map((b, i) => el("div", { class: "bvl-enlarged-token", "data-i": String(i), text: thumbLabel(app, vd, b) })));
-  const left = tokens(panel.rows, "left"), right = tokens(panel.cols, "right");
-  const lines = el("canvas", { class: "bvl-enlarged-lines" });
-  const box = el("div", { class: "bvl-enlarged", role: "dialog", "aria-label": title, tabindex: "-1" }, [
+    idx.map((b, i) => el("div", { class: "bvl-enlarged-token", "data-i": i, text: thumbLabel(app, vd, b) })));
+  const left = tokens(panel.rows, "left"), lines = el("canvas", { class: "bvl-enlarged-lines" });
+  const box = el("div", { class: "bvl-enlarged", role: "dialog", "aria-label": title, tabindex: "-1",
+    style: `--bvl-layer-colour:${colour}`, onkeydown: (ev) => ev.key === "Escape" && close() }, [
     el("button", { class: "bvl-enlarged-close", "aria-label": "close", title: "close (Esc)", text: "\u00d7",
       onclick: close }),
     el("div", { class: "bvl-enlarged-title", text: title }),
-    el("div", { class: "bvl-enlarged-body" }, [left, lines, right])]);
-  box.style.background = t.background; box.style.color = t.text; box.style.setProperty("--bvl-layer-colour", colour);
-  const alpha = opacityOf(panel, vd), g = { width: 140, height: n * row, row, top: 0, x0: 0, x1: 140, line: 2.2 };
-  const draw = (only) => {
-    paintLines(lines, alpha, panel.R, panel.C, colour, g, only);
-    lines.style.width = `${g.width}px`; lines.style.height = `${g.height}px`;
-  };
+    el("div", { class: "bvl-enlarged-body" }, [left, lines, tokens(panel.cols, "right")])]);
+  const alpha = opacityOf(panel, vd), n = Math.max(panel.R, panel.C);
+  const draw = (only) => paintLines(lines, alpha, panel.R, panel.C, colour,
+    { width: 140, height: n * 18, row: 18, top: 0, x0: 0, x1: 140, line: 2.2 }, only);
   draw(-1);
   for (const d of left.children) {
-    d.addEventListener("mouseenter", () => draw(+d.dataset.i));
-    d.addEventListener("mouseleave", () => draw(-1));
+    d.onmouseenter = () => draw(+d.dataset.i);
+    d.onmouseleave = () => draw(-1);
   }
-  box.addEventListener("keydown", (ev) => { if (ev.key === "Escape") close(); });
   if (old) old.replaceWith(box); else section.appendChild(box);
   p.enlarged = box;
-  // where: bertviz's rule (model_view.js renderDetail), in the section's coordinates, kept inside the grid
+  // where: bertviz's rule (model_view.js renderDetail), in the section's coordinates; a panel taller than the grid
+  // (a long input) pushes what follows down
   const s = section.getBoundingClientRect(), r = thumb.getBoundingClientRect(), grid = p.grid.getBoundingClientRect();
   const w = box.offsetWidth, h = box.offsetHeight;
-  const tilesRight = Math.max(...p.parts.filter((q) => q.canvas).map((q) => q.canvas.getBoundingClientRect().right));
-  let x = r.left - s.left + 5 + 0.8 * r.width;
-  if (x + w > Math.min(s.width, tilesRight - s.left)) x = r.left - s.left + 13 - w;
-  x = Math.max(0, Math.min(x, s.width - w));
-  let y = r.top - s.top + 20;
+  const right = Math.max(...p.parts.map((q) => q.canvas.getBoundingClientRect().right)) - s.left;
+  let x = r.left - s.left + 5 + 0.8 * r.width, y = r.top - s.top + 20;
+  if (x + w > right) x = r.left - s.left + 13 - w;
   if (y + h > grid.bottom - s.top) y = Math.max(grid.top - s.top, grid.bottom - s.top - h);
-  box.style.left = `${Math.round(x)}px`; box.style.top = `${Math.round(y)}px`;
-  box.bvl = { layer, head, title, left: panel.rows.map((b) => thumbLabel(app, vd, b)),
-    right: panel.cols.map((b) => thumbLabel(app, vd, b)) };
+  box.style.left = `${Math.max(0, Math.min(x, s.width - w))}px`; box.style.top = `${y}px`;
+  section.style.minHeight = `${Math.ceil(y + h + 4)}px`;
+  box.bvl = { layer, head };
   if (!old || old.bvl.layer !== layer || old.bvl.head !== head) box.focus({ preventScroll: true });
 }
 // what a click on a map selects, from the layout: "$row" / "$col" are the clicked token's index
@@ -1295,13 +1247,13 @@ function drawPanels(app, tab, fig, vd) {
   placePanels(app, p, fig, titled, cols);
   const tiles = tab === "model" && app.thumbs.lines; // bertviz's line thumbnails: tiles that touch
   if (tiles) p.grid.style.gap = "0px";
-  p.grid.classList.toggle("bvl-tiles", tiles);
+  p.grid.classList.toggle("bvl-tiles", tiles); app.sections[tab].dataset.tiles = app.info.tiles || "";
   const full = widthOf(app);
   app.drawnWidth = app.root.clientWidth;
   // one row height for a grid row whose bars line up with a map (the neuron view): k, q∘k and the bars
   const alignedRows = new Set(fig.panels.filter((q) => q.type === "bars" && q.aligned).map((q) => q.at[0]));
   const size = { full, cols, alignedRows, thumb: Math.max(36, Math.min(90, Math.floor((full + 60) / cols) - 6)), vd,
-    tile: tiles ? tileGeometry(app, fig) : null, tiles: tiles ? tilesOf(app, p.grid) : null };
+    tile: tiles ? tileGeometry(app, fig) : null };
   const limits = fig.panels.map((panel, i) => drawPanel(app, p, fig, i, size)).filter((clim) => clim);
   if (tab === "model") openEnlarged(app, p, fig, size);
   flowPanels(p, fig, titled, cols);
