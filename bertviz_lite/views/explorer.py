@@ -156,6 +156,27 @@ def check_html_action(html_action, what: str) -> str:
     return html_action
 
 
+# what the front-end says under a view drawn in bertviz's look (in place of the layout's notes, which describe
+# bv.explore's lines and maps)
+LOOK_NOTES = {
+    "head": "a line per weight, its opacity the weight divided by the number of heads shown (bertviz's rule: faint "
+            "with every head on); one colour per head; click a head's box to add or remove it, double-click it to "
+            "see it alone (again: every head); hover a token to see only its lines, the other side's tokens shaded "
+            "by their weights",
+    "model": "each thumbnail: a line from each query (left) to each key (right), its opacity the weight (bertviz's "
+             "rule); click one to enlarge it with its tokens (click it again, \u00d7 or Esc to close)",
+}
+
+
+def bertviz_look(w, display_mode: str | None):
+    """bertviz's look at first glance, for its calls (bv.explore keeps its own): bertviz's colours
+    (d3.schemeCategory10 by head, and by layer in the model view), the head view's lines at opacity
+    weight / heads shown, line thumbnails on bertviz's dark tiles (display_mode="light": white) that a
+    click opens in a labelled panel over the grid."""
+    w.info = dict(w.info, look="bertviz", colours=list(data.BERTVIZ_COLOURS), tiles=display_mode or "dark",
+                  look_notes=dict(LOOK_NOTES))
+
+
 def head_view(attention=None, tokens=None, sentence_b_start: int | None = None, prettify_tokens: bool = True,
               layer: int | None = None, heads=None, *, include_layers=None, include_heads=None,
               display_mode: str | None = None, html_action: str = "view", pair_filter: str = "all"):
@@ -167,8 +188,9 @@ def head_view(attention=None, tokens=None, sentence_b_start: int | None = None, 
         head_view(outputs.attentions, tokens)
 
     attention: `outputs.attentions` (L tensors [1, heads, n, n] of any framework) with its tokens, or
-    a bertviz_lite Trace (no tokens). Every head is shown at the start, one colour each, its lines faint
-    until a token is hovered or one head is chosen (bertviz's look; bv.explore draws them stronger); the layer
+    a bertviz_lite Trace (no tokens). Every head is shown at the start, one colour each, each line's opacity
+    its weight over the heads shown (bertviz's look: faint with every head on, strong for one head; bv.explore
+    draws them stronger); the layer
     select, hovering a token (only its lines), clicking a head's box (toggle), double-clicking it
     (that head alone; again: every head), "all heads" and the sentence-pair filter work as in bertviz.
     layer, heads: the start; include_layers / include_heads: show only those; display_mode: "light" or
@@ -180,7 +202,7 @@ def head_view(attention=None, tokens=None, sentence_b_start: int | None = None, 
     trace = data.as_trace(attention, tokens, sentence_b_start=sentence_b_start, what="head_view()")
     w = explore(trace, tab="head", layer=layer, heads=heads, pair_filter=pair_filter, prettify_tokens=prettify_tokens,
                 include_layers=include_layers, include_heads=include_heads, display_mode=display_mode)
-    w.info = dict(w.info, look="bertviz")  # bertviz's look at first glance: faint lines, line thumbnails
+    bertviz_look(w, display_mode)
     return show_or_return(w, html_action, "head_view()")
 
 
@@ -188,16 +210,17 @@ def model_view(attention=None, tokens=None, sentence_b_start: int | None = None,
                display_mode: str | None = None, *, include_layers=None, include_heads=None,
                html_action: str = "view", pair_filter: str = "all"):
     """bertviz's model view (bertviz's signature), interactive: the explorer opened on its model view
-    tab (every layer x head as a thumbnail: bertviz's lines, a click enlarges one in place; the
-    thumbnails select offers heat maps, whose click opens that head; the sentence-pair filter above),
-    displayed where it is called; returns None (html_action="return": the page's HTML). Arguments as
-    `head_view`. The plotly figure: `bv.views.model_view_figure(trace)`; the widget: `bv.explore(...,
-    tab="model")`."""
+    tab (every layer x head as a thumbnail: bertviz's lines on dark tiles, a click opens it enlarged with
+    its tokens over the grid, as bertviz; the thumbnails select offers heat maps, whose click opens that
+    head; the sentence-pair filter above), displayed where it is called; returns None
+    (html_action="return": the page's HTML). Arguments as `head_view`; display_mode: the tiles' colours
+    ("dark", bertviz's default, or "light") and the whole view's. The plotly figure:
+    `bv.views.model_view_figure(trace)`; the widget: `bv.explore(..., tab="model")`."""
     check_html_action(html_action, "model_view()")
     trace = data.as_trace(attention, tokens, sentence_b_start=sentence_b_start, what="model_view()")
     w = explore(trace, tab="model", pair_filter=pair_filter, prettify_tokens=prettify_tokens,
                 include_layers=include_layers, include_heads=include_heads, display_mode=display_mode)
-    w.info = dict(w.info, look="bertviz")
+    bertviz_look(w, display_mode)
     return show_or_return(w, html_action, "model_view()")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 
 import numpy as np
 import pytest
@@ -123,12 +124,36 @@ def test_a_long_page_packs_smaller_than_its_payloads_one_by_one(small):
 
 
 def test_the_page_inlines_every_code_line_of_app_js_in_order(minilm_page):
-    # the page drops app.js's comment lines and indentation (its size budget), nothing else
+    # the page drops app.js's comments and indentation (its size budget), nothing else
     _, path, _ = minilm_page
     text = path.read_text(encoding="utf-8")
     script = text.split('<script type="module">', 1)[1].split("</script>", 1)[0]
-    source = (export.ASSETS / "app.js").read_text(encoding="utf-8").split("\n")
-    code = [line.strip() for line in source if line.strip() and not line.strip().startswith("//")]
+    text = (export.ASSETS / "app.js").read_text(encoding="utf-8")
+    source = text.split("*/", 1)[1].split("\n")  # after the opening comment block
+    assert text.startswith("/*") and "/*" not in text.split("*/", 1)[1]
+    code = [export.without_comment(line.strip()) for line in source
+            if line.strip() and not line.strip().startswith("//")]
     assert [line for line in script.split("\n") if line][:len(code)] == code
+    assert sum(" // " in line for line in code) < 0.1 * sum(" // " in line for line in source)  # trailing ones too
     assert sum(map(len, code)) > 0.75 * len(script)  # most of the page's script is app.js's code
 
+
+
+@pytest.mark.parametrize("line, kept", [
+    ("let a = 1; // one", "let a = 1;"),
+    ('const u = "a // b"; // a string holding one', 'const u = "a // b"; // a string holding one'),
+    ("s.replace(/'/g, \"\"); // an odd quote before", "s.replace(/'/g, \"\"); // an odd quote before"),
+    ("x = `a // b`;", "x = `a // b`;"),
+])
+def test_a_trailing_comment_goes_only_where_no_string_is_open(line, kept):
+    assert export.without_comment(line) == kept
+
+
+def test_the_inlined_style_sheet_keeps_every_rule():
+    # comments and spaces go; every selector and declaration stays, in order
+    source = (export.ASSETS / "app.css").read_text(encoding="utf-8")
+    rules = [r for r in re.sub(r"/\*.*?\*/", "", source, flags=re.S).split("}") if r.strip()]
+    inlined = [r for r in export.style_sheet().split("}") if r.strip()]
+    squash = lambda r: re.sub(r"\s+", "", r)  # noqa: E731
+    assert [squash(r) for r in inlined] == [squash(r) for r in rules]
+    assert len(export.style_sheet()) < 0.95 * len(source)

@@ -57,6 +57,9 @@ VIEWS = records.VIEWS  # one record per view (records.py); the registries below 
 TITLES = {r.name: r.title for r in records.RECORDS}
 PAIR_FILTERS = ("all", "A->A", "A->B", "B->A", "B->B")
 KINDS = ("probs", "scores")
+# bertviz's own colours (d3.schemeCategory10): its head view's heads and its model view's layers, in its calls' look
+BERTVIZ_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+                   "#17becf")
 ACCENT = "#c2410c"  # sentence B's labels and boundaries, a selected thumbnail (app.css's --bvl-accent, light theme)
 
 # ------------------------------------------------------------------------------------------
@@ -412,7 +415,8 @@ def model(trace, kind: str = "probs", *, max_tokens: int = limits.THUMB_TOKENS, 
             rows, cols = pair_index(pf, block_segs)
             scale["by_pair"][pf] = colour_scale(out[:, :, rows][:, :, :, cols], tensor, per=2)["clim"]
     return _base(trace, "model", kind=kind, layers=trace.num_layers, heads=trace.num_heads, tokens=trace.n_real,
-                 shown=int(out.shape[-1]), scale=scale, segments=block_segs, arrays=dict(maps=out))
+                 shown=int(out.shape[-1]), edges=[int(e) for e in edges], scale=scale, segments=block_segs,
+                 arrays=dict(maps=out))
 
 
 def head(trace, layer: int, heads=None, kind: str = "probs") -> dict:

@@ -159,7 +159,7 @@ def model_layout(vd: dict) -> dict:
                 panels=panels, notes=[blocks + ("each panel from white (0) to its own largest weight (in the sentences "
                                                 "shown)" if vd["kind"] ==
                                                 "probs" else "each panel symmetric around 0")],
-                live=["click a panel to open it in the attention tab (thumbnails as lines: to enlarge it in place)"],
+                live=["click a panel to open it in the attention tab (thumbnails as lines: to enlarge it over the grid)"],
                 edited="")
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from pathlib import Path
 
 from ...errors import BertVizError
@@ -260,17 +261,42 @@ def kept_views(views, payloads: dict) -> list[str]:
 PACKED_FACTS = ("luts", "symbols", "formulas")
 
 
+def without_comment(line: str) -> str:
+    """A code line without its trailing ` // comment`, where the code before it closes every string it
+    opens (an even number of each quote); else the line as it is (a `//` that may sit in a string stays)."""
+    at = line.find(" // ")
+    if at < 0 or any(line[:at].count(q) % 2 for q in "\"'`"):
+        return line
+    return line[:at].rstrip()
+
+
 def front_end() -> str:
-    """app.js as the page inlines it: without its comment lines and indentation (the page's size budget:
-    app.js has no string or template that spans lines, so each code line is kept as it is, and a line
-    stays a line)."""
-    lines = (ASSETS / "app.js").read_text(encoding="utf-8").split("\n")
-    return "\n".join(line.lstrip() for line in lines if not line.lstrip().startswith("//"))
+    """app.js as the page inlines it: without its comments (the opening block, comment lines, trailing
+    comments), indentation and blank lines (the page's size budget: app.js has no string or template that
+    spans lines, so each code line is kept as it is, and a line stays a line)."""
+    lines = code_of(ASSETS / "app.js")
+    return "\n".join(without_comment(line) for line in lines if not line.startswith("//"))
+
+
+def code_of(path) -> list[str]:
+    """A script's non-blank lines, stripped, after its opening /* ... */ block."""
+    text = path.read_text(encoding="utf-8")
+    if text.startswith("/*"):
+        text = text.split("*/", 1)[1]
+    return [line.strip() for line in text.split("\n") if line.strip()]
+
+
+def style_sheet() -> str:
+    """app.css as the page inlines it: without its comments, each rule on one line, no space after a
+    `{ ; : ,` or before a `{ } ;` (app.css has no string holding those)."""
+    css = re.sub(r"/\*.*?\*/", "", (ASSETS / "app.css").read_text(encoding="utf-8"), flags=re.S)
+    css = re.sub(r"\s+([{};])", r"\1", re.sub(r"([{;:,])\s+", r"\1", css))
+    return re.sub(r"\s+", " ", css).replace("} ", "}").replace("}", "}\n").strip()
 
 
 def render_page(info: dict, state: dict, payloads: dict, title: str, layouts: dict | None = None) -> str:
     script = front_end()
-    style = (ASSETS / "app.css").read_text(encoding="utf-8")
+    style = style_sheet()
     if "</script" in script.lower() or "</style" in style.lower():
         raise BertVizError("assets/app.js or app.css contains a closing tag; it cannot be inlined")
     # the colour tables are needed only once a map is drawn, the symbol table never by the front-end: they travel

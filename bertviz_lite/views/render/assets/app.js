@@ -90,21 +90,25 @@ function decode(header, buffers) {
 }
 
 // ---------------------------------------------------------------- painting
-// a model view thumbnail as bertviz draws it: a line from each query (left) to each key (right), opacity its weight
-// within the panel's limits, in the layer's colour; size: CSS pixels a side
-function paintLines(canvas, values, R, C, clim, colour, size) {
-  const dpr = window.devicePixelRatio || 1, [lo, hi] = clim, k = 1 / ((hi - lo) || 1);
-  canvas.width = canvas.height = Math.round(size * dpr);
+// lines as bertviz's model view draws them (model_view.js): a line from each query (left) to each key (right) in the
+// layer's colour, its opacity given (the weight: opacityOf); rows of `row` px from a 5 px margin, both sides at one
+// spacing; g: {width, height, row, x0, x1, line} in CSS pixels; only: one query's lines (a hover), else every one
+function paintLines(canvas, alpha, R, C, colour, g, only = -1) {
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = Math.round(g.width * dpr); canvas.height = Math.round(g.height * dpr);
+  canvas.style.width = `${g.width}px`; canvas.style.height = `${g.height}px`;
   const ctx = canvas.getContext("2d");
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.clearRect(0, 0, size, size);
-  ctx.strokeStyle = colour; ctx.lineWidth = size > 120 ? 1.5 : 1;
-  const xl = size * 0.12, xr = size * 0.88, yl = (i) => size * (i + 0.5) / R, yr = (j) => size * (j + 0.5) / C;
-  for (let i = 0; i < R; i++) for (let j = 0; j < C; j++) {
-    const a = (values[i * C + j] - lo) * k;
-    if (!(a >= 0.04)) continue;
-    ctx.globalAlpha = Math.min(1, a);
-    ctx.beginPath(); ctx.moveTo(xl, yl(i)); ctx.lineTo(xr, yr(j)); ctx.stroke();
+  ctx.strokeStyle = colour; ctx.lineWidth = g.line;
+  const y = (i) => g.top + (i + 0.5) * g.row;
+  for (let i = 0; i < R; i++) {
+    if (only >= 0 && i !== only) continue;
+    for (let j = 0; j < C; j++) {
+      const a = alpha[i * C + j];
+      if (!(a >= 0.005)) continue; // under half a percent: not a visible line
+      ctx.globalAlpha = Math.min(1, a);
+      ctx.beginPath(); ctx.moveTo(g.x0, y(i)); ctx.lineTo(g.x1, y(j)); ctx.stroke();
+    }
   }
   ctx.globalAlpha = 1;
 }
@@ -469,7 +473,7 @@ function Lines() {
   });
   l.canvas.addEventListener("mouseleave", () => { l.hover = null; if (l.redraw) l.redraw(); });
   l.draw = (p, width) => {
-    l.redraw = () => drawLines(l, p, width);
+    l.redraw = () => (p.look ? drawBertvizLines : drawLines)(l, p, width);
     l.redraw();
   };
   return l;
@@ -477,9 +481,10 @@ function Lines() {
 // the layout's rule (panels.line_alpha, line_order; the plotly and PNG head views use it too): every head's
 // lines weakest first, so the strongest weights of any head are on top; the faint floor shared by the k heads.
 // hov: the token under the mouse ({side: "q" | "k", i}): only its lines
-function strokeLines(ctx, p, hov, xl, xr, y) {
+// rule(w, k): a line's [opacity, width] (bertviz's look: its own); returns each line's opacity, their mean and largest
+function strokeLines(ctx, p, hov, xl, xr, y, rule) {
   const lines = [], k = p.series.length, C = p.right.length, [a0, a1] = p.alpha, [w0, w1] = p.width;
-  const f = p.bertviz && !hov && k > 1 ? p.faint : 1; // bertviz's look: faint until a hover or a single head
+  rule = rule || ((w) => [Math.min(1, a0 / Math.max(1, k) + a1 * w), w0 + w1 * w]);
   p.series.forEach((s, si) => {
     for (let i = 0; i < p.left.length; i++) {
       if (hov && hov.side === "q" && hov.i !== i) continue;
@@ -491,19 +496,23 @@ function strokeLines(ctx, p, hov, xl, xr, y) {
     }
   });
   lines.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let sum = 0, max = 0;
   for (const [w, si, i, j] of lines) {
-    ctx.strokeStyle = p.series[si].colour; ctx.globalAlpha = f * Math.min(1, a0 / Math.max(1, k) + a1 * w);
-    ctx.lineWidth = w0 + w1 * w;
-    ctx.beginPath(); ctx.moveTo(xl + 4, y(i)); ctx.lineTo(xr - 4, y(j)); ctx.stroke();
+    [ctx.globalAlpha, ctx.lineWidth] = rule(w, k);
+    sum += ctx.globalAlpha; max = Math.max(max, ctx.globalAlpha);
+    ctx.strokeStyle = p.series[si].colour;
+    ctx.beginPath(); ctx.moveTo(xl, y(i)); ctx.lineTo(xr, y(j)); ctx.stroke();
   }
   ctx.globalAlpha = 1;
+  return { heads: k, count: lines.length, mean: lines.length ? sum / lines.length : 0, max };
 }
 // bertviz's hover: behind each token on the other side, one box per chosen head in its colour, its opacity that
 // token's weight (hovering a query: the keys it attends to; hovering a key: the queries attending to it); returns
 // what it shaded ([token, head, weight] per box, read by the tests)
-function shadeTokens(ctx, p, hov, W, xl, xr, top, rowH) {
+// spans: {q: [x0, x1], k: [x0, x1]}, where each side's boxes go
+function shadeTokens(ctx, p, hov, spans, top, rowH) {
   const C = p.right.length, k = p.series.length, toKeys = hov.side === "q";
-  const n = toKeys ? C : p.left.length, [x0, x1] = toKeys ? [xr + 1, W - 2] : [2, xl - 1], bw = (x1 - x0) / k;
+  const n = toKeys ? C : p.left.length, [x0, x1] = toKeys ? spans.k : spans.q, bw = (x1 - x0) / k;
   const shades = [];
   p.series.forEach((s, si) => {
     ctx.fillStyle = s.colour;
@@ -535,8 +544,10 @@ function drawLines(l, p, width) {
   const hov = l.hover;
   ctx.fillStyle = colour; ctx.textAlign = "center";
   ctx.fillText(p.left_title, xl - 50, 10); ctx.fillText(p.right_title, xr + 50, 10);
-  l.canvas.shades = hov ? shadeTokens(ctx, p, hov, W, xl, xr, (i) => y(i) - rowH / 2, rowH) : null;
-  strokeLines(ctx, p, hov, xl, xr, y);
+  l.canvas.shades = hov ? shadeTokens(ctx, p, hov, { q: [2, xl - 1], k: [xr + 1, W - 2] }, (i) => y(i) - rowH / 2,
+    rowH) : null;
+  l.canvas.geometry = { top, row: rowH, xl, xr, width: W }; // where the tokens are (read by the tests)
+  l.canvas.lines = strokeLines(ctx, p, hov, xl + 4, xr - 4, y);
   const label = (s) => (s.length > 22 ? s.slice(0, 21) + "\u2026" : s);
   const tokens = (list, groups, side, align, x) => list.forEach((s, i) => {
     ctx.font = `${hov && hov.side === side && hov.i === i ? "bold " : ""}${Math.min(13, rowH - 3)}px sans-serif`;
@@ -544,6 +555,40 @@ function drawLines(l, p, width) {
   });
   tokens(p.left, p.left_groups, "q", "right", xl - 2);
   tokens(p.right, p.right_groups, "k", "left", xr + 2);
+}
+// bertviz's head view (head_view.js), for its calls: 15 px tokens in rows of 22.5 px, each side's tokens in a box
+// of 110 px (wider for a longer token), 115 px of lines between; every line 2 px wide, its opacity its weight over
+// the number of heads shown (faint with every head on, the weight itself for one head), hovered or not; hovering a
+// token: a grey box behind it, only its lines, the other side's tokens shaded per head by their weights
+const BERTVIZ_HEAD = { font: 15, row: 22.5, box: 110, matrix: 115, top: 4, line: 2 };
+const BERTVIZ_FONT = '"Helvetica Neue", Helvetica, Arial, sans-serif';
+function drawBertvizLines(l, p, width) {
+  const g = BERTVIZ_HEAD, N = Math.max(p.left.length, p.right.length), long = N > LIMITS.long_input;
+  const rowH = long ? 12 : g.row, font = long ? 10 : g.font, k = p.series.length;
+  const c = l.canvas, ctx = c.getContext("2d"), dpr = window.devicePixelRatio || 1;
+  ctx.font = `${font}px ${BERTVIZ_FONT}`;
+  const widest = Math.max(0, ...[...p.look.left, ...p.look.right].map((s) => ctx.measureText(s).width));
+  const box = Math.max(g.box, Math.ceil(widest + font)), xl = box, xr = box + g.matrix;
+  const W = Math.min(Math.max(width, 2 * g.box + g.matrix), xr + box), H = g.top + N * rowH + 4;
+  c.width = Math.round(W * dpr); c.height = Math.round(H * dpr); c.style.width = `${W}px`; c.style.height = `${H}px`;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  const top = (i) => g.top + i * rowH, mid = (i) => top(i) + rowH / 2;
+  l.pick = (x, yy) => {
+    const i = Math.floor((yy - g.top) / rowH), side = x < (xl + xr) / 2 ? "q" : "k";
+    return i >= 0 && i < (side === "q" ? p.left.length : p.right.length) ? { side, i } : null;
+  };
+  const hov = l.hover, ink_ = ink(l.node);
+  if (hov) { // bertviz's light grey behind the hovered token (the page's ink, thinned: grey on white or black)
+    ctx.fillStyle = ink_; ctx.globalAlpha = 0.18;
+    ctx.fillRect(hov.side === "q" ? 0 : xr, top(hov.i), box, rowH);
+    ctx.globalAlpha = 1;
+  }
+  c.shades = hov ? shadeTokens(ctx, p, hov, { q: [0, box], k: [xr, xr + box] }, top, rowH) : null;
+  c.lines = strokeLines(ctx, p, hov, xl, xr, mid, (w) => [Math.min(1, w / Math.max(1, k)), g.line]);
+  c.geometry = { top: g.top, row: rowH, xl, xr, width: W, box, font: `${font}px ${BERTVIZ_FONT}` };
+  ctx.fillStyle = ink_; ctx.font = `${font}px ${BERTVIZ_FONT}`; ctx.textBaseline = "middle";
+  ctx.textAlign = "right"; p.look.left.forEach((s, i) => ctx.fillText(s, xl - font / 2, mid(i)));
+  ctx.textAlign = "left"; p.look.right.forEach((s, j) => ctx.fillText(s, xr + font / 2, mid(j)));
 }
 function Bars() {
   const b = {};
@@ -652,7 +697,7 @@ function newApp(model) {
     cacheBytes: 0, waitTimer: null, nextId: 1,
     compared: false, // the compare tab has been opened (openTab)
     allHeads: info.heads_shown || range(info.heads), // the head view's heads at the start (bertviz's: every head)
-    // the model view's thumbnails: lines (bertviz's calls) or maps (bv.explore); the one enlarged (lines)
+    // the model view's thumbnails: lines (bertviz's calls) or maps (bv.explore); the one open enlarged (lines)
     thumbs: { lines: info.look === "bertviz", big: null },
     controls: {}, // tab -> {controls: [nodes], sync(sel, vd)}
     drawings: {}, // tab -> the nodes that draw its resolved panels
@@ -675,7 +720,8 @@ function headerOf(info) {
 // the page's frame: header, tab buttons, the error line, one section per tab (bertviz's display_mode as a class)
 function buildFrame(app, host) {
   const info = app.info;
-  app.root = el("div", { class: info.mode ? `bvl-x bvl-mode-${info.mode}` : "bvl-x" });
+  const cls = ["bvl-x", info.mode ? `bvl-mode-${info.mode}` : "", bertvizLook(app) ? "bvl-look-bertviz" : ""];
+  app.root = el("div", { class: cls.filter((c) => c).join(" ") });
   app.nav = el("div", { class: "bvl-x-tabs", role: "tablist" });
   app.error = el("div", { class: "bvl-x-error" });
   app.sections = {};
@@ -890,7 +936,7 @@ function keyControl(app) {
     prev.disabled = i <= 0; next.disabled = i >= keys.length - 1;
   } };
 }
-// the model view's thumbnails: heat maps, or bertviz's lines (a click then enlarges one in place)
+// the model view's thumbnails: heat maps, or bertviz's lines (a click then opens one enlarged over the grid)
 function thumbsControl(app) {
   const s = el("select", { class: "bvl-model-thumbs", "aria-label": "thumbnails" });
   options(s, ["maps", "lines"], (v) => (v === "maps" ? "heat maps" : "lines (bertviz)"));
@@ -984,7 +1030,10 @@ function drawHeading(app, p, tab, fig) {
   p.formula.innerHTML = `<b>${esc(fig.title.replace(/: $/, ""))}</b>: ${formula}`;
   p.subtitle.textContent = fig.subtitle || "";
   p.summary.textContent = fig.summary || ""; p.summary.style.display = fig.summary ? "block" : "none";
-  p.notes.textContent = [...fig.notes, ...fig.live].join("; ");
+  // bertviz's look: its own words for its own drawing (explorer.LOOK_NOTES), where it draws it
+  const look = app.info.look_notes && app.info.look_notes[tab];
+  const notes = look && (tab !== "model" || app.thumbs.lines) ? [look] : [...fig.notes, ...fig.live];
+  p.notes.textContent = notes.join("; ");
   p.edit.textContent = fig.edited && tab === "step" ? `\u270e edited: ${fig.edited}` : "";
   p.edit.style.display = p.edit.textContent ? "block" : "none";
   if (!fig.links) return;
@@ -1018,23 +1067,90 @@ function placePanels(app, p, fig, titled, cols) {
   const kids = p.grid.children; // re-placing the same nodes would take the focus off the map (its arrow keys)
   if (kids.length !== nodes.length || nodes.some((x, i) => kids[i] !== x)) p.grid.replaceChildren(...nodes);
 }
-// a model view thumbnail: a heat map (a click opens it in the attention tab), or bertviz's lines (a click
-// enlarges it in place)
+// the model view's line thumbnails (bertviz's model_view.js): tiles side by side, 932 px for every head of the model
+// at most (bertviz's 970 px less its axis), narrower to fit the page; a token row 84/932 of a tile's width (7 px in
+// 78), lines 5 px from the left and 9 px from the right, 2.2 px wide; a tall input's tiles at most 3 widths high
+function tileGeometry(app, fig) {
+  const n = Math.max(fig.panels[0].R, fig.panels[0].C), room = Math.max(200, app.root.clientWidth - 56);
+  const width = Math.max(24, Math.min(Math.floor(932 / app.info.heads), Math.floor(room / fig.grid[1])));
+  const row = Math.min(width * 84 / 932, (3 * width) / n);
+  return { width, height: Math.ceil(n * row + 10), row, top: 5, x0: 5, x1: width - 9, line: Math.min(2.2, row / 3) };
+}
+// each line's opacity in the line thumbnails: the weight (bertviz's); a block of keys (a long input's block means)
+// counts each key in it, so a query's lines still sum to 1; scores (not weights): within the panel's limits
+function opacityOf(panel, vd) {
+  const e = vd.edges, [lo, hi] = panel.clim, C = panel.C;
+  const f = panel.cols.map((j) => (vd.kind === "probs" ? e[j + 1] - e[j] : 1 / ((hi - lo) || 1)));
+  return panel.values.map((v, q) => (vd.kind === "probs" ? v : v - lo) * f[q % C]);
+}
+// a model view thumbnail: a heat map (a click opens it in the attention tab), or bertviz's lines (a click opens it
+// enlarged over the grid: openEnlarged; a second click, its close button or Esc close it)
 function drawThumb(app, part, panel, size) {
-  const cv = part.canvas, thumbs = app.thumbs, { layer, head } = panel.meta;
-  const id = `${layer},${head}`, big = thumbs.lines && thumbs.big === id;
-  const px = big ? Math.min(size.full, size.thumb * 4) : size.thumb;
-  const colour = app.info.colours[layer % app.info.colours.length];
-  if (thumbs.lines) paintLines(cv, panel.values, panel.R, panel.C, panel.clim, colour, px);
+  const cv = part.canvas, thumbs = app.thumbs, { layer, head } = panel.meta, lines = thumbs.lines;
+  const id = `${layer},${head}`, open = lines && thumbs.big === id;
+  const colour = app.info.colours[layer % app.info.colours.length], g = size.tile;
+  if (lines) paintLines(cv, opacityOf(panel, size.vd), panel.R, panel.C, colour, g);
   else paint(cv, panel.values, panel.R, panel.C, app.info.luts[panel.scale], panel.clim);
-  cv.classList.toggle("bvl-thumb-lines", thumbs.lines); cv.classList.toggle("bvl-thumb-big", big);
-  cv.style.width = cv.style.height = `${px}px`;
-  cv.classList.toggle("bvl-on", !!panel.marked); cv.setAttribute("aria-selected", String(!!panel.marked));
-  cv.title = thumbs.lines ? panel.hover.replace("click to open", "click to enlarge or shrink") : panel.hover;
+  cv.style.width = `${lines ? g.width : size.thumb}px`; cv.style.height = `${lines ? g.height : size.thumb}px`;
+  // the outline: the open thumbnail's (lines), else the selected head's (maps: the head the other tabs show)
+  const marked = lines ? open : !!panel.marked;
+  cv.classList.toggle("bvl-thumb-lines", lines); cv.classList.toggle("bvl-open", open);
+  cv.classList.toggle("bvl-on", marked); cv.setAttribute("aria-selected", String(marked));
+  cv.style.setProperty("--bvl-layer-colour", colour);
+  cv.title = lines ? panel.hover.replace("click to open", "click to enlarge (again: close)") : panel.hover;
   cv.dataset.layer = String(layer); cv.dataset.head = String(head);
-  const enlarge = () => { thumbs.big = thumbs.big === id ? null : id; show(app); };
-  cv.onclick = thumbs.lines ? enlarge : () => setSel(app, panel.click);
+  cv.onclick = lines ? () => { thumbs.big = open ? null : id; show(app); } : () => setSel(app, panel.click);
   cv.limits = [panel.clim]; cv.bvl = panel.meta;
+}
+// a token's (a block's) label in the enlarged thumbnail: the token as typed, or a block's first and last
+function thumbLabel(app, vd, b) {
+  const t = app.info.tokens, [a, z] = [vd.edges[b], vd.edges[b + 1]];
+  return z - a === 1 ? t[a] : `${t[a]}\u2026${t[z - 1]}`;
+}
+// bertviz's enlarged thumbnail: a panel over the grid beside the clicked one (right of it, or left where it would
+// leave the tiles), titled "Layer L, Head H", its tokens as text (13 px, rows of 18 px) either side of 140 px of
+// lines; hovering a query shows only its lines; closed by a second click on the thumbnail, its x or Esc
+function openEnlarged(app, p, fig, size) {
+  const section = app.sections.model, old = p.enlarged;
+  const big = (q) => q.thumb && app.thumbs.lines && `${q.meta.layer},${q.meta.head}` === app.thumbs.big;
+  const at = fig.panels.findIndex(big);
+  section.style.minHeight = "";
+  if (old && at < 0) old.remove();
+  if (at < 0) { p.enlarged = null; return; }
+  const panel = fig.panels[at], thumb = p.parts[at].canvas, vd = size.vd, { layer, head } = panel.meta;
+  const colour = app.info.colours[layer % app.info.colours.length], title = `Layer ${layer}, Head ${head}`;
+  const close = () => { app.thumbs.big = null; show(app); };
+  const tokens = (idx, side) => el("div", { class: `bvl-enlarged-tokens bvl-enlarged-${side}` },
+    idx.map((b, i) => el("div", { class: "bvl-enlarged-token", "data-i": i, text: thumbLabel(app, vd, b) })));
+  const left = tokens(panel.rows, "left"), lines = el("canvas", { class: "bvl-enlarged-lines" });
+  const box = el("div", { class: "bvl-enlarged", role: "dialog", "aria-label": title, tabindex: "-1",
+    style: `--bvl-layer-colour:${colour}`, onkeydown: (ev) => ev.key === "Escape" && close() }, [
+    el("button", { class: "bvl-enlarged-close", "aria-label": "close", title: "close (Esc)", text: "\u00d7",
+      onclick: close }),
+    el("div", { class: "bvl-enlarged-title", text: title }),
+    el("div", { class: "bvl-enlarged-body" }, [left, lines, tokens(panel.cols, "right")])]);
+  const alpha = opacityOf(panel, vd), n = Math.max(panel.R, panel.C);
+  const draw = (only) => paintLines(lines, alpha, panel.R, panel.C, colour,
+    { width: 140, height: n * 18, row: 18, top: 0, x0: 0, x1: 140, line: 2.2 }, only);
+  draw(-1);
+  for (const d of left.children) {
+    d.onmouseenter = () => draw(+d.dataset.i);
+    d.onmouseleave = () => draw(-1);
+  }
+  if (old) old.replaceWith(box); else section.appendChild(box);
+  p.enlarged = box;
+  // where: bertviz's rule (model_view.js renderDetail), in the section's coordinates; a panel taller than the grid
+  // (a long input) pushes what follows down
+  const s = section.getBoundingClientRect(), r = thumb.getBoundingClientRect(), grid = p.grid.getBoundingClientRect();
+  const w = box.offsetWidth, h = box.offsetHeight;
+  const right = Math.max(...p.parts.map((q) => q.canvas.getBoundingClientRect().right)) - s.left;
+  let x = r.left - s.left + 5 + 0.8 * r.width, y = r.top - s.top + 20;
+  if (x + w > right) x = r.left - s.left + 13 - w;
+  if (y + h > grid.bottom - s.top) y = Math.max(grid.top - s.top, grid.bottom - s.top - h);
+  box.style.left = `${Math.max(0, Math.min(x, s.width - w))}px`; box.style.top = `${y}px`;
+  section.style.minHeight = `${Math.ceil(y + h + 4)}px`;
+  box.bvl = { layer, head };
+  if (!old || old.bvl.layer !== layer || old.bvl.head !== head) box.focus({ preventScroll: true });
 }
 // what a click on a map selects, from the layout: "$row" / "$col" are the clicked token's index
 function heatmapClick(app, panel) {
@@ -1082,6 +1198,14 @@ function drawHeatmapPanel(app, part, panel, size, aligned) {
 // the map beside a row of aligned bars (the neuron view: q∘k, whose rows are the bars' keys), or -1
 const besideIndex = (fig, panel) =>
   fig.panels.findLastIndex((q) => q.type === "heatmap" && q.at[0] === panel.at[0] && !q.thumb);
+// bertviz's calls draw in bertviz's look (explorer.bertviz_look; bv.explore keeps its own)
+const bertvizLook = (app) => app.info.look === "bertviz";
+// the head view's panel in bertviz's look: bertviz's colours by head, its tokens without our indices
+function bertvizHead(app, panel) {
+  const colours = app.info.colours, tokens = app.info.tokens;
+  return { ...panel, series: panel.series.map((s) => ({ ...s, colour: colours[s.head % colours.length] })),
+    look: { left: panel.rows.map((i) => tokens[i]), right: panel.cols.map((j) => tokens[j]) } };
+}
 function drawPanel(app, p, fig, i, size) {
   const panel = fig.panels[i], part = p.parts[i];
   if (panel.type === "heatmap" && panel.thumb) {
@@ -1092,7 +1216,7 @@ function drawPanel(app, p, fig, i, size) {
     drawHeatmapPanel(app, part, panel, size, size.alignedRows.has(panel.at[0]));
     return panel.clim;
   }
-  if (panel.type === "lines") part.draw({ ...panel, bertviz: app.info.look === "bertviz" }, size.full);
+  if (panel.type === "lines") part.draw(bertvizLook(app) ? bertvizHead(app, panel) : panel, size.full);
   else if (panel.type === "bars") {
     const beside = fig.panels[besideIndex(fig, panel)];
     part.draw(panel, panel.aligned && beside ? rowHeightOf(beside) : null);
@@ -1117,16 +1241,21 @@ function alignBars(p, fig) {
     if (dy > 0) part.body.style.marginTop = `${dy}px`;
   });
 }
-function drawPanels(app, tab, fig) {
+function drawPanels(app, tab, fig, vd) {
   const p = app.drawings[tab], cols = fig.grid[1], titled = !!fig.row_titles;
   drawHeading(app, p, tab, fig);
   placePanels(app, p, fig, titled, cols);
+  const tiles = tab === "model" && app.thumbs.lines; // bertviz's line thumbnails: tiles that touch
+  if (tiles) p.grid.style.gap = "0px";
+  p.grid.classList.toggle("bvl-tiles", tiles); app.sections[tab].dataset.tiles = app.info.tiles || "";
   const full = widthOf(app);
   app.drawnWidth = app.root.clientWidth;
   // one row height for a grid row whose bars line up with a map (the neuron view): k, q∘k and the bars
   const alignedRows = new Set(fig.panels.filter((q) => q.type === "bars" && q.aligned).map((q) => q.at[0]));
-  const size = { full, cols, alignedRows, thumb: Math.max(36, Math.min(90, Math.floor((full + 60) / cols) - 6)) };
+  const size = { full, cols, alignedRows, thumb: Math.max(36, Math.min(90, Math.floor((full + 60) / cols) - 6)), vd,
+    tile: tiles ? tileGeometry(app, fig) : null };
   const limits = fig.panels.map((panel, i) => drawPanel(app, p, fig, i, size)).filter((clim) => clim);
+  if (tab === "model") openEnlarged(app, p, fig, size);
   flowPanels(p, fig, titled, cols);
   alignBars(p, fig);
   p.grid.limits = limits;
@@ -1191,7 +1320,7 @@ function drawTab(app, tab) {
   }
   const t0 = performance.now(), resolved = resolve(vd.layouts[tab], vd, s);
   const fig = tab === "model" ? onlyShown(resolved, info.layers_shown, info.heads_shown) : resolved;
-  const p = drawPanels(app, tab, fig);
+  const p = drawPanels(app, tab, fig, vd);
   recordDrawing(app, tab, fig, p, s, performance.now() - t0);
   showError(app, "");
   askAhead(app, tab, s);
