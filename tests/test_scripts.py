@@ -1,7 +1,7 @@
 """Every script answers --help and refuses an unknown argument before it does any work, without torch.
 
 scripts/make_unicode_table.py had no argument parser: `--help` ran the whole job and rewrote
-bertviz_lite/data/unicode_overrides.json. scripts/check_torch_views.py and scripts/probe_mlm_adaptation.py
+bertviz_lite/data/unicode_overrides.json. scripts/check_torch_views.py and training/probe_mlm_adaptation.py
 imported torch before reading their arguments, so even their help needed it (this venv has no torch:
 a script that loads it before parsing fails here).
 """

@@ -1,4 +1,4 @@
-"""scripts/train_mlm_head.py is as careful as train_minilm_mlm.py (issue 49, N38 and N39): its arguments, --out and
+"""training/train_mlm_head.py is as careful as train_minilm_mlm.py (issue 49, N38 and N39): its arguments, --out and
 its .json and the cache are checked before any work, each refusal is one line, and the head and its JSON are
 written whole, as a pair, with the mode a new file or the replaced one should have."""
 
@@ -14,13 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+pytestmark = pytest.mark.training  # scripts/test.sh runs this folder in its own step
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "training"))
 import train_mlm_head as T  # noqa: E402
 
-sys.path.remove(str(ROOT / "scripts"))
+sys.path.remove(str(ROOT / "training"))
 
-from .helpers import OUT_PLANTS, plant_at_out  # noqa: E402
+from ..helpers import OUT_PLANTS, plant_at_out  # noqa: E402
 
 
 @pytest.fixture
