@@ -191,7 +191,7 @@ def test_bad_head_files_name_the_file(tmp_path, minilm_parts):
         "missing": ({k: v for k, v in good.items() if k != "mlm.bias"}, {}, "missing tensor mlm.bias"),
         "extra": ({**good, "mlm.W_out": np.zeros((2, 2), np.float32)}, {}, "unexpected tensor mlm.W_out"),
         "nan": ({**good, "mlm.b_t": np.full(384, np.nan, np.float32)}, {}, "NaN"),
-        "encoder": (good, {"encoder": "google-bert/bert-base-uncased"}, "fitted for encoder"),
+        "encoder": (good, {"encoder": "google-bert/bert-base-uncased"}, "for encoder 'google-bert/bert-base-uncased'"),
         "layer": (good, {"layer": "3"}, "fitted on layer '3'"),
     }
     for name, (tensors, meta, message) in cases.items():

@@ -231,18 +231,20 @@ def test_echo_and_the_everyday_set(script):
 
 
 @pytest.mark.slow  # a fresh interpreter per script
-@pytest.mark.parametrize("name", ["train_minilm_mlm.py", "train_mlm_head.py", "make_unicode_table.py",
-                                  "check_torch_views.py", "make_corpus.py", "draw_forward_pass.py"])
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "training").glob("*.py")))
 def test_scripts_parse_their_arguments_before_any_work(name, tmp_path):
-    """--help prints the usage and does nothing else: make_unicode_table.py used to probe every code point and
-    rewrite its JSON, check_torch_views.py to import torch first (absent here: a raw ImportError)."""
+    """--help prints the usage and does nothing else, and an unknown option is refused: no file written here,
+    in training/ or in the package's data."""
     import subprocess
-    watched = ROOT / "bertviz_lite" / "data" / "unicode_overrides.json"
-    before = watched.stat().st_mtime_ns
+    watched = [*(ROOT / "bertviz_lite" / "data").iterdir(), *(ROOT / "training").rglob("*")]
+    before = {p: p.stat().st_mtime_ns for p in watched if p.is_file()}
     run = subprocess.run([sys.executable, str(ROOT / "training" / name), "--help"], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path)
+                         timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr[-500:]
-    assert watched.stat().st_mtime_ns == before and list(tmp_path.iterdir()) == []
+    refused = subprocess.run([sys.executable, str(ROOT / "training" / name), "--no-such-option"], capture_output=True,
+                             text=True, timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert refused.returncode == 2 and "unrecognized arguments: --no-such-option" in refused.stderr, refused.stderr
+    assert {p: p.stat().st_mtime_ns for p in watched if p.is_file()} == before and list(tmp_path.iterdir()) == []
 
 
 def test_the_usage_examples_are_what_wordnet_gives(script, tmp_path):
@@ -289,11 +291,12 @@ def test_headwords_write_a_training_definition_after_its_word(script, minilm):
     example = len(heads)  # the first example sentence
     e = minilm.tokenize(corpus[example])
     assert script.with_headword(minilm, corpus, example, e) is e
-    long = [j for j, d in enumerate(corpus[:len(heads)])
-            if len(minilm.tokenize(d).ids) <= script.T.MAX_TOKENS < len(minilm.tokenize(f"{heads[j]}: {d}").ids)
-            and "," not in heads[j]]
-    e = minilm.tokenize(corpus[long[0]])
-    assert script.with_headword(minilm, corpus, long[0], e) is e
+    # the first definition that fits alone and not with its word (only long ones can: tokenizing all 116,707
+    # definitions took most of a minute)
+    long = next(j for j, d in enumerate(corpus[:len(heads)]) if "," not in heads[j] and len(d.split()) >= 20
+                and len(minilm.tokenize(d).ids) <= script.T.MAX_TOKENS < len(minilm.tokenize(f"{heads[j]}: {d}").ids))
+    e = minilm.tokenize(corpus[long])
+    assert script.with_headword(minilm, corpus, long, e) is e
 
 
 def test_headwords_leave_the_held_out_split_as_it_is(script, minilm, tmp_path):
@@ -372,7 +375,7 @@ def test_a_report_of_a_file_that_is_no_runs_json_is_one_line(script, tmp_path, c
     assert err.count("\n") == 1 and ("is not a run's JSON" in err or "nested too deeply" in err), err
 
 
-def _new_pair(tmp_path):
+def _new_pair(script, tmp_path):
     """The shipped weights at tmp_path (the old pair), and new weights (one tensor changed) with their JSON."""
     import hashlib
     from safetensors.numpy import load_file
@@ -389,7 +392,7 @@ def _new_pair(tmp_path):
 
 def test_a_run_stopped_between_the_two_renames_leaves_a_pair_that_loads(script, tmp_path, minilm, monkeypatch):
     # N20: weights and JSON were two renames; a kill between them left new weights beside the old JSON: refused
-    out, data, info, tensors = _new_pair(tmp_path)
+    out, data, info, tensors = _new_pair(script, tmp_path)
     real = os.replace
 
     def killed(src, dst):
@@ -409,7 +412,7 @@ def test_a_run_stopped_between_the_two_renames_leaves_a_pair_that_loads(script, 
 def test_a_full_disk_while_writing_leaves_the_earlier_pair_as_it_was(script, files, tmp_path, minilm, monkeypatch):
     # N20: "any earlier file is unchanged" was not true when the JSON's write failed after the weights' rename
     import errno
-    out, data, info, _ = _new_pair(tmp_path)
+    out, data, info, _ = _new_pair(script, tmp_path)
     before = {p: p.read_bytes() for p in (out, out.with_suffix(".json"))}
     real = files.write_beside
 

@@ -4,6 +4,7 @@ written whole, as a pair, with the mode a new file or the replaced one should ha
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -107,5 +108,7 @@ def test_a_small_run_writes_the_pair_whole_with_the_mode_it_should_have(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "h.json", "h.safetensors"]
     info = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     assert info["sentences"] == 40 and info["layer"] == 5
-    head = loading.read_mlm_head(out, minilm.config, minilm.weights)
+    assert info["file"] == {"name": "h.safetensors", "bytes": out.stat().st_size,
+                            "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}  # what the package checks
+    head = loading.read_trained("head", out, minilm.config)
     assert all(np.isfinite(v).all() for v in head.values())
