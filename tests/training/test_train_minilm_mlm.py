@@ -191,6 +191,7 @@ def test_a_diverged_run_exits_1_and_writes_nothing(script, tmp_path, capsys, mon
     assert not out.exists() and not out.with_suffix(".json").exists()
 
 
+@pytest.mark.slow  # about 5 s: a small training or scoring run through the frozen encoder
 def test_a_small_run_writes_loadable_files_and_reports_empty_groups(script, tmp_path, capsys, minilm):
     out = tmp_path / "m.safetensors"
     code = script.main(["--sentences", "40", "--layers", "1", "--batch", "8", "--steps", "2", "--out", str(out),
@@ -255,6 +256,7 @@ def test_the_usage_examples_are_what_wordnet_gives(script, tmp_path):
     assert out.read_bytes() == script.USAGE.read_bytes()  # the committed file, byte for byte
 
 
+@pytest.mark.slow  # about 5 s: a small training or scoring run through the frozen encoder
 def test_evaluate_scores_a_file_beside_the_frozen_head(script, capsys):
     assert script.main(["--evaluate", "--sentences", "40"]) == 0  # the shipped file, on a small held-out split
     out = capsys.readouterr().out
