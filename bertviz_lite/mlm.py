@@ -19,8 +19,8 @@ the chosen positions, the head; then the loss, its gradient, and the backward fu
 bertviz_lite.backward reading the tape in reverse. The layers below `first` are frozen and run once
 per masked sentence (their output is the batch's Z). The decoder W_T is the encoder's own token
 table and stays frozen (training it would change the encoder's input too).
-`scripts/train_mlm_head.py` fits the head alone (the head `load("minilm")` ships);
-`scripts/train_minilm_mlm.py` trains the last layers with it (`load("minilm-mlm")`).
+`training/train_mlm_head.py` fits the head alone (the head `load("minilm")` ships);
+`training/train_minilm_mlm.py` trains the last layers with it (`load("minilm-mlm")`).
 """
 
 from __future__ import annotations
@@ -481,7 +481,7 @@ def ranks_and_losses(params: dict, frozen: dict, batches, c, xp, *, top1: bool =
     return out + (xp.concat(best),) if top1 else out
 
 
-# the head alone, on fixed rows of the last layer (scripts/train_mlm_head.py; lesson 11)
+# the head alone, on fixed rows of the last layer (training/train_mlm_head.py; lesson 11)
 
 
 def fit(params: dict, Z, targets, W_T, c, *, xp, rng, epochs: int = 1, batch: int = 512, peak_lr: float = 1e-3,

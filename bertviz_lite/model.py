@@ -84,7 +84,7 @@ class Bert:
 
     @property
     def mlm_fitted_here(self) -> bool:
-        """True for minilm's head, fitted on the frozen encoder by scripts/train_mlm_head.py (not pre-trained)."""
+        """True for minilm's head, fitted on the frozen encoder by training/train_mlm_head.py (not pre-trained)."""
         return self.has_mlm and self.source in (MINILM_REPO, "minilm-mlm")
 
     @property

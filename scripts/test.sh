@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up, then run every test: unit tests, parity against the committed Hugging Face
-# reference values, the real-browser tests, and every lesson notebook under nbval; then the
+# reference values, the real-browser tests, and every lesson notebook under nbval; then the training
+# workspace's tests (tests/training, marked training) as their own step; then the
 # engine-, edit-, batch-, analysis-, loading- and views-facing tests once more on the GPU stand-in;
 # then every test but the browser's, the lessons under nbval and their solution replays once more under
 # a second OpenBLAS kernel (another CPU's rounding), and which kernels ran.
@@ -11,7 +12,8 @@ case "${1:-}" in
     -h|--help)
         echo "usage: bash scripts/test.sh [PYTEST ARGUMENTS...]"
         echo "Sets up .venv (scripts/setup.sh), installs chromium and wordnet-base when root with apt, then runs every"
-        echo "test and lesson (the arguments go to the first test run), the device-facing tests on the GPU stand-in,"
+        echo "test and lesson (the arguments go to the first test run), the training tests (tests/training) as their own"
+        echo "step, the device-facing tests on the GPU stand-in,"
         echo "and every test but the browser's once more under a second OpenBLAS kernel. Prints which kernels ran."
         exit 0 ;;
 esac
@@ -32,12 +34,17 @@ apt_install() {
 }
 # a real browser for the browser tests (Debian's chromium; never `playwright install`)
 command -v chromium >/dev/null 2>&1 || apt_install chromium /usr/bin/chromium "the browser tests"
-# WordNet 3.0's data files, from which tests/test_corpus.py regenerates data/ byte for byte
+# WordNet 3.0's data files, from which tests/training/test_corpus_files.py regenerates the corpus byte for byte
 apt_install wordnet-base /usr/share/wordnet/data.noun "the corpus regeneration test"
 export OMP_WAIT_POLICY=PASSIVE PYTHONHASHSEED=0
 OWN_KERNEL=$(.venv/bin/python scripts/blas_kernel.py | sed -n 's/^own: //p')
 echo "test: first pass under OpenBLAS's $OWN_KERNEL kernel"
-.venv/bin/python -m pytest tests notebooks --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg "$@"
+.venv/bin/python -m pytest tests notebooks --ignore=tests/training --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg "$@"
+
+# The training workspace (training/: the scripts that make bertviz_lite/data/'s trained files, their corpus and
+# their safe files), in one step of its own and nowhere else: tests/training, every test there marked training.
+echo "test: training (tests/training)"
+.venv/bin/python -m pytest -q tests/training -m training
 
 # The GPU stand-in: every load() without backend= puts the model on array_api_strict's device1, whose arrays
 # refuse np.asarray as CuPy's do, so an implicit host conversion (in the library or in a test) fails here
@@ -62,7 +69,7 @@ BERTVIZ_LITE_BACKEND=gpu_standin .venv/bin/python -m pytest -q -m "not slow and 
 SECOND_KERNEL=$(.venv/bin/python scripts/blas_kernel.py --second)
 if [ -n "$SECOND_KERNEL" ]; then
     echo "test: second pass under OpenBLAS's $SECOND_KERNEL kernel (the first ran $OWN_KERNEL)"
-    OPENBLAS_CORETYPE=$SECOND_KERNEL .venv/bin/python -m pytest -q tests notebooks --nbval-lax \
+    OPENBLAS_CORETYPE=$SECOND_KERNEL .venv/bin/python -m pytest -q tests notebooks --ignore=tests/training --nbval-lax \
         --nbval-sanitize-with notebooks/sanitize.cfg -m "not browser" -k "not 1-thread" -p no:cacheprovider
     echo "test: OpenBLAS kernels run: $OWN_KERNEL, then $SECOND_KERNEL"
 else

@@ -57,6 +57,17 @@ def rewrite_npz(path: Path, **changes) -> None:
 FOLDER_PLANTS = ["symlink", "open to others", "a file", "someone else's"]
 
 
+def write_trained(path: Path, tensors: dict, about) -> Path:
+    """A trained weights file as bertviz_lite.trained reads it, written here without training's writer: the
+    tensors with `about` as their bertviz_lite metadata (a dict, or the raw text), and the JSON beside them that
+    records the sha256 of the file's bytes."""
+    import hashlib
+    save_file(tensors, str(path), metadata={"bertviz_lite": about if isinstance(about, str) else json.dumps(about)})
+    record = {"name": path.name, "bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    path.with_suffix(".json").write_text(json.dumps({"file": record}), encoding="utf-8")
+    return path
+
+
 def plant_folder(path: Path, plant: str) -> Path:
     """Something other than a private folder of ours at `path` (one of FOLDER_PLANTS); returns the folder a
     symlink points to, which must stay empty. Giving a folder to another user needs root (CI runs as root)."""

@@ -2,7 +2,7 @@
 against central finite differences in float64; the last encoder layers plus the head, through the tape
 the forward recorded, against finite differences; one whole encoder layer plus the head against torch
 autograd (a committed fixture made by tests/fixtures/make_backward_reference.py); the training loop's
-first steps against a committed log (scripts/train_minilm_mlm.py --smoke)."""
+first steps against a committed log (training/train_minilm_mlm.py --smoke)."""
 from __future__ import annotations
 
 import json

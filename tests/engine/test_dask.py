@@ -60,7 +60,7 @@ def _batches_done(client) -> int:
 @pytest.mark.slow
 def test_a_killed_dask_worker_changes_no_result(small):
     distributed = pytest.importorskip("distributed", reason="needs the [cluster] extra (dask, distributed)")
-    from ..test_corpus import SENTENCES
+    from .test_corpus import SENTENCES
     sentences = SENTENCES[:240]
     local = corpus.head_stats(small, sentences, batch_size=4, progress=False)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",

@@ -3,6 +3,7 @@
 the head MiniLM ships, fill_mask, and the errors for bad input and bad head files."""
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from bertviz_lite.backend import to_host
 from bertviz_lite.config import BertConfig
 from bertviz_lite.errors import BertVizError, CheckpointError
 
-from ..helpers import numeric_grad
+from ..helpers import numeric_grad, write_trained
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mlm" / "mlm_head_grad.npz"
 xp = np
@@ -163,18 +164,8 @@ def test_fill_mask_bad_input(minilm):
 
 
 def _write_head(path, tensors, **meta):
-    from safetensors.numpy import save_file
     about = {"format": loading.HEAD_FORMAT, "encoder": loading.MINILM_REPO, "layer": "5", **meta}
-    save_file(tensors, str(path), metadata={"bertviz_lite": json.dumps(about)})
-
-
-def test_head_file_is_the_same_bytes_every_time(tmp_path):
-    head = {k: np.random.default_rng(0).normal(size=s).astype(np.float32)
-            for k, s in (("mlm.W_t", (4, 4)), ("mlm.b_t", (4,)), ("mlm.ln.gamma", (4,)), ("mlm.ln.beta", (4,)),
-                         ("mlm.bias", (9,)))}
-    for name in ("a", "b"):
-        loading.save_mlm_head(tmp_path / name, head, encoder=loading.MINILM_REPO, layer=5)
-    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
+    write_trained(path, tensors, about)
 
 
 @pytest.fixture(scope="module")
@@ -183,32 +174,34 @@ def minilm_parts():
 
 
 def test_bad_head_files_name_the_file(tmp_path, minilm_parts):
-    config, weights, _ = minilm_parts
-    good = loading.read_mlm_head(loading.packaged_head_path(), config, weights)
+    config, _, _ = minilm_parts
+    good = loading.read_trained("head", loading.packaged_head_path(), config)
     truncated = tmp_path / "truncated.safetensors"
     truncated.write_bytes(loading.packaged_head_path().read_bytes()[:5000])
+    record = {"sha256": hashlib.sha256(truncated.read_bytes()).hexdigest()}  # recorded: the bytes are the problem
+    truncated.with_suffix(".json").write_text(json.dumps({"file": record}))
     with pytest.raises(CheckpointError, match="truncated.safetensors could not be read"):
-        loading.read_mlm_head(truncated, config, weights)
+        loading.read_trained("head", truncated, config)
     garbage = tmp_path / "garbage.safetensors"
     garbage.write_bytes(b"\x00" * 64)
     with pytest.raises(CheckpointError, match="garbage.safetensors"):
-        loading.read_mlm_head(garbage, config, weights)
+        loading.read_trained("head", garbage, config)
     cases = {
         "shape": ({**good, "mlm.W_t": good["mlm.W_t"][:, :100].copy()}, {}, r"mlm.W_t has shape \(384, 100\)"),
         "missing": ({k: v for k, v in good.items() if k != "mlm.bias"}, {}, "missing tensor mlm.bias"),
         "extra": ({**good, "mlm.W_out": np.zeros((2, 2), np.float32)}, {}, "unexpected tensor mlm.W_out"),
         "nan": ({**good, "mlm.b_t": np.full(384, np.nan, np.float32)}, {}, "NaN"),
-        "encoder": (good, {"encoder": "google-bert/bert-base-uncased"}, "fitted for encoder"),
+        "encoder": (good, {"encoder": "google-bert/bert-base-uncased"}, "for encoder 'google-bert/bert-base-uncased'"),
         "layer": (good, {"layer": "3"}, "fitted on layer '3'"),
     }
     for name, (tensors, meta, message) in cases.items():
         path = tmp_path / f"{name}.safetensors"
         _write_head(path, tensors, **meta)
         with pytest.raises(CheckpointError, match=message) as e:
-            loading.read_mlm_head(path, config, weights)
+            loading.read_trained("head", path, config)
         assert str(path) in str(e.value)
     with pytest.raises(CheckpointError, match="missing"):
-        loading.read_mlm_head(tmp_path / "nowhere.safetensors", config, weights)
+        loading.read_trained("head", tmp_path / "nowhere.safetensors", config)
 
 
 def test_mlm_flag_on_other_sources(tmp_path):

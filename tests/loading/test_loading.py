@@ -248,6 +248,6 @@ def test_a_huge_minilm_mlm_file_is_refused_before_it_is_read(tmp_path, monkeypat
         f.truncate(4 * 2**30)  # sparse: no disk used
     path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": "0" * 64}}))
     monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail(f"{self} read whole"))
-    with pytest.raises(CheckpointError, match=r"4,294,967,296 bytes, more than the [\d,]+ that every layer") as e:
-        loading.read_minilm_mlm(path, minilm.config)
+    with pytest.raises(CheckpointError, match=r"4,294,967,296 bytes, more than the [\d,]+ that its tensors") as e:
+        loading.read_trained("minilm-mlm", path, minilm.config)
     assert str(path) in str(e.value)

@@ -84,7 +84,7 @@ def test_the_lessons_open_with_the_lab_extra_and_readme_says_so():
     # IPython comes with ipykernel; cupy only where lesson 18 has found a GPU (the gpu extra)
     brings = {"IPython": "ipykernel", "cupy": None}
     local = {p.stem for p in (ROOT / "notebooks").rglob("*.py")} | {p.stem for p in (ROOT / "scripts").glob("*.py")} \
-        | {p.name for p in (ROOT / "notebooks").iterdir() if p.is_dir()}
+        | {p.stem for p in (ROOT / "training").glob("*.py")} | {p.name for p in (ROOT / "notebooks").iterdir() if p.is_dir()}
     sources = [p.read_text(encoding="utf-8") for p in (ROOT / "notebooks").rglob("*.py")]
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]

@@ -1,7 +1,7 @@
 """Every script answers --help and refuses an unknown argument before it does any work, without torch.
 
 scripts/make_unicode_table.py had no argument parser: `--help` ran the whole job and rewrote
-bertviz_lite/data/unicode_overrides.json. scripts/check_torch_views.py and scripts/probe_mlm_adaptation.py
+bertviz_lite/data/unicode_overrides.json. scripts/check_torch_views.py and training/probe_mlm_adaptation.py
 imported torch before reading their arguments, so even their help needed it (this venv has no torch:
 a script that loads it before parsing fails here).
 """
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted([*ROOT.glob("scripts/*.py"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("tests/fixtures/make_*.py"),
                   ROOT / "tests" / "fixtures" / "parity_report.py"])
 # what a script that ran its job would have rewritten
-OUTPUTS = ("bertviz_lite/data", "data", "tests/fixtures")
+OUTPUTS = ("bertviz_lite/data", "data", "tests/fixtures", "training")  # (training/'s own: tests/training)
 
 pytestmark = pytest.mark.slow  # a fresh interpreter per script
 
@@ -36,7 +36,7 @@ def run(script: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_every_script_is_found():
     names = {p.name for p in SCRIPTS}
-    assert {"make_unicode_table.py", "check_torch_views.py", "probe_mlm_adaptation.py", "make_reference.py",
+    assert {"make_unicode_table.py", "check_torch_views.py", "make_reference.py",
             "bench_engine.py"} <= names
 
 

@@ -69,3 +69,15 @@ def test_the_scan_finds_a_clock(tmp_path, monkeypatch):
                                         "    assert time.monotonic() - t < 5\n")
     monkeypatch.setattr(__import__(__name__, fromlist=["TESTS"]), "TESTS", tmp_path)
     assert clocks_in_the_fast_suite() == ["test_x.py::test_a"]
+
+
+def test_every_training_test_is_marked_training():
+    """scripts/test.sh runs tests/training as its own step (-m training) and leaves it out of the others."""
+    unmarked = []
+    for path in sorted((TESTS / "training").glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module = set().union(*(marks(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                               and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)))
+        if "training" not in module:
+            unmarked.append(path.name)
+    assert unmarked == []

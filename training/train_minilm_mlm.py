@@ -1,16 +1,16 @@
 """Train MiniLM's last k encoder layers together with the masked-LM head, in NumPy with gradients written
 by hand, and write the file `load("minilm-mlm")` ships.
 
-    .venv/bin/python scripts/train_minilm_mlm.py            # train, write bertviz_lite/data/minilm_mlm.*
-    .venv/bin/python scripts/train_minilm_mlm.py --check    # train again, exit 1 unless the bytes are the same
-    .venv/bin/python scripts/train_minilm_mlm.py --layers 2 --sentences 4000 --out /tmp/m/minilm_mlm.safetensors
-    .venv/bin/python scripts/train_minilm_mlm.py --smoke    # 6 steps on 64 sentences (tests/test_minilm_mlm.py)
-    .venv/bin/python scripts/train_minilm_mlm.py --report   # the JSON's numbers as markdown, train nothing
-    .venv/bin/python scripts/train_minilm_mlm.py --evaluate # the file at --out and the frozen head: top-1, top-5
+    .venv/bin/python training/train_minilm_mlm.py            # train, write bertviz_lite/data/minilm_mlm.*
+    .venv/bin/python training/train_minilm_mlm.py --check    # train again, exit 1 unless the bytes are the same
+    .venv/bin/python training/train_minilm_mlm.py --layers 2 --sentences 4000 --out /tmp/m/minilm_mlm.safetensors
+    .venv/bin/python training/train_minilm_mlm.py --smoke    # 6 steps on 64 sentences (tests/training/test_train_minilm_mlm.py)
+    .venv/bin/python training/train_minilm_mlm.py --report   # the JSON's numbers as markdown, train nothing
+    .venv/bin/python training/train_minilm_mlm.py --evaluate # the file at --out and the frozen head: top-1, top-5
                                                             # and echo rate on both cloze sets and the held-out split
 
-What it does (every choice and its reason is in data/README.md, "minilm-mlm"):
-1. the corpus, sample and held-out split of scripts/train_mlm_head.py (WordNet's definitions and examples,
+What it does (every choice and its reason is in training/JOURNAL.md, "minilm-mlm"):
+1. the corpus, sample and held-out split of training/train_mlm_head.py (WordNet's definitions and examples,
    at most MAX_TOKENS pieces, a seeded 5% held out, never trained on);
    and WordNet's other usage examples as more training text (--text wordnet+usage, the default), every
    training line ended with a period as prompts end (--end-period, the default; --no-end-period);
@@ -25,9 +25,9 @@ What it does (every choice and its reason is in data/README.md, "minilm-mlm"):
    and the head forward through the recorder (the tape), takes the logits only at the chosen rows, and
    runs bertviz_lite.backward in reverse (mlm.loss_and_grads); Adam with BERT's warm-up over 5% of the
    steps and linear decay, the layers at LR_LAYERS and the head at LR_HEAD; the layers start from the
-   published MiniLM, the head from the one load("minilm") ships (scripts/train_mlm_head.py);
+   published MiniLM, the head from the one load("minilm") ships (training/train_mlm_head.py);
 5. held-out numbers by word class beside the frozen head (the shipped head on the published encoder) and
-   the unigram guess, with the echo rate; both cloze sets (data/cloze_sentences.tsv, data/cloze_everyday.tsv);
+   the unigram guess, with the echo rate; both cloze sets (training/corpus/cloze_sentences.tsv, data/cloze_everyday.tsv);
    example predictions; the cost of float16 storage;
 6. the k adapted layers and the head as safetensors (float16) and a JSON beside it, replaced as a pair
    (private_files.write_pair: both written whole first, the JSON renamed last; a run stopped between the
@@ -49,7 +49,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -58,9 +57,10 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "training"))
 import make_corpus as MC  # noqa: E402  (WordNet's files: the usage examples, the definitions' headwords)
 import train_mlm_head as T  # noqa: E402  (corpus, sample, split, summaries: shared with the head-only fit)
+import weights_files as WF  # noqa: E402  (the writer of what the package reads)
 from private_files import (CACHE, UnsafePath, cache_problem, cached_arrays, check_free_space,  # noqa: E402
                            model_sha256, output_problem, path_argument, read_regular, read_run_json,
                            refusals_as_lines, regular_or_absent, whole_number, write_pair)
@@ -69,24 +69,24 @@ import bertviz_lite as bv  # noqa: E402
 from bertviz_lite import loading, mlm, schema  # noqa: E402
 
 OUT = ROOT / "bertviz_lite" / "data" / loading.MINILM_MLM_FILE
-THREADS = 1  # one BLAS thread: on this shared 2-core machine two ran the products up to 10x slower (data/README.md)
-CLOZE = ROOT / "data" / "cloze_sentences.tsv"
+THREADS = 1  # one BLAS thread: on this shared 2-core machine two ran the products up to 10x slower (training/JOURNAL.md)
+CLOZE = ROOT / "training" / "corpus" / "cloze_sentences.tsv"
 EVERYDAY = ROOT / "data" / "cloze_everyday.tsv"  # issue 38's fresh set: answer and accepted alternatives
-USAGE = ROOT / "data" / "wordnet_usage.txt.gz"  # every WordNet usage example of >= USAGE_WORDS words (--make-usage)
+USAGE = ROOT / "training" / "corpus" / "wordnet_usage.txt.gz"  # every WordNet usage example of >= USAGE_WORDS words (--make-usage)
 USAGE_WORDS = 4
 SMOKE_LOG = ROOT / "tests" / "fixtures" / "mlm" / "train_smoke_log.json"
-LAYERS = 6  # k: the last k layers are trained, here all six (data/README.md, issue 38's rounds, says why)
-SENTENCES = None  # the whole corpus (124,171 sentences of at most MAX_TOKENS pieces, 5% held out): data/README.md
+LAYERS = 6  # k: the last k layers are trained, here all six (training/JOURNAL.md, issue 38's rounds, says why)
+SENTENCES = None  # the whole corpus (124,171 sentences of at most MAX_TOKENS pieces, 5% held out): training/JOURNAL.md
 DRAWS = 1  # masking draws per training sentence (the second epoch shows each draw again, in a new order)
 MASKING = "pieces"  # training draws: "pieces" (BERT's original) or "words" (whole-word masking); held-out: pieces
 RATES = (1.0, 0.0)  # of the chosen pieces of a training draw: -> [MASK], -> a random piece (the rest kept)
 TEXT = "wordnet+usage"  # "wordnet": definitions + examples (T.corpus); "wordnet+usage": + every usage example (USAGE)
 HEADWORDS = "none"  # a training definition is WordNet's definition alone ("a cleaning implement for sweeping")
-END_PERIOD = True  # end every training line with "." (WordNet's lines rarely do; prompts do): data/README.md
+END_PERIOD = True  # end every training line with "." (WordNet's lines rarely do; prompts do): training/JOURNAL.md
 ENDINGS = (".", "!", "?")  # a line that ends with one of these is left as it is
 EPOCHS = 2
 BATCH = 128  # masked sentences per Adam step
-LR_LAYERS, LR_HEAD = 5e-4, 1e-3  # the probe's (scripts/probe_mlm_adaptation.py)
+LR_LAYERS, LR_HEAD = 5e-4, 1e-3  # the probe's (training/probe_mlm_adaptation.py)
 FORWARD_BATCH = 256  # sentences per frozen forward
 LOG_EVERY = 25
 # the committed smoke log's settings, whatever the defaults
@@ -165,7 +165,7 @@ def parse_args(argv=None):
                     help="training draws: pieces one by one (BERT) or whole words; held-out draws are always pieces")
     ap.add_argument("--rates", type=_rates, default=RATES, metavar="MASK/RANDOM/KEEP",
                     help="of the chosen pieces of a training draw, percent to [MASK], to a random piece, kept "
-                         "(default 100/0/0: data/README.md says why; BERT used 80/10/10)")
+                         "(default 100/0/0: training/JOURNAL.md says why; BERT used 80/10/10)")
     ap.add_argument("--text", choices=("wordnet", "wordnet+usage"), default=TEXT,
                     help="training text: WordNet's definitions and examples, or those plus every usage example "
                          f"of >= {USAGE_WORDS} words ({USAGE.relative_to(ROOT)}); the held-out split is the same")
@@ -315,7 +315,7 @@ def usage_sentences() -> list[str]:
 
 
 def make_usage(wordnet: Path = Path("/usr/share/wordnet"), out: Path = USAGE) -> int:
-    """data/wordnet_usage.txt.gz: every distinct quoted usage example of WordNet 3.0's glosses with at least
+    """training/corpus/wordnet_usage.txt.gz: every distinct quoted usage example of WordNet 3.0's glosses with at least
     USAGE_WORDS words, in file order (make_corpus keeps only those that start with a capital and have >= 5)."""
     if not (wordnet / "data.noun").exists():
         print(f"no WordNet data files in {wordnet}: apt-get install -y wordnet-base", file=sys.stderr)
@@ -367,7 +367,7 @@ def features(model, draws, first: int, progress: bool = True) -> list:
 
 
 # ------------------------------------------------------------------------------------------
-# the feature cache (scripts/private_files.py: private, checked before use, written whole)
+# the feature cache (training/private_files.py: private, checked before use, written whole)
 # ------------------------------------------------------------------------------------------
 
 
@@ -546,7 +546,7 @@ def evaluate(args) -> int:
     split as it is and with each line ended by a period (the same chosen rows: how a prompt ends)."""
     published = bv.load("minilm", backend="numpy")
     c = published.config
-    trained = loading.read_minilm_mlm(args.out, c)
+    trained = loading.read_trained("minilm-mlm", args.out, c)
     first = min((int(k.split(".")[1]) for k in trained if k.startswith("layer.")), default=c.num_layers)
     encs, n_held, _, draws, held, _ = prepare(args, published)
     encs, draws = encs[:n_held], [draws[i] for i in held]
@@ -575,7 +575,7 @@ def run(args) -> int:
     c = published.config
     L, k = c.num_layers, args.layers
     first = L - k
-    given = None if args.init is None else loading.read_minilm_mlm(args.init, c)  # N40: checked before any work
+    given = None if args.init is None else loading.read_trained("minilm-mlm", args.init, c)  # N40: checked before any work
     encs, n_held, n_corpus, draws, held, train = prepare(args, published)
     say = (lambda *a: None) if args.smoke else (lambda *a: print(*a, flush=True))
     say(f"corpus: {n_corpus:,} sentences ({n_held:,} held out) + {len(encs) - n_corpus:,} usage examples, "
@@ -683,8 +683,7 @@ def run(args) -> int:
         "loss_curve": [[e[0], round(e[1], 4), None if e[2] is None else round(e[2], 4)] for e in log],
         "heldout": results, "cloze": {"minilm-mlm": cloze, "minilm": cloze_frozen},
         "examples": {"minilm-mlm": shown, "minilm": shown_frozen},
-        "file": {"name": args.out.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                 "dtype": "float16", "float32_bytes": 4 * int(sum(v.size for v in params.values()))},
+        "file": {**WF.file_record(args.out.name, data), "dtype": "float16", "float32_bytes": 4 * int(sum(v.size for v in params.values()))},
     }
     if args.check:
         same = data == read_regular(args.out)
@@ -707,10 +706,7 @@ class Diverged(Exception):
 
 
 def safetensors_bytes(stored: dict, first: int) -> bytes:
-    with tempfile.TemporaryDirectory() as d:
-        fresh = Path(d) / "m.safetensors"
-        loading.save_minilm_mlm(fresh, stored, first=first)
-        return fresh.read_bytes()
+    return WF.as_bytes(WF.save_minilm_mlm, stored, first=first)
 
 
 def write_outputs(out: Path, data: bytes, info: str) -> None:
@@ -770,7 +766,7 @@ def report(info: dict) -> str:
         lines += ["", goals_table(held, {"minilm-mlm": cl["minilm-mlm"], "frozen head": cl["minilm"]},
                                   ("minilm-mlm", "frozen head"))]
         cl = {w: v["cloze_sentences"] for w, v in cl.items()}
-    lines += ["", f"Cloze sentences (data/cloze_sentences.tsv): the answer in the top 5 for "
+    lines += ["", f"Cloze sentences (training/corpus/cloze_sentences.tsv): the answer in the top 5 for "
               f"{cl['minilm-mlm']['top5_hits']} of {cl['minilm-mlm']['sentences']} with minilm-mlm "
               f"({100 * cl['minilm-mlm']['top5']:.0f}%), {cl['minilm']['top5_hits']} with minilm's frozen head.",
               "", "| sentence | minilm-mlm's top 5 | minilm's (frozen head) top 5 |", "|---|---|---|"]

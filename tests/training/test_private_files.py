@@ -1,4 +1,4 @@
-"""scripts/private_files.py: the training scripts' feature cache is private and checked before use, and their
+"""training/private_files.py: the training scripts' feature cache is private and checked before use, and their
 files are written whole (issue 38 item 6). train_mlm_head.py used to cache its features as .npy files in a
 predictable folder of the shared temporary directory, read without a check: anyone could plant them there."""
 
@@ -13,14 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+pytestmark = pytest.mark.training  # scripts/test.sh runs this folder in its own step
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "training"))
 import private_files as files  # noqa: E402
 import train_mlm_head  # noqa: E402
 
-sys.path.remove(str(ROOT / "scripts"))
+sys.path.remove(str(ROOT / "training"))
 
-from .helpers import FOLDER_PLANTS, plant_folder, rewrite_npz  # noqa: E402
+from ..helpers import FOLDER_PLANTS, plant_folder, rewrite_npz  # noqa: E402
 
 NAMES = ("rows", "ids")
 

@@ -1,9 +1,10 @@
-"""scripts/train_mlm_head.py is as careful as train_minilm_mlm.py (issue 49, N38 and N39): its arguments, --out and
+"""training/train_mlm_head.py is as careful as train_minilm_mlm.py (issue 49, N38 and N39): its arguments, --out and
 its .json and the cache are checked before any work, each refusal is one line, and the head and its JSON are
 written whole, as a pair, with the mode a new file or the replaced one should have."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -14,13 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+pytestmark = pytest.mark.training  # scripts/test.sh runs this folder in its own step
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "training"))
 import train_mlm_head as T  # noqa: E402
 
-sys.path.remove(str(ROOT / "scripts"))
+sys.path.remove(str(ROOT / "training"))
 
-from .helpers import OUT_PLANTS, plant_at_out  # noqa: E402
+from ..helpers import OUT_PLANTS, plant_at_out  # noqa: E402
 
 
 @pytest.fixture
@@ -105,5 +108,7 @@ def test_a_small_run_writes_the_pair_whole_with_the_mode_it_should_have(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "h.json", "h.safetensors"]
     info = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     assert info["sentences"] == 40 and info["layer"] == 5
-    head = loading.read_mlm_head(out, minilm.config, minilm.weights)
+    assert info["file"] == {"name": "h.safetensors", "bytes": out.stat().st_size,
+                            "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}  # what the package checks
+    head = loading.read_trained("head", out, minilm.config)
     assert all(np.isfinite(v).all() for v in head.values())

@@ -1,6 +1,6 @@
 """Files the training scripts keep between runs and write as results, safely on a shared machine.
 
-scripts/train_mlm_head.py and scripts/train_minilm_mlm.py both cache the frozen encoder's output (minutes of work)
+training/train_mlm_head.py and training/train_minilm_mlm.py both cache the frozen encoder's output (minutes of work)
 under the shared temporary directory, where anyone could plant a folder, a file, a link or a FIFO first. So:
 - the cache is a folder only this user can enter (`private_folder`: mode 0700, ours, not a link);
 - a file is read without following a link or blocking on a FIFO (`open_regular`);
@@ -139,7 +139,7 @@ def write_pair(out: Path, data: bytes, info: str) -> None:
     """The weights `out` and their JSON, replaced as a pair: both written whole to temporary files first (a
     full disk or any error leaves the earlier pair as it was), then the JSON renamed to pending(out), the
     weights onto `out`, and the JSON onto its name last. A reader that finds weights its JSON does not record
-    takes the pending JSON's record (loading.read_minilm_mlm): a kill between two renames leaves a pair that
+    takes the pending JSON's record (bertviz_lite.trained.read_trained): a kill between two renames leaves a pair that
     loads, the old one or the new."""
     text = info.encode("utf-8")
     json_path, next_path = out.with_suffix(".json"), pending(out)
@@ -365,7 +365,7 @@ def cached_arrays(cache: Path, name: str, key: str, names: tuple[str, ...], make
     return arrays
 
 
-if __name__ == "__main__":  # every file in scripts/ answers --help (tests/tools/test_scripts.py); this one runs nothing
+if __name__ == "__main__":  # every file in training/ answers --help (tests/training); this one runs nothing
     import argparse
     argparse.ArgumentParser(description=__doc__.splitlines()[0] + " A module that train_mlm_head.py and "
                             "train_minilm_mlm.py import: it has nothing to run.").parse_args()

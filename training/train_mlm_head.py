@@ -1,18 +1,18 @@
 """Fit BERT's masked-LM head on the frozen all-MiniLM-L6-v2 and write the file `load("minilm")` ships.
 
-    .venv/bin/python scripts/train_mlm_head.py            # fit, write bertviz_lite/data/minilm_mlm_head.*
-    .venv/bin/python scripts/train_mlm_head.py --check    # fit again, exit 1 unless the bytes are the same
-    .venv/bin/python scripts/train_mlm_head.py --sentences 2000 --out /tmp/h  # a small run elsewhere
+    .venv/bin/python training/train_mlm_head.py            # fit, write bertviz_lite/data/minilm_mlm_head.*
+    .venv/bin/python training/train_mlm_head.py --check    # fit again, exit 1 unless the bytes are the same
+    .venv/bin/python training/train_mlm_head.py --sentences 2000 --out /tmp/h  # a small run elsewhere
 
-What it does (every choice and its reason is in data/README.md, "The masked-LM head"):
-1. the corpus: WordNet 3.0's definitions and example sentences (data/, scripts/make_corpus.py),
+What it does (every choice and its reason is in training/JOURNAL.md, "The masked-LM head"):
+1. the corpus: WordNet 3.0's definitions and example sentences (data/, training/make_corpus.py),
    tokenized; sentences of more than MAX_TOKENS pieces are left out; a seeded permutation puts
    HELDOUT of them aside, never trained on;
 2. BERT's masking (bertviz_lite.mlm.choose_masks: 15% of the pieces, 80% [MASK] / 10% random /
    10% kept), one draw per sentence, seeded;
 3. the frozen encoder's last layer Z_L at the chosen positions, batched through
    `trace_encodings` (model.trace_batch's path for ready inputs) with keep= only that layer;
-   cached in a private folder (scripts/private_files.py: mode 0700, yours, no links, written atomically,
+   cached in a private folder (training/private_files.py: mode 0700, yours, no links, written atomically,
    checked before use), one file per key of everything that determines it;
 4. the head (bertviz_lite.mlm: dense H x H, GELU, LayerNorm, decoder tied to W_T, output bias)
    trained with minibatch Adam and BERT's linear warm-up/decay on the cross-entropy of the
@@ -36,7 +36,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -44,12 +43,13 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "training"))
 from make_corpus import OUT as EXAMPLES, read_glosses  # noqa: E402
 from private_files import (CACHE, cache_problem, cached_arrays, check_free_space, model_sha256,  # noqa: E402
                            output_problem, path_argument, read_regular, read_run_json, refusals_as_lines,
                            whole_number, write_pair)
 
+import weights_files as WF  # noqa: E402  (the writer of what the package reads)
 import bertviz_lite as bv  # noqa: E402
 from bertviz_lite import loading, mlm  # noqa: E402
 from bertviz_lite.batch import pad_encoding, trace_encodings  # noqa: E402
@@ -239,11 +239,8 @@ def main(argv=None) -> int:
 
 
 def head_bytes(fitted: dict, layer: int) -> bytes:
-    """The head as loading.save_mlm_head writes it."""
-    with tempfile.TemporaryDirectory() as d:
-        fresh = Path(d) / "head.safetensors"
-        loading.save_mlm_head(fresh, fitted, encoder=loading.MINILM_REPO, layer=layer)
-        return fresh.read_bytes()
+    """The head as weights_files.save_mlm_head writes it."""
+    return WF.as_bytes(WF.save_mlm_head, fitted, encoder=loading.MINILM_REPO, layer=layer)
 
 
 def run(args) -> int:
@@ -305,6 +302,7 @@ def run(args) -> int:
         "loss_curve": [[s, r, round(l, 4)] for s, r, l in log], "heldout": results, "examples": shown,
     }
     data = head_bytes(fitted, layer)
+    meta["file"] = WF.file_record(args.out.name, data)  # what the package checks the bytes against
     if args.check:
         same = data == read_regular(args.out)
         print(f"{args.out}: {'the same bytes' if same else 'DIFFERENT bytes'} after fitting again "

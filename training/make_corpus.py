@@ -1,11 +1,11 @@
-"""Extract the corpora in data/ from WordNet 3.0 (Debian's `wordnet-base`): its example sentences,
-its definitions (glosses) and the words each definition defines.
+"""Extract the corpora from WordNet 3.0 (Debian's `wordnet-base`): its example sentences (data/, which the
+lessons read too), its definitions (glosses) and the words each definition defines (training/corpus/).
 
     apt-get install -y wordnet-base                  # WordNet 3.0 data files in /usr/share/wordnet
-    .venv/bin/python scripts/make_corpus.py          # writes data/wordnet_examples.txt,
-                                                     # data/wordnet_glosses.txt.gz, data/wordnet_headwords.txt.gz
-                                                     # and the licence
-    .venv/bin/python scripts/make_corpus.py --check  # exit 1 if the committed files differ
+    .venv/bin/python training/make_corpus.py          # writes data/wordnet_examples.txt,
+                                                     # training/corpus/wordnet_glosses.txt.gz, training/corpus/wordnet_headwords.txt.gz
+                                                     # and the licence beside each (data/, training/corpus/)
+    .venv/bin/python training/make_corpus.py --check  # exit 1 if the committed files differ
 
 Every synset line of WordNet's data files (data.noun, data.verb, data.adj, data.adv) ends with a
 gloss: a definition, then usage examples in double quotes ("I can breathe better when the air is
@@ -14,9 +14,9 @@ letter and have at least five words are almost all whole sentences. We keep exac
 verbatim, in file order (noun, verb, adj, adv), each once: one sentence per line. The definitions
 (the gloss without its quoted examples, "the capital and largest city of France; ...") are a larger
 corpus of plain English (116,707 distinct ones) for fitting the masked-LM head
-(scripts/train_mlm_head.py); they are stored gzip-compressed (7 MB of text, 2 MB on disk) and
+(training/train_mlm_head.py); they are stored gzip-compressed (7 MB of text, 2 MB on disk) and
 compared as text by --check. A definition never shows the word it defines ("a cleaning implement for
-sweeping" is broom's), so the synset's words go in a file beside them, line for line (data/wordnet_headwords.txt.gz:
+sweeping" is broom's), so the synset's words go in a file beside them, line for line (training/corpus/wordnet_headwords.txt.gz:
 "broom"; "post office, local post office"), for train_minilm_mlm.py --headwords. The licence text is copied from the header of data.noun, as WordNet's
 licence asks for every copy.
 Nothing here is typed in or generated: rerunning this script gives the committed files byte for byte.
@@ -35,9 +35,10 @@ WORDNET = Path("/usr/share/wordnet")
 FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
 MIN_WORDS = 5
 OUT = ROOT / "data" / "wordnet_examples.txt"
-GLOSSES = ROOT / "data" / "wordnet_glosses.txt.gz"
-LICENCE = ROOT / "data" / "LICENSE.WordNet-3.0.txt"
-HEADWORDS = ROOT / "data" / "wordnet_headwords.txt.gz"  # line i: the words definition i of GLOSSES defines
+GLOSSES = ROOT / "training" / "corpus" / "wordnet_glosses.txt.gz"
+LICENCES = (ROOT / "data" / "LICENSE.WordNet-3.0.txt",  # the notice travels with every copy: one per folder
+            ROOT / "training" / "corpus" / "LICENSE.WordNet-3.0.txt")
+HEADWORDS = ROOT / "training" / "corpus" / "wordnet_headwords.txt.gz"  # line i: the words definition i of GLOSSES defines
 
 EXAMPLE = re.compile(r'"([^"]+)"')  # a quoted usage example inside a gloss
 
@@ -106,7 +107,7 @@ def definitions(wordnet: Path = WORDNET) -> list[str]:
 
 
 def read_lines(path: Path) -> list[str]:
-    """A committed gzip file of data/, one item per line (write_lines writes them)."""
+    """A committed gzip file of training/corpus/, one item per line (write_lines writes them)."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return f.read().splitlines()
 
@@ -151,17 +152,20 @@ def main(argv=None) -> int:
     defs, heads = [d for d, _ in pairs], [h for _, h in pairs]
     notice = licence(args.wordnet)
     if args.check:
-        same = (OUT.read_text(encoding="utf-8") == corpus and LICENCE.read_text(encoding="utf-8") == notice
-                and GLOSSES.exists() and read_glosses() == defs and HEADWORDS.exists() and read_headwords() == heads)
-        print("data/ matches WordNet" if same else "data/ differs from what WordNet gives", file=sys.stderr)
+        same = (OUT.read_text(encoding="utf-8") == corpus
+                and all(p.exists() and p.read_text(encoding="utf-8") == notice for p in LICENCES) and GLOSSES.exists() and read_glosses() == defs and HEADWORDS.exists() and read_headwords() == heads)
+        print("the corpus files match WordNet" if same else "the corpus files differ from what WordNet gives",
+              file=sys.stderr)
         return 0 if same else 1
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(corpus, encoding="utf-8")
     write_lines(GLOSSES, defs)
     write_lines(HEADWORDS, heads)
-    LICENCE.write_text(notice, encoding="utf-8")
+    for path in LICENCES:
+        path.write_text(notice, encoding="utf-8")
     print(f"{OUT.relative_to(ROOT)}: {corpus.count(chr(10)):,} sentences; {GLOSSES.relative_to(ROOT)}: "
-          f"{len(defs):,} definitions; {HEADWORDS.relative_to(ROOT)}: their words; {LICENCE.relative_to(ROOT)}")
+          f"{len(defs):,} definitions; {HEADWORDS.relative_to(ROOT)}: their words; "
+          f"{' and '.join(str(p.relative_to(ROOT)) for p in LICENCES)}")
     return 0
 
 

@@ -1,7 +1,6 @@
-"""load("minilm-mlm"): MiniLM with its last layers trained with the masked-LM head (scripts/train_minilm_mlm.py).
-The published layers stay exact, the file is checked (sha256, shapes) with one CheckpointError naming it,
-bv.compare works across the two models, the command line fills [MASK] with it by default, and the training
-script refuses bad arguments and reproduces its committed smoke log."""
+"""training/train_minilm_mlm.py, the script that makes minilm-mlm: it refuses bad arguments before any work,
+reproduces its committed smoke log, is safe to run (a hostile cache or --out, a diverged run, a full disk, a
+run stopped between two renames) and scores what it made."""
 from __future__ import annotations
 
 import json
@@ -14,71 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import bertviz_lite as bv
 from bertviz_lite import loading
-from bertviz_lite.backend import to_host
-from bertviz_lite.errors import CheckpointError, EditError
 
-from .helpers import FOLDER_PLANTS, OUT_PLANTS, plant_at_out, plant_folder, rewrite_npz
+from ..helpers import FOLDER_PLANTS, OUT_PLANTS, plant_at_out, plant_folder, rewrite_npz
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "train_minilm_mlm.py"
-TEXT = "The capital of France is [MASK]."
+pytestmark = pytest.mark.training  # scripts/test.sh runs this folder in its own step
 
-
-@pytest.fixture(scope="module")
-def minilm_mlm():
-    return bv.load("minilm-mlm")
-
-
-@pytest.fixture(scope="module")
-def info():
-    return json.loads(loading.packaged_minilm_mlm_path().with_suffix(".json").read_text(encoding="utf-8"))
-
-
-def test_only_the_trained_layers_and_the_head_differ(minilm_mlm, minilm, info):
-    first = info["trained_layers"][0]
-    assert info["trained_layers"] == list(range(first, 6)) and len(info["trained_layers"]) == info["k"]
-    changed = {k for k in minilm_mlm.weights if k not in minilm.weights or
-               not np.array_equal(to_host(minilm_mlm.weights[k]), to_host(minilm.weights[k]))}
-    trained = {k for k in changed if k.startswith("layer.")}
-    assert {int(k.split(".")[1]) for k in trained} == set(info["trained_layers"])
-    assert changed - trained <= set(bv.weights.MLM_LEARNED)
-    assert "minilm-mlm" in repr(minilm_mlm) and "not the published encoder" in repr(minilm_mlm)
-    assert minilm_mlm.has_mlm and "+mlm head" in repr(minilm_mlm)
-
-
-def test_published_minilm_is_unchanged(minilm, minilm_mlm, info):
-    a, b = minilm.trace(TEXT), minilm_mlm.trace(TEXT)
-    first = info["trained_layers"][0]
-    below = "embed.ln" if first == 0 else f"layer.{first - 1}.ffn.ln"  # the first trained layer's input
-    np.testing.assert_array_equal(to_host(a[below]), to_host(b[below]))
-    assert not np.allclose(to_host(a["layer.5.ffn.ln"]), to_host(b["layer.5.ffn.ln"]), atol=1e-3)
-    assert "minilm-mlm" not in repr(minilm)
-
-
-def test_compare_across_the_two_models(minilm, minilm_mlm, info):
-    cmp = bv.compare(minilm.trace(TEXT), minilm_mlm.trace(TEXT), model=minilm)
-    moved = {row[0]: row[1] for row in cmp.layers().rows}
-    first = info["trained_layers"][0]
-    assert moved["embeddings"] == 0 and all(moved[layer] == 0 for layer in range(first))
-    assert all(moved[layer] > 0.01 for layer in range(first, 6))
-    probs = {row[0]: row[1] for row in cmp.rows if row[0].endswith("attn.probs")}
-    assert probs[f"layer.{first}.attn.probs"] > 0 and all(probs[f"layer.{layer}.attn.probs"] == 0
-                                                           for layer in range(first))
-    assert "minilm-mlm" in cmp.title and cmp.mask_changes  # the top 5 at [MASK] before and after
-    with pytest.raises(EditError, match="same tokens"):
-        bv.compare(minilm.trace("The cat sat on a [MASK]."), minilm_mlm.trace("The dog sat on a [MASK]."))
-
-
-def test_the_shipped_numbers(info):
-    held = info["heldout"]
-    assert held["minilm-mlm"]["content"]["top5"] > held["frozen head"]["content"]["top5"]
-    assert held["minilm-mlm"]["all"]["top5"] > held["unigram"]["all"]["top5"]
-    assert info["file"]["bytes"] == loading.packaged_minilm_mlm_path().stat().st_size
-    assert info["loss_curve"][-1][1] < info["loss_curve"][0][1]
-
-
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "training" / "train_minilm_mlm.py"
 SHIPPED = loading.packaged_minilm_mlm_path()
 
 
@@ -89,55 +31,6 @@ def _copy(tmp_path) -> Path:
     return path
 
 
-def test_missing_or_corrupt_file_is_one_checkpoint_error(tmp_path, monkeypatch, minilm):
-    path = _copy(tmp_path)
-    monkeypatch.setattr(loading, "packaged_minilm_mlm_path", lambda: path)
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF  # one flipped byte in a tensor
-    path.write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match="corrupted.*sha256") as e:
-        bv.load("minilm-mlm")
-    assert str(path) in str(e.value) and "git checkout" in str(e.value) and "train_minilm_mlm.py" in str(e.value)
-    path.write_bytes(bytes(data[:1000]))  # truncated
-    with pytest.raises(CheckpointError, match="corrupted"):
-        bv.load("minilm-mlm")
-    path.unlink()
-    with pytest.raises(CheckpointError, match="is missing") as e:
-        bv.load("minilm-mlm")
-    assert str(path) in str(e.value)
-    _copy(tmp_path).with_suffix(".json").unlink()
-    with pytest.raises(CheckpointError, match="records the sha256"):
-        bv.load("minilm-mlm")
-    with pytest.raises(ValueError, match="mlm=False"):
-        bv.load("minilm-mlm", mlm=False)
-
-
-def test_a_file_that_does_not_fit_names_each_problem(tmp_path, minilm):
-    from safetensors.numpy import load_file
-    good = load_file(str(loading.packaged_minilm_mlm_path()))
-    first = min(int(k.split(".")[1]) for k in good if k.startswith("layer."))
-    bad = {k: v for k, v in good.items() if k != "mlm.bias"}
-    bad[f"layer.{first}.attn.W_Q"] = bad[f"layer.{first}.attn.W_Q"][:, :10].copy()
-    path = tmp_path / loading.MINILM_MLM_FILE
-    loading.save_minilm_mlm(path, bad, first=first)
-    import hashlib
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": digest}}))
-    with pytest.raises(CheckpointError) as e:
-        loading.read_minilm_mlm(path, minilm.config)
-    assert "missing tensor mlm.bias" in str(e.value) and f"layer.{first}.attn.W_Q has shape (384, 10)" in str(e.value)
-
-
-def test_fill_mask_on_the_command_line_uses_minilm_mlm(capsys, minilm_mlm):
-    from bertviz_lite import cli
-    assert cli.main(["fill-mask", TEXT, "--top-k", "3"]) == 0
-    out = capsys.readouterr().out
-    want = [p.token for p in minilm_mlm.fill_mask(TEXT, top_k=3)[0]]
-    assert out.startswith("[MASK] at 6: ") and all(t in out for t in want)
-    assert cli.main(["fill-mask", "no mask here"]) == 2
-    assert "no [MASK]" in capsys.readouterr().err
-
-
 # ------------------------------------------------------------------------------------------
 # the training script
 # ------------------------------------------------------------------------------------------
@@ -145,17 +38,17 @@ def test_fill_mask_on_the_command_line_uses_minilm_mlm(capsys, minilm_mlm):
 
 @pytest.fixture(scope="module")
 def script():
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "training"))
     try:
         import train_minilm_mlm
     finally:
-        sys.path.remove(str(ROOT / "scripts"))
+        sys.path.remove(str(ROOT / "training"))
     return train_minilm_mlm
 
 
 @pytest.fixture(scope="module")
 def files(script):
-    return sys.modules["private_files"]  # scripts/private_files.py, as the script imported it
+    return sys.modules["private_files"]  # training/private_files.py, as the script imported it
 
 
 @pytest.mark.parametrize("args, message", [
@@ -177,56 +70,6 @@ def test_smoke_run_matches_the_committed_log(script, tmp_path, capsys):
     """A few fixed-seed steps on a tiny subset (under 20 s): the losses of tests/fixtures/mlm/train_smoke_log.json."""
     assert script.main(["--smoke", "--cache", str(tmp_path)]) == 0, capsys.readouterr().out
 
-
-def _write_minilm_mlm(tmp_path, tensors: dict, about: dict, sha256=None) -> Path:
-    """A minilm-mlm file with these tensors and metadata, and its JSON recording its sha256 (or `sha256`)."""
-    import hashlib
-    from safetensors.numpy import save_file
-    path = tmp_path / loading.MINILM_MLM_FILE
-    save_file(tensors, str(path), metadata={"bertviz_lite": json.dumps(about)})
-    digest = hashlib.sha256(path.read_bytes()).hexdigest() if sha256 is None else sha256
-    path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": digest}}))
-    return path
-
-
-@pytest.mark.parametrize("first", ["abc", "3.0", [3], "-1", "99", None])
-def test_minilm_mlm_metadata_first_that_is_no_layer_is_named(tmp_path, minilm, first):
-    # N26: "abc", "3.0" or [3] gave a raw ValueError / TypeError
-    from safetensors.numpy import load_file
-    about = {"format": loading.MINILM_MLM_FORMAT, "encoder": bv.model.MINILM_REPO, "first": first}
-    path = _write_minilm_mlm(tmp_path, load_file(str(SHIPPED)), about)
-    with pytest.raises(CheckpointError, match=r"metadata first .* is not a layer number 0\.\.5") as e:
-        loading.read_minilm_mlm(path, minilm.config)
-    assert str(path) in str(e.value)
-
-
-@pytest.mark.parametrize("record", [5, None, "abc", ["x"], {"a": 1}])
-def test_minilm_mlm_json_sha256_of_the_wrong_type_is_named(tmp_path, minilm, record):
-    # N26: sha256: 5 gave a raw TypeError
-    path = _copy(tmp_path)
-    path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": record}}))
-    with pytest.raises(CheckpointError, match="records the sha256.*could not be read"):
-        loading.read_minilm_mlm(path, minilm.config)
-
-
-def test_minilm_mlm_json_nested_deeply_is_named(tmp_path, minilm):
-    # N26: nested 100,000 deep gave a RecursionError
-    path = _copy(tmp_path)
-    path.with_suffix(".json").write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(CheckpointError, match="nested too deeply"):
-        loading.read_minilm_mlm(path, minilm.config)
-
-
-def test_minilm_mlm_tensor_dtypes_are_checked(tmp_path, minilm):
-    # N26: the dtypes were not checked: an integer tensor was widened to float32 silently
-    from safetensors.numpy import load_file
-    tensors = load_file(str(SHIPPED))
-    tensors["mlm.bias"] = tensors["mlm.bias"].astype(np.int32)
-    first = min(int(k.split(".")[1]) for k in tensors if k.startswith("layer."))
-    about = {"format": loading.MINILM_MLM_FORMAT, "encoder": bv.model.MINILM_REPO, "first": str(first)}
-    path = _write_minilm_mlm(tmp_path, tensors, about)
-    with pytest.raises(CheckpointError, match="mlm.bias has dtype int32, expected float16 or float32"):
-        loading.read_minilm_mlm(path, minilm.config)
 
 
 # ------------------------------------------------------------------------------------------
@@ -348,6 +191,7 @@ def test_a_diverged_run_exits_1_and_writes_nothing(script, tmp_path, capsys, mon
     assert not out.exists() and not out.with_suffix(".json").exists()
 
 
+@pytest.mark.slow  # about 5 s: a small training or scoring run through the frozen encoder
 def test_a_small_run_writes_loadable_files_and_reports_empty_groups(script, tmp_path, capsys, minilm):
     out = tmp_path / "m.safetensors"
     code = script.main(["--sentences", "40", "--layers", "1", "--batch", "8", "--steps", "2", "--out", str(out),
@@ -357,7 +201,7 @@ def test_a_small_run_writes_loadable_files_and_reports_empty_groups(script, tmp_
     info = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     assert info["heldout_sentences"] == 2 and any(g["rows"] == 0 for g in info["heldout"]["unigram"].values())
     assert "| - |" in printed or " - /" in printed  # an empty held-out group prints as '-', not a crash
-    trained = loading.read_minilm_mlm(out, minilm.config)
+    trained = loading.read_trained("minilm-mlm", out, minilm.config)
     assert {k.split(".")[1] for k in trained if k.startswith("layer.")} == {"5"}
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
     cl = info["cloze"]["minilm-mlm"]
@@ -388,18 +232,20 @@ def test_echo_and_the_everyday_set(script):
 
 
 @pytest.mark.slow  # a fresh interpreter per script
-@pytest.mark.parametrize("name", ["train_minilm_mlm.py", "train_mlm_head.py", "make_unicode_table.py",
-                                  "check_torch_views.py", "make_corpus.py", "draw_forward_pass.py"])
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "training").glob("*.py")))
 def test_scripts_parse_their_arguments_before_any_work(name, tmp_path):
-    """--help prints the usage and does nothing else: make_unicode_table.py used to probe every code point and
-    rewrite its JSON, check_torch_views.py to import torch first (absent here: a raw ImportError)."""
+    """--help prints the usage and does nothing else, and an unknown option is refused: no file written here,
+    in training/ or in the package's data."""
     import subprocess
-    watched = ROOT / "bertviz_lite" / "data" / "unicode_overrides.json"
-    before = watched.stat().st_mtime_ns
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / name), "--help"], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path)
+    watched = [*(ROOT / "bertviz_lite" / "data").iterdir(), *(ROOT / "training").rglob("*")]
+    before = {p: p.stat().st_mtime_ns for p in watched if p.is_file()}
+    run = subprocess.run([sys.executable, str(ROOT / "training" / name), "--help"], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 0 and run.stdout.startswith("usage:"), run.stderr[-500:]
-    assert watched.stat().st_mtime_ns == before and list(tmp_path.iterdir()) == []
+    refused = subprocess.run([sys.executable, str(ROOT / "training" / name), "--no-such-option"], capture_output=True,
+                             text=True, timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert refused.returncode == 2 and "unrecognized arguments: --no-such-option" in refused.stderr, refused.stderr
+    assert {p: p.stat().st_mtime_ns for p in watched if p.is_file()} == before and list(tmp_path.iterdir()) == []
 
 
 def test_the_usage_examples_are_what_wordnet_gives(script, tmp_path):
@@ -410,6 +256,7 @@ def test_the_usage_examples_are_what_wordnet_gives(script, tmp_path):
     assert out.read_bytes() == script.USAGE.read_bytes()  # the committed file, byte for byte
 
 
+@pytest.mark.slow  # about 5 s: a small training or scoring run through the frozen encoder
 def test_evaluate_scores_a_file_beside_the_frozen_head(script, capsys):
     assert script.main(["--evaluate", "--sentences", "40"]) == 0  # the shipped file, on a small held-out split
     out = capsys.readouterr().out
@@ -446,11 +293,12 @@ def test_headwords_write_a_training_definition_after_its_word(script, minilm):
     example = len(heads)  # the first example sentence
     e = minilm.tokenize(corpus[example])
     assert script.with_headword(minilm, corpus, example, e) is e
-    long = [j for j, d in enumerate(corpus[:len(heads)])
-            if len(minilm.tokenize(d).ids) <= script.T.MAX_TOKENS < len(minilm.tokenize(f"{heads[j]}: {d}").ids)
-            and "," not in heads[j]]
-    e = minilm.tokenize(corpus[long[0]])
-    assert script.with_headword(minilm, corpus, long[0], e) is e
+    # the first definition that fits alone and not with its word (only long ones can: tokenizing all 116,707
+    # definitions took most of a minute)
+    long = next(j for j, d in enumerate(corpus[:len(heads)]) if "," not in heads[j] and len(d.split()) >= 20
+                and len(minilm.tokenize(d).ids) <= script.T.MAX_TOKENS < len(minilm.tokenize(f"{heads[j]}: {d}").ids))
+    e = minilm.tokenize(corpus[long])
+    assert script.with_headword(minilm, corpus, long, e) is e
 
 
 def test_headwords_leave_the_held_out_split_as_it_is(script, minilm, tmp_path):
@@ -529,7 +377,7 @@ def test_a_report_of_a_file_that_is_no_runs_json_is_one_line(script, tmp_path, c
     assert err.count("\n") == 1 and ("is not a run's JSON" in err or "nested too deeply" in err), err
 
 
-def _new_pair(tmp_path):
+def _new_pair(script, tmp_path):
     """The shipped weights at tmp_path (the old pair), and new weights (one tensor changed) with their JSON."""
     import hashlib
     from safetensors.numpy import load_file
@@ -539,14 +387,14 @@ def _new_pair(tmp_path):
     first = min(int(k.split(".")[1]) for k in tensors if k.startswith("layer."))
     fresh = tmp_path / "fresh" / loading.MINILM_MLM_FILE
     fresh.parent.mkdir()
-    loading.save_minilm_mlm(fresh, tensors, first=first)
+    script.WF.save_minilm_mlm(fresh, tensors, first=first)
     data = fresh.read_bytes()
     return out, data, json.dumps({"file": {"sha256": hashlib.sha256(data).hexdigest()}}) + "\n", tensors
 
 
 def test_a_run_stopped_between_the_two_renames_leaves_a_pair_that_loads(script, tmp_path, minilm, monkeypatch):
     # N20: weights and JSON were two renames; a kill between them left new weights beside the old JSON: refused
-    out, data, info, tensors = _new_pair(tmp_path)
+    out, data, info, tensors = _new_pair(script, tmp_path)
     real = os.replace
 
     def killed(src, dst):
@@ -557,7 +405,7 @@ def test_a_run_stopped_between_the_two_renames_leaves_a_pair_that_loads(script, 
     with pytest.raises(KeyboardInterrupt):
         script.write_outputs(out, data, info)
     monkeypatch.setattr(os, "replace", real)
-    got = loading.read_minilm_mlm(out, minilm.config)  # the new pair
+    got = loading.read_trained("minilm-mlm", out, minilm.config)  # the new pair
     np.testing.assert_array_equal(got["mlm.bias"], tensors["mlm.bias"].astype(np.float32))
     script.write_outputs(out, data, info)  # the next run finishes the job and leaves nothing beside it
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["minilm_mlm.json", loading.MINILM_MLM_FILE]
@@ -566,7 +414,7 @@ def test_a_run_stopped_between_the_two_renames_leaves_a_pair_that_loads(script, 
 def test_a_full_disk_while_writing_leaves_the_earlier_pair_as_it_was(script, files, tmp_path, minilm, monkeypatch):
     # N20: "any earlier file is unchanged" was not true when the JSON's write failed after the weights' rename
     import errno
-    out, data, info, _ = _new_pair(tmp_path)
+    out, data, info, _ = _new_pair(script, tmp_path)
     before = {p: p.read_bytes() for p in (out, out.with_suffix(".json"))}
     real = files.write_beside
 
@@ -579,4 +427,4 @@ def test_a_full_disk_while_writing_leaves_the_earlier_pair_as_it_was(script, fil
         script.write_outputs(out, data, info)
     assert {p: p.read_bytes() for p in before} == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["minilm_mlm.json", loading.MINILM_MLM_FILE]
-    loading.read_minilm_mlm(out, minilm.config)
+    loading.read_trained("minilm-mlm", out, minilm.config)
