@@ -185,12 +185,16 @@ def main(argv=None) -> int:
     stage_pages(src_dir, lessons)
 
     from sphinx.cmd.build import build_main
-    shutil.rmtree(args.out, ignore_errors=True)
-    rc = build_main([str(src_dir), str(args.out), "-b", "html", "-d", str(args.cache / "doctrees"), "-q",
+    # Sphinx writes into the cache, then the finished site moves to --out: myst-nb keeps the outputs it extracts
+    # in a folder beside Sphinx's output folder (jupyter_execute/), which must not be the repository's root
+    html = args.cache / "html"
+    shutil.rmtree(html, ignore_errors=True)
+    rc = build_main([str(src_dir), str(html), "-b", "html", "-d", str(args.cache / "doctrees"), "-q",
                      "-j", str(args.jobs)])
     if rc:
         raise SystemExit(f"build.py: sphinx-build failed ({rc}); its messages are above")
-    shutil.rmtree(args.out / ".doctrees", ignore_errors=True)
+    shutil.rmtree(args.out, ignore_errors=True)
+    shutil.move(html, args.out)
     n_files, size = site_size(args.out)
     print(f"site: {len(lessons)} lessons ({counts['exercises']} exercises, {counts['views']} saved explorers, "
           f"{counts['controls']} live controls) in {args.out}: {n_files} files, {size / 1e6:.1f} MB, "
