@@ -11,7 +11,10 @@ cleared except
   (`pytest --nbval-lax`) compares on every CI run;
 - the image/png outputs of cells whose first line is `# PICTURE`: the static pictures of a
   lesson's "Look" section, so that it reads on GitHub and nbviewer without running (nbval does
-  not compare images). Each picture must stay under --max-picture KiB.
+  not compare images). Each picture must stay under --max-picture KiB;
+- the saved explorer of cells whose first line is `# SAVED VIEW`: the text/html output holding the
+  explorer's exported page (every tab drawing without a kernel, in JupyterLab, nbviewer and the course's
+  static site) with its PNG, the widget output itself dropped. Each must stay under --max-view KiB.
 Committed notebooks stay small and deterministic. A notebook that takes longer than --budget
 seconds fails the run, and so does a `# PICTURE` cell that stored no picture.
 
@@ -36,6 +39,8 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = "NBVAL_CHECK_OUTPUT"
 PICTURE = "# PICTURE"
+SAVED_VIEW = "# SAVED VIEW"
+SAVED_CLASS = 'class="bvl-saved"'  # the saved explorer's HTML (bertviz_lite.views.widget.saved_html)
 PNG = "image/png"
 # what JupyterLab writes on open: the spec of the kernel it starts (ipykernel.kernelspec.get_kernel_dict)
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -65,6 +70,29 @@ def is_picture(cell) -> bool:
     return cell.cell_type == "code" and cell.source.lstrip().startswith(PICTURE)
 
 
+def is_saved_view(cell) -> bool:
+    return cell.cell_type == "code" and cell.source.lstrip().startswith(SAVED_VIEW)
+
+
+def saved_views_only(cell, max_kib: float, name: str) -> list:
+    """The saved explorer outputs of a `# SAVED VIEW` cell (text/html with the exported page, its PNG and text),
+    the widget output and everything else dropped."""
+    kept = []
+    for out in cell.outputs:
+        data = out.get("data", {})
+        html = data.get("text/html", "")
+        html = "".join(html) if isinstance(html, list) else html
+        if out.get("output_type") in ("display_data", "execute_result") and SAVED_CLASS in html:
+            size = sum(len(v) for v in data.values()) / 1024
+            if size > max_kib:
+                raise SystemExit(f"{name}: a saved view of {size:.0f} KiB, more than {max_kib:.0f} KiB; "
+                                 "show a shorter input or fewer layers (include_layers=)")
+            kept.append(nbformat.v4.new_output("display_data", data=dict(data), metadata=out.get("metadata", {})))
+    if not kept:
+        raise SystemExit(f"{name}: a '# SAVED VIEW' cell stored no saved explorer:\n{cell.source[:200]}")
+    return kept
+
+
 def pictures_only(cell, max_kib: float, name: str) -> list:
     """The image/png outputs of a `# PICTURE` cell, every other output and mime type dropped."""
     kept = []
@@ -82,7 +110,7 @@ def pictures_only(cell, max_kib: float, name: str) -> list:
     return kept
 
 
-def refresh(path: Path, budget: float, max_picture: float = 200.0) -> float:
+def refresh(path: Path, budget: float, max_picture: float = 200.0, max_view: float = 1024.0) -> float:
     nb = nbformat.read(path, as_version=4)
     # store_widget_state=True only because nbclient's Output-widget hook (ipywidgets.interactive)
     # raises KeyError without it; the state is dropped below and never written
@@ -106,6 +134,8 @@ def refresh(path: Path, budget: float, max_picture: float = 200.0) -> float:
         if is_picture(cell):
             cell.outputs = pictures_only(cell, max_picture, path.name)  # keeps its execution_count: nbval
             # fails a cell with outputs and no count ("Unrun reference cell has outputs")
+        elif is_saved_view(cell):
+            cell.outputs = saved_views_only(cell, max_view, path.name)
         elif CHECK not in cell.source:
             cell.outputs = []
             cell.execution_count = None
@@ -125,6 +155,8 @@ def main(argv=None) -> int:
     p.add_argument("paths", nargs="*", type=Path)
     p.add_argument("--budget", type=float, default=90.0, help="seconds one lesson may take (default 90)")
     p.add_argument("--max-picture", type=float, default=200.0, help="KiB one stored picture may take (default 200)")
+    p.add_argument("--max-view", type=float, default=1024.0,
+                   help="KiB one stored saved explorer may take (default 1024)")
     p.add_argument("--form-only", action="store_true",
                    help="run nothing: store each notebook in the form JupyterLab writes (metadata and format only)")
     args = p.parse_args(argv)
@@ -138,7 +170,7 @@ def main(argv=None) -> int:
         return 0
     total = 0.0
     for path in paths:
-        took = refresh(path.resolve(), args.budget, args.max_picture)
+        took = refresh(path.resolve(), args.budget, args.max_picture, args.max_view)
         total += took
         print(f"{path.name:40s} {took:6.1f} s  {path.stat().st_size / 1024:7.1f} KiB")
     print(f"{'total':40s} {total:6.1f} s")

@@ -68,12 +68,12 @@ def test_bench_gpu_dry_run_runs_every_part_without_a_gpu(tmp_path):
     assert result["head_stats_max_difference"] < 1e-4  # the stand-in's statistics are numpy's
 
 
-@pytest.mark.parametrize("script", ["setup.sh", "test.sh"])
+@pytest.mark.parametrize("script", ["setup.sh", "test.sh", "site.sh"])
 def test_the_two_commands_answer_help_without_doing_their_job(script, tmp_path):
     # `bash scripts/test.sh --help` once ran pip, apt-get (as root) and the whole suite. In a copy of scripts/ with
     # no .venv and no Python to make one, --help must answer at once and leave the folder as it was.
     (tmp_path / "scripts").mkdir()
-    for name in ("setup.sh", "test.sh"):
+    for name in ("setup.sh", "test.sh", "site.sh"):
         shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
     env = {"PATH": "/usr/bin:/bin", "PYTHON": "/nonexistent/python3"}
     out = subprocess.run(["bash", str(tmp_path / "scripts" / script), "--help"], capture_output=True, text=True,
