@@ -85,10 +85,12 @@ def found(item: str, corpus: str) -> bool:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("old", type=Path, help="the text before the move (e.g. `git show main:README.md > old.md`)")
+    ap.add_argument("old", type=Path, nargs="?", help="the text before the move (`git show main:README.md > old.md`)")
     ap.add_argument("--pages", nargs="+", default=DEFAULT_PAGES,
                     help="the pages after the move, globs from the repository root (default: %(default)s)")
     args = ap.parse_args()
+    if args.old is None:
+        ap.error("give the text before the move: git show main:README.md > /tmp/README.old.md, then pass that path")
     if not args.old.is_file():
         ap.error(f"{args.old} is not a file; write the old text first: git show main:README.md > {args.old}")
     pages = sorted({p for pattern in args.pages for p in ROOT.glob(pattern) if p.is_file()})
