@@ -1,5 +1,5 @@
 """Draw the figures of the whole forward pass from schema.STEPS: docs/forward_flow.png (the data flow) and
-docs/forward_pass.png (README's table of every key with its shapes).
+docs/forward_pass.png (docs/trace.md's table of every key with its shapes).
 
     .venv/bin/python scripts/draw_forward_pass.py                # BERT-base as data flow -> docs/forward_flow.png
     .venv/bin/python scripts/draw_forward_pass.py --table        # the table, n = 6 -> docs/forward_pass.png

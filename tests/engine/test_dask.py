@@ -29,7 +29,7 @@ def silent_tcp(silent_port):
 def test_a_silent_scheduler_address_fails_within_the_connect_timeout(small, silent_tcp, monkeypatch):
     pytest.importorskip("distributed", reason="needs the [cluster] extra (dask, distributed)")
     address, held = silent_tcp
-    monkeypatch.setattr(corpus, "CONNECT_TIMEOUT", "1s")  # README promises 10 s; the same bound, shorter
+    monkeypatch.setattr(corpus, "CONNECT_TIMEOUT", "1s")  # docs/batches.md promises 10 s; the same bound, shorter
     outcome = []
 
     def run():

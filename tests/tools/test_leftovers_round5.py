@@ -52,7 +52,7 @@ print(json.dumps([kept, rss_mib() - base]))
 @pytest.mark.slow  # a fresh interpreter
 def test_freed_memory_kept_by_the_malloc_tuning_can_be_given_back():
     # N13: the tuning keeps up to 1 GiB of what the process frees, the user's arrays included (a probe saw
-    # 411 MiB; 743 of 800 MiB here): documented in README, and now handed back on request
+    # 411 MiB; 743 of 800 MiB here): documented in docs/gpu.md, and now handed back on request
     import json
     import os
     import subprocess

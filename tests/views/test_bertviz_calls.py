@@ -261,7 +261,7 @@ def test_a_saved_notebook_keeps_the_page_under_its_cap(small):
 @pytest.mark.slow
 def test_the_real_torch_case_when_a_torch_python_is_at_hand():
     # scripts/check_torch_views.py with an interpreter that has torch and transformers (never a test dependency):
-    # a manual check, run where BVL_TORCH_PYTHON names one (README, "Tests")
+    # a manual check, run where BVL_TORCH_PYTHON names one (docs/testing.md)
     import os
     import subprocess
     import sysconfig

@@ -34,12 +34,11 @@ def test_parameter_groups_in_forward_order_with_readable_shares(small):
     assert panels.share_text(147_840, 22_713_216) == "0.65%" and panels.share_text(0, 10) == "0.00%"
 
 
-def test_the_readme_states_the_views_numbers_as_the_code_has_them():
+def test_the_views_page_states_the_views_numbers_as_the_code_has_them():
     from pathlib import Path
 
     from bertviz_lite.views.wire import export, widget
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    views = readme[readme.index("## Views, export and the command line"):readme.index("## Many sentences")]
+    views = (Path(__file__).resolve().parents[2] / "docs" / "views.md").read_text(encoding="utf-8")
     assert f"fits in {export.DEFAULT_MAX_BYTES // 10**6} MB" in views and f"{export.DEFAULT_MAX_BYTES:,}" in views
     assert f"at most {limits.SAVED_PAGE_BYTES // 10**6} MB" in views.replace("\n", " ")
     assert f"at most {limits.MAX_TOKENS:,} tokens" in views

@@ -1,6 +1,6 @@
 /* bertviz-lite front-end: ONE app for the notebook explorer (an anywidget) and the exported page.
  *
- * It draws view data made in Python (bertviz_lite/views/data.py) and packed by codec.py: a JSON
+ * It draws view data made in Python (bertviz_lite/views/model/data.py) and packed by wire/codec.py: a JSON
  * header and one binary buffer per array ("f4" float32, or "u2"/"u1" integers scaled per slice,
  * top code = NaN). In the explorer the kernel answers each {type: "view"} request over the comm;
  * in the exported page a small stand-in for the widget model answers from payloads embedded in
@@ -10,7 +10,7 @@
 
 const CACHE_BYTES = 192 * 1024 * 1024;
 const WAIT_NOTE_MS = 8000;
-// the limits the drawing reads (views/limits.py FRONT_END, sent in the facts: newApp sets them; never decided here)
+// the limits the drawing reads (views/model/limits.py FRONT_END, sent in the facts: newApp sets them; never decided here)
 const LIMITS = {};
 const STATE = ["tab", "layer", "head", "heads", "kind", "pair_filter", "key", "query"];
 
