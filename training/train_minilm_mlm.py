@@ -71,7 +71,7 @@ from bertviz_lite import loading, mlm, schema  # noqa: E402
 OUT = ROOT / "bertviz_lite" / "data" / loading.MINILM_MLM_FILE
 THREADS = 1  # one BLAS thread: on this shared 2-core machine two ran the products up to 10x slower (training/JOURNAL.md)
 CLOZE = ROOT / "training" / "corpus" / "cloze_sentences.tsv"
-EVERYDAY = ROOT / "data" / "cloze_everyday.tsv"  # issue 38's fresh set: answer and accepted alternatives
+EVERYDAY = ROOT / "data" / "cloze_everyday.tsv"  # the fresh everyday set: answer and accepted alternatives
 USAGE = ROOT / "training" / "corpus" / "wordnet_usage.txt.gz"  # every WordNet usage example of >= USAGE_WORDS words (--make-usage)
 USAGE_WORDS = 4
 SMOKE_LOG = ROOT / "tests" / "fixtures" / "mlm" / "train_smoke_log.json"

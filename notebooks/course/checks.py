@@ -1,4 +1,4 @@
-"""The course's exercise checker: one module for every lesson (issue 11 item 3).
+"""The course's exercise checker: one module for every lesson.
 
 In a lesson, the student's cell holds a `...` stub; the cell after it checks the answer:
 
