@@ -36,7 +36,7 @@ from ...foreign import join_tokens, prettify_token, shorten
 from ...params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
 from ...schema_text import plain_formula
 from . import limits, records
-from .panels import HEAD_COLOURS, layouts
+from .panels import HEAD_COLOURS, PAIR_FILTERS, layouts
 from .panels import _fmt as number_text
 
 SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair alone: no font draws it, UTF-8 cannot encode it
@@ -55,7 +55,6 @@ def no_surrogates(x):
 
 VIEWS = records.VIEWS  # one record per view (records.py); the registries below are derived from them
 TITLES = {r.name: r.title for r in records.RECORDS}
-PAIR_FILTERS = ("all", "A->A", "A->B", "B->A", "B->B")
 KINDS = ("probs", "scores")
 ACCENT = "#c2410c"  # sentence B's labels and boundaries, a selected thumbnail (app.css's --bvl-accent, light theme)
 
@@ -433,10 +432,14 @@ def token(trace, query: int) -> dict:
     check_attention(trace, "the token view")
     rows = np.stack([host(trace.real(trace.get("attn.probs", layer=layer), ("head", "query", "key")))[:, query]
                      for layer in range(trace.num_layers)])
+    scale = colour_scale(rows, "weights", per=2)
+    # each row is drawn to its own largest weight: the rows times row_scale (1 / that weight; 1 for a row of zeros)
+    tops = np.asarray(scale["clim"], dtype=np.float64)[..., 1:]  # [layer, head, 1]
+    row_scale = 1.0 / np.where(tops > 0, tops, 1.0)
     return _base(trace, "token", query=int(query), label=token_labels(trace)[query], labels=token_labels(trace),
                  segments=[trace.segments[i] for i in real],
-                 layers=trace.num_layers, heads=trace.num_heads,
-                 scale=colour_scale(rows, "weights", per=2), arrays=dict(rows=rows.astype(np.float32)))
+                 layers=trace.num_layers, heads=trace.num_heads, scale=scale,
+                 arrays=dict(rows=rows.astype(np.float32), row_scale=row_scale.astype(np.float32)))
 
 
 def neuron(trace, layer: int) -> dict:
