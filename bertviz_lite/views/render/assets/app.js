@@ -250,52 +250,11 @@ function drawColorbar(node, c, lut, clim, height, unit, ticks) {
 }
 
 // ---------------------------------------------------------------- the panels' resolver (panels.py's `resolve`)
-// A view's layout (made in Python, panels.py) refers to its view data; with a selection it becomes
-// concrete panels: heatmap, lines, bars, table. Nothing about a view is decided here.
+// A view's layout (made in Python, panels.py) refers to its view data; with a selection it becomes concrete
+// panels: heatmap, lines, bars, table. Its operations: ref, gather, join, prod, repeat, selected; the layout's
+// own strings get the selection's words. Nothing about a view is decided here.
 const WORDS = ["layer", "head", "query", "query_label", "pair", "key"];
-// Python's f"{v:.{d}f}": both round the exact binary value, but an exact tie (0.125 to 2 digits) goes to the
-// even digit in Python and up in toFixed; -0 keeps its sign
-function fixedPy(v, d) {
-  const a = Math.abs(v), long = a.toFixed(Math.min(100, d + 25)), cut = long.length - 25; // exact digits
-  let s = a.toFixed(d);
-  if (/^50*$/.test(long.slice(cut))) { // a tie: round the kept digits to even
-    const kept = long.slice(0, cut).replace(/\.$/, ""), last = +kept.replace(".", "").slice(-1);
-    if (last % 2 === 0) s = kept;
-  }
-  return (v < 0 || Object.is(v, -0) ? "-" : "") + s;
-}
-function fmtPy(v, d = 3) {
-  if (!Number.isFinite(v)) return "\u2013";
-  if (Math.abs(v) >= 1000 || (tiny(v) && d >= 3)) return v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2");
-  return fixedPy(v, d);
-}
-function pairIndex(pair, segs) {
-  const all = range(segs.length);
-  if (pair === "all") return [all, all];
-  const [q, k] = pair.split("->").map((s) => (s === "A" ? 0 : 1));
-  return [all.filter((i) => segs[i] === q), all.filter((i) => segs[i] === k)];
-}
-function splitsOf(idx, segs) {
-  const out = [];
-  for (let i = 1; i < idx.length; i++) if (segs[idx[i]] !== segs[idx[i - 1]]) out.push(i);
-  return out;
-}
-function neuronNumbers(vd, head, query, keys) { // data.neuron_numbers; keys: those the pair filter shows
-  const d = vd.d_k, Q = vd.arrays.q, K = vd.arrays.k, N = Q.shape[1];
-  const q = Q.slice(head * N + query, d), k = K.slice(head, N * d);
-  const prod = new Float32Array(N * d);
-  for (let j = 0; j < N; j++) for (let c = 0; c < d; c++) prod[j * d + c] = q[c] * k[j * d + c];
-  // the model's own scores and weights, as recorded: never recomputed here
-  const scores = Array.from(vd.arrays.scores.slice(head * N + query, N));
-  const weights = Array.from(vd.arrays.weights.slice(head * N + query, N));
-  const best = keys.reduce((b, j) => (weights[j] > weights[b] ? j : b), keys[0]); // the strongest key shown
-  const labels = vd.labels, dot = scores[best] / vd.scale_factor;
-  const summary = `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, ` +
-    `\u00d7 ${vd.scale_text} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}`;
-  return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d },
-    scores, weights, summary };
-}
-// panels.expand: a repeated panel ({repeat: {layer: L, head: H}, ...}) written out per combination, "$name" filled in
+// "$name" placeholders filled in (panels._fill): a whole-string placeholder becomes the number
 function fill(spec, values) {
   if (typeof spec === "string") {
     if (spec.startsWith("$") && spec.slice(1) in values) return values[spec.slice(1)];
@@ -303,25 +262,75 @@ function fill(spec, values) {
     return spec;
   }
   if (Array.isArray(spec)) return spec.map((x) => fill(x, values));
-  if (spec && typeof spec === "object") {
-    const out = {};
-    for (const [k, v] of Object.entries(spec)) out[k] = fill(v, values);
-    return out;
-  }
+  if (spec && typeof spec === "object") return Object.fromEntries(Object.entries(spec).map(([k, v]) => [k, fill(v, values)]));
   return spec;
 }
-function expand(panels) {
-  const out = [];
-  for (const p of panels) {
-    if (!p.repeat) { out.push(p); continue; }
-    const names = Object.keys(p.repeat), body = { ...p }; delete body.repeat;
-    const walk = (i, values) => {
-      if (i === names.length) { out.push(fill(body, values)); return; }
-      for (let v = 0; v < p.repeat[names[i]]; v++) walk(i + 1, { ...values, [names[i]]: v });
-    };
-    walk(0, {});
+// a matrix: {values, R, C}; an array's slice at leading indices is one, its trailing axes as [rows, columns]
+function slice(a, at) {
+  let s = 0; for (let i = 0; i < at.length; i++) s = s * a.shape[i] + at[i];
+  const tail = a.shape.slice(at.length), len = tail.reduce((x, y) => x * y, 1), C = tail.length ? tail.at(-1) : 1;
+  return { values: a.slice(s, len), R: len / C, C };
+}
+function gather(x, rows, cols) {
+  if (Array.isArray(x)) return rows.map((i) => x[i]);
+  const r = rows || range(x.R), c = cols || range(x.C), out = new Float32Array(r.length * c.length);
+  for (let i = 0; i < r.length; i++) for (let j = 0; j < c.length; j++) out[i * c.length + j] = x.values[r[i] * x.C + c[j]];
+  return { values: out, R: r.length, C: c.length };
+}
+function prod(a, b) { // a row or a column broadcast
+  const R = Math.max(a.R, b.R), C = Math.max(a.C, b.C), out = new Float32Array(R * C);
+  const at = (m, i, j) => m.values[(m.R > 1 ? i : 0) * m.C + (m.C > 1 ? j : 0)];
+  for (let i = 0; i < R; i++) for (let j = 0; j < C; j++) out[i * C + j] = at(a, i, j) * at(b, i, j);
+  return { values: out, R, C };
+}
+function evaluate(spec, vd, data, sel, words) {
+  const ev = (s) => evaluate(s, vd, data, sel, words);
+  if (typeof spec === "string") return spec.replace(new RegExp(`\\{(${WORDS.join("|")})\\}`, "g"), (m, w) => String(words[w]));
+  if (Array.isArray(spec)) return spec.map(ev);
+  if (!spec || typeof spec !== "object") return spec;
+  if ("ref" in spec) {
+    const [head, ...rest] = spec.ref.split("."), at = spec.at.map((a) => (typeof a === "string" && a in sel ? sel[a] : a));
+    if (head === "arrays") return slice(vd.arrays[rest.join(".")], at);
+    return [...rest, ...at].reduce((v, k) => v[k], head in data ? data[head] : vd[head]);
   }
-  return out;
+  if ("gather" in spec) return gather(ev(spec.gather), ev(spec.rows), ev(spec.cols));
+  if ("join" in spec) return spec.join.map((p) => String(ev(p))).join("");
+  if ("prod" in spec) return prod(...spec.prod.map(ev));
+  if ("repeat" in spec) {
+    let combos = [{}];
+    for (const [k, n] of Object.entries(spec.repeat)) {
+      combos = combos.flatMap((c) => (typeof n === "string" ? sel[n] : range(n)).map((v) => ({ ...c, [k]: v })));
+    }
+    return combos.map((c) => ev(fill(spec.each, c)));
+  }
+  if ("selected" in spec) return !!sel.outline && Object.entries(spec.selected).every(([k, v]) => sel[k] === v);
+  return Object.fromEntries(Object.entries(spec).map(([k, v]) => [k, ev(v)]));
+}
+// what a figure says around its panels (panels.FIGURE), and its value when a layout leaves it out
+const FIGURE = { title: "", formula: null, subtitle: "", notes: [], live: [], grid: [1, 1], edited: "",
+  row_titles: null, col_titles: null, links: null, summary: "" };
+// sel: a whole selection (panels.selection, the query within the pair filter: drawTab sees to both)
+function resolve(lay, vd, sel) {
+  const q = sel.query, words = { layer: sel.layer, head: sel.head, query: q, key: sel.key || "",
+    pair: sel.pair_filter === "all" ? "" : ` [${sel.pair_filter}]`,
+    query_label: vd.labels && vd.labels[q] !== undefined ? vd.labels[q] : String(q) };
+  const ev = (s) => evaluate(s, vd, lay.data || {}, sel, words), fig = {};
+  for (const [k, d] of Object.entries(FIGURE)) fig[k] = ev(k in lay ? lay[k] : d);
+  fig.panels = ev(lay.panels).flat().map((p) => { // as the drawing reads them: flat values, labels as text
+    for (const k of ["x_labels", "y_labels", "labels"]) if (p[k]) p[k] = Array.from(p[k], String);
+    if (p.z) { Object.assign(p, { values: p.z.values, R: p.z.R, C: p.z.C, raw: p.raw ? p.raw.values : null }); delete p.z; }
+    if (p.series) for (const s of p.series) s.z = s.z.values;
+    if (p.type === "bars" && !Array.isArray(p.values)) p.values = Array.from(p.values.values);
+    return p;
+  });
+  return fig;
+}
+
+function pairIndex(pair, segs) {
+  const all = range(segs.length);
+  if (pair === "all") return [all, all];
+  const [q, k] = pair.split("->").map((s) => (s === "A" ? 0 : 1));
+  return [all.filter((i) => segs[i] === q), all.filter((i) => segs[i] === k)];
 }
 // bertviz's include_layers / include_heads: the model view keeps those rows and columns of its grid
 function onlyShown(fig, layers, heads) {
@@ -335,128 +344,6 @@ function onlyShown(fig, layers, heads) {
     row_titles: fig.row_titles && rows.map((r) => fig.row_titles[r]),
     col_titles: fig.col_titles && cols.map((c) => fig.col_titles[c]) };
 }
-// a layout's references into its view data: {ref: "arrays.maps", at: [...]} (a slice: {values, R, C, shape}),
-// {ref: "labels"} (a value), {derive: ...} (the neuron view's numbers); `at` may name a selection ("head")
-function resolver(vd, sel) {
-  let neuron = null;
-  const idx = (a) => (typeof a === "string" ? sel[a] : a);
-  const isObject = (spec) => spec && typeof spec === "object" && !Array.isArray(spec);
-  const slice = (a, at) => {
-    const shape = a.shape, k = at.length;
-    let s = 0; for (let i = 0; i < k; i++) s = s * shape[i] + at[i];
-    const tail = shape.slice(k), len = tail.reduce((x, y) => x * y, 1), C = tail.length ? tail[tail.length - 1] : 1;
-    return { values: a.slice(s, len), R: tail.length > 1 ? len / C : 1, C, shape: tail };
-  };
-  const value = (spec) => {
-    if (isObject(spec) && "ref" in spec) {
-      const [head, ...rest] = spec.ref.split("."), at = spec.at.map(idx);
-      if (head === "arrays") return slice(vd.arrays[rest.join(".")], at);
-      let v = vd[head]; for (const r of rest) v = v[r];
-      for (const a of at) v = v[a];
-      return v; // numbers a text prints arrive formatted (data.py: limit_texts, stats)
-    }
-    if (isObject(spec) && "derive" in spec) {
-      neuron = neuron || neuronNumbers(vd, sel.head, sel.query, pairIndex(sel.pair_filter, vd.segments)[1]);
-      return neuron[spec.part];
-    }
-    return spec;
-  };
-  // a layout text: its own strings get the selection's words; referenced values (token labels, sentences) go in as
-  // they are
-  const words = { layer: sel.layer, head: sel.head, query: sel.query, key: sel.key || "",
-    pair: sel.pair_filter === "all" ? "" : ` [${sel.pair_filter}]`,
-    query_label: vd.labels && vd.labels[sel.query] !== undefined ? vd.labels[sel.query] : String(sel.query) };
-  const wordsIn = (t) => t.replace(new RegExp(`\\{(${WORDS.join("|")})\\}`, "g"), (m, w) => String(words[w]));
-  const text = (spec) => {
-    const parts = (Array.isArray(spec) ? spec : [spec]).filter((p) => p !== null && p !== undefined);
-    return parts.map((p) => (typeof p === "object" ? String(value(p)) : wordsIn(String(p)))).join("");
-  };
-  return { value, text };
-}
-// a heatmap panel: its map (the sentence-pair filter's rows and columns; each row to its own largest value for
-// the token view), labels, limits, which labels are sentence B's, the sentence boundaries, the outline
-function resolveHeatmap(out, p, vd, sel, { value, text }) {
-  const segs = vd.segments, z = value(p.z);
-  let R = z.R, C = z.C, values = z.values;
-  let ylab = value(p.y_labels), xlab = value(p.x_labels);
-  ylab = ylab ? ylab.map((s) => (Array.isArray(p.y_labels) ? text(s) : String(s))) : null;
-  xlab = xlab ? Array.from(xlab, String) : null;
-  let rows = range(R), cols = range(C);
-  if (p.pair && segs) { // true: rows queries, columns keys; "queries" / "keys": the rows only
-    const [qs, ks] = pairIndex(sel.pair_filter, segs);
-    [rows, cols] = p.pair === true ? [qs, ks] : [p.pair === "keys" ? ks : qs, cols];
-    const sub = new Float32Array(rows.length * cols.length);
-    for (let i = 0; i < rows.length; i++) {
-      for (let j = 0; j < cols.length; j++) sub[i * cols.length + j] = values[rows[i] * C + cols[j]];
-    }
-    values = sub; R = rows.length; C = cols.length;
-    if (ylab) ylab = rows.map((i) => ylab[i]);
-    if (xlab) xlab = cols.map((j) => xlab[j]);
-  }
-  let raw = null;
-  if (p.row_scale) { // each row to its own largest value (the token view's rule)
-    const lims = value(p.row_scale).flat(), norm = new Float32Array(values.length);
-    for (let i = 0; i < R; i++) {
-      const top = lims[i] && lims[i][1] > 0 ? lims[i][1] : 1;
-      for (let j = 0; j < C; j++) norm[i * C + j] = values[i * C + j] / top;
-    }
-    raw = values; values = norm;
-  }
-  Object.assign(out, { values, raw, R, C, rows, cols, clim: value(p.clim).map(Number), y_labels: ylab,
-    x_labels: xlab });
-  if (segs) { // which labels are sentence B's (drawn in the accent colour)
-    const [fullR, fullC] = p.pair ? [segs.length, segs.length] : [z.R, z.C];
-    if (xlab && p.splits && fullC === segs.length) out.x_groups = cols.map((j) => segs[j]);
-    if (ylab && (p.pair || p.row_groups) && fullR === segs.length) out.y_groups = rows.map((i) => segs[i]);
-  }
-  if (segs && p.splits) { out.col_splits = splitsOf(cols, segs); if (p.pair) out.row_splits = splitsOf(rows, segs); }
-  if (p.row_groups && segs && segs.length === R) out.row_splits = splitsOf(rows, segs);
-  if (p.mark) out.marked = !!sel.outline && Object.entries(p.mark).every(([k, v]) => Number(sel[k]) === v);
-  if (p.mark_row) out.mark_row = rows.indexOf(sel[p.mark_row]); // the selected query's row (outlined)
-}
-// a lines panel (the head view): one series per chosen head, within the sentence-pair filter
-function resolveLines(out, p, vd, sel, { value }) {
-  const maps = vd.arrays[p.z.ref.split(".").slice(1).join(".")], labels = value(p.labels), g = value(p.groups);
-  const side = maps.shape[1];
-  const [rows, cols] = p.pair ? pairIndex(sel.pair_filter, g) : [range(labels.length), range(labels.length)];
-  out.series = sel.heads.map((h) => {
-    const m = maps.slice(h), z = new Float32Array(rows.length * cols.length);
-    for (let i = 0; i < rows.length; i++) {
-      for (let j = 0; j < cols.length; j++) z[i * cols.length + j] = m[rows[i] * side + cols[j]];
-    }
-    return { head: h, colour: p.colours[h % p.colours.length], z };
-  });
-  out.min_weight = value(p.min_weight);
-  Object.assign(out, { left: rows.map((i) => labels[i]), right: cols.map((j) => labels[j]),
-    left_groups: rows.map((i) => g[i]), right_groups: cols.map((j) => g[j]), rows, cols });
-}
-function resolvePanel(p, vd, sel, r) {
-  const out = { ...p, at: p.at.length === 4 ? p.at : [...p.at, 1, 1] };
-  for (const k of ["title", "x_title", "y_title", "hover", "caption"]) if (k in p) out[k] = r.text(p[k]);
-  if (p.type === "heatmap") resolveHeatmap(out, p, vd, sel, r);
-  else if (p.type === "lines") resolveLines(out, p, vd, sel, r);
-  else if (p.type === "bars") {
-    let values = Array.from(r.value(p.values)), labels = r.value(p.labels);
-    if (p.pair && vd.segments) { // the keys the filter keeps
-      const ks = pairIndex(sel.pair_filter, vd.segments)[1];
-      values = ks.map((j) => values[j]); labels = ks.map((j) => labels[j]);
-    }
-    const texts = p.texts ?? values.map((v) => fmtPy(v, p.digits ?? 3));
-    Object.assign(out, { labels, values, texts });
-  } else if (p.type === "table") {
-    out.rows = r.value(p.rows).map((row) => row.map(String));
-  }
-  return out;
-}
-function resolve(lay, vd, sel) {
-  const r = resolver(vd, sel), { value, text } = r;
-  return { title: text(lay.title), formula: value(lay.formula), subtitle: text(lay.subtitle || ""),
-    notes: lay.notes.map(text), live: (lay.live || []).map(text), grid: lay.grid, edited: value(lay.edited) || "",
-    row_titles: lay.row_titles, col_titles: lay.col_titles, links: value(lay.links),
-    summary: lay.summary ? value(lay.summary) : "",
-    panels: expand(lay.panels).map((p) => resolvePanel(p, vd, sel, r)) };
-}
-
 // ---------------------------------------------------------------- primitives: lines, bars, table (Heatmap above)
 function Lines() {
   const l = { node: null, hover: null };
@@ -556,6 +443,8 @@ function Bars() {
 // one bar per value from 0 (labelled unless aligned with a map beside it); rows too thin for numbers: the bars
 // alone (hover shows each value)
 function drawBars(b, p, rowHeight) {
+  // the numbers: the layout's texts, else each value to its digits (exponents in two digits, as Python prints them)
+  const texts = p.texts || p.values.map((v) => fmt(v, p.digits).replace(/e([+-])(\d)$/, "e$10$2"));
   b.title.textContent = p.title || ""; b.title.style.display = p.title ? "block" : "none";
   const lo = Math.min(0, ...p.values), hi = Math.max(0, ...p.values), span = (hi - lo) || 1;
   const room = p.aligned ? 90 : 320, thin = rowHeight && rowHeight < 12;
@@ -563,11 +452,11 @@ function drawBars(b, p, rowHeight) {
   const bar = (v) => el("span", { class: "bvl-bar",
     style: `${barH}margin-left:${room * (Math.min(v, 0) - lo) / span}px;` +
     `width:${Math.max(1, room * Math.abs(v) / span)}px;background:${p.colour}` });
-  const row = (v, i) => el("div", { class: "bvl-bar-row", title: `${p.labels[i]}: ${p.texts[i]}`,
+  const row = (v, i) => el("div", { class: "bvl-bar-row", title: `${p.labels[i]}: ${texts[i]}`,
     style: rowHeight ? `height:${rowHeight}px;margin:0` : null }, [
     p.aligned ? null : el("span", { class: "bvl-bar-label", text: p.labels[i] }),
     el("span", { class: "bvl-bar-track", style: `width:${room}px;${barH}` }, [bar(v)]),
-    thin ? null : el("span", { class: "bvl-bar-value", text: p.texts[i] })]);
+    thin ? null : el("span", { class: "bvl-bar-value", text: texts[i] })]);
   b.body.replaceChildren(...p.values.map(row));
 }
 // one selection change from a row's (column's) click spec: each word one value, or one value per row
@@ -1280,4 +1169,4 @@ function renderPage(node, data) {
 }
 
 export default { render };
-export { render, renderPage };
+export { render, renderPage, resolve, decode }; // resolve, decode: the layout conformance test
