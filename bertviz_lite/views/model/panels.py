@@ -76,8 +76,9 @@ META = {r.name: r.meta for r in records.RECORDS}  # the selection words a figure
 # the only operations; everything else a view decides (index lists, groups, splits, formatted numbers) is
 # computed here, once, and carried as data (a layout's "data", or the view data's own arrays)
 def ref(path: str, *at) -> dict:
-    """A value of the view data (or of the layout's data): path's keys, then `at`'s indices, each an integer or a
-    selection word ("head", "pair_filter", ...); an array ("arrays.maps") is a [rows, columns] matrix."""
+    """A value of the view data (or of the layout's data): path's keys, then `at`'s indices, each an integer, a
+    selection word ("head", "pair_filter", ...), a key or a reference; an array ("arrays.maps") is a [rows, columns]
+    matrix."""
     return {"ref": path, "at": list(at)}
 
 
@@ -108,19 +109,21 @@ def selected(**words) -> dict:
 
 
 PF = "pair_filter"
-PAIRED = ("rows", "cols", "row_groups", "col_groups", "row_splits", "col_splits", "query_pos")
+PAIRED = ("rows", "cols", "row_groups", "col_groups", "row_splits", "col_splits", "query_pos", "key_side")
 
 
 def pair_data(segments) -> dict:
     """What each sentence-pair filter keeps of tokens with these segments, per filter: rows and cols (indices),
-    their segments (B's labels are accented), where the segment changes, and each token's row (-1: left out)."""
+    their segments (B's labels are accented), where the segment changes, each token's row (-1: left out), and
+    which keys it keeps ("all", "A", "B": filters that keep the same keys share what is drawn from them)."""
     out = {k: {} for k in PAIRED}
     for pf in PAIR_FILTERS:
         rows, cols = pair_index(pf, segments)
         for k, v in (("rows", rows), ("cols", cols), ("row_groups", [int(segments[i]) for i in rows]),
                      ("col_groups", [int(segments[j]) for j in cols]), ("row_splits", splits_of(rows, segments)),
                      ("col_splits", splits_of(cols, segments)),
-                     ("query_pos", [rows.index(i) if i in rows else -1 for i in range(len(segments))])):
+                     ("query_pos", [rows.index(i) if i in rows else -1 for i in range(len(segments))]),
+                     ("key_side", "all" if pf == "all" else pf[-1])):
             out[k][pf] = v
     return out
 
@@ -252,20 +255,29 @@ def model_layout(vd: dict) -> dict:
 
 
 def neuron_summaries(vd: dict) -> dict:
-    """The neuron view's line on the strongest key shown, per pair filter, head and query, its numbers formatted."""
-    labels, scores, weights = vd["labels"], vd["arrays"]["scores"], vd["arrays"]["weights"]
-    out = {}
-    for pf in PAIR_FILTERS:
+    """The numbers of the neuron view's line on the strongest key shown, per side of keys shown ("all", "A", "B";
+    the sides the input has), head and query: that key ("best") and its q.k, score and weight, formatted."""
+    scores, weights = vd["arrays"]["scores"], vd["arrays"]["weights"]
+    out = {k: {} for k in ("best", "dot", "score", "weight")}
+    for side, pf in (("all", "all"), ("A", "A->A"), ("B", "A->B")):
         keys = np.asarray(pair_index(pf, vd["segments"])[1], dtype=np.intp)
         if not len(keys):
-            out[pf] = [[""] * len(labels) for _ in range(len(weights))]
             continue
         best = keys[np.argmax(weights[:, :, keys].astype(np.float64), axis=-1)]  # [head, query]: the first of ties
-        out[pf] = [[f"strongest: {labels[q]} \u2192 {labels[b]}: q\u00b7k = "
-                    f"{_fmt(float(scores[h, q, b]) / vd['scale_factor'])}, \u00d7 {vd['scale_text']} = "
-                    f"{_fmt(scores[h, q, b])}, softmax over the {len(labels)} scores = {_fmt(weights[h, q, b])}"
-                    for q, b in enumerate(row)] for h, row in enumerate(best)]
+        at = [[(h, q, int(b)) for q, b in enumerate(row)] for h, row in enumerate(best)]
+        out["best"][side] = best.tolist()
+        for k, f in (("dot", lambda i: float(scores[i]) / vd["scale_factor"]), ("score", lambda i: scores[i]),
+                     ("weight", lambda i: weights[i])):
+            out[k][side] = [[_fmt(f(i)) for i in row] for row in at]
     return out
+
+
+def neuron_summary(vd: dict) -> dict:
+    """"strongest: 3 sat -> 13 [SEP]: q.k = ..., x 1/sqrt(32) = ..., softmax over the 14 scores = ..."."""
+    shown = lambda k: ref(f"summary.{k}", ref("pairs.key_side", PF), "head", "query")  # noqa: E731
+    return join("strongest: ", ref("labels", "query"), " \u2192 ", ref("labels", shown("best")), ": q\u00b7k = ",
+                shown("dot"), f", \u00d7 {vd['scale_text']} = ", shown("score"),
+                f", softmax over the {len(vd['labels'])} scores = ", shown("weight"))
 
 
 def neuron_layout(vd: dict) -> dict:
@@ -299,7 +311,7 @@ def neuron_layout(vd: dict) -> dict:
     pair = ["a sentence filter keeps part of each row: the weights shown sum to less than 1"] \
         if 1 in vd["segments"] else []
     return dict(title="neuron view: layer {layer}, head {head}{pair}, query {query_label}: ",
-                formula=ref("formulas.scores"), grid=[1, 5], panels=panels, summary=ref("summary", PF, "head", "query"),
+                formula=ref("formulas.scores"), grid=[1, 5], panels=panels, summary=neuron_summary(vd),
                 notes=[f"each query's q and each key's k ({d} numbers), the selected query's elementwise product "
                        f"with each k (red > 0 > blue), their sum times the model's scale {vd['scale_text']} (the "
                        "score), and the softmax of the scores (the weights, summing to 1)"] + pair,
@@ -505,7 +517,7 @@ def evaluate(spec, vd: dict, lay: dict, sel: dict, words: dict):
         return spec
     if "ref" in spec:
         head, *rest = spec["ref"].split(".")
-        at = tuple(sel[a] if isinstance(a, str) and a in sel else a for a in spec["at"])
+        at = tuple(sel[a] if isinstance(a, str) and a in sel else ev(a) for a in spec["at"])
         if head == "arrays":
             return _matrix(vd["arrays"][".".join(rest)][at])
         v = lay.get("data", {}).get(head, vd.get(head))
@@ -552,11 +564,13 @@ def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) ->
     panels_ = []
     for p in evaluate(lay["panels"], vd, lay, sel, words):
         panels_ += p if isinstance(p, list) else [p]
-    for p in panels_:  # labels print as text; a bar's values are one row
+    for p in panels_:  # labels and table cells print as text; a bar's values are one row
         for k in ("x_labels", "y_labels", "labels"):
             p[k] = None if p.get(k) is None else [str(s) for s in p[k]]
         if p["type"] == "bars":
             p["values"] = np.ravel(p["values"]).astype(np.float64)
+        if p["type"] == "table":
+            p["rows"] = [[str(c) for c in r] for r in p["rows"]]
     return dict(fig, view=view, selection=sel, panels=panels_,
                 meta=dict(view=view, **{w: sel[w] for w in META[view]}, **lay.get("meta", {})))
 

@@ -289,7 +289,7 @@ function evaluate(spec, vd, data, sel, words) {
   if (Array.isArray(spec)) return spec.map(ev);
   if (!spec || typeof spec !== "object") return spec;
   if ("ref" in spec) {
-    const [head, ...rest] = spec.ref.split("."), at = spec.at.map((a) => (typeof a === "string" && a in sel ? sel[a] : a));
+    const [head, ...rest] = spec.ref.split("."), at = spec.at.map((a) => (typeof a === "string" && a in sel ? sel[a] : ev(a)));
     if (head === "arrays") return slice(vd.arrays[rest.join(".")], at);
     return [...rest, ...at].reduce((v, k) => v[k], head in data ? data[head] : vd[head]);
   }
@@ -316,11 +316,12 @@ function resolve(lay, vd, sel) {
     query_label: vd.labels && vd.labels[q] !== undefined ? vd.labels[q] : String(q) };
   const ev = (s) => evaluate(s, vd, lay.data || {}, sel, words), fig = {};
   for (const [k, d] of Object.entries(FIGURE)) fig[k] = ev(k in lay ? lay[k] : d);
-  fig.panels = ev(lay.panels).flat().map((p) => { // as the drawing reads them: flat values, labels as text
+  fig.panels = ev(lay.panels).flat().map((p) => { // as the drawing reads them: flat values, labels and cells as text
     for (const k of ["x_labels", "y_labels", "labels"]) if (p[k]) p[k] = Array.from(p[k], String);
     if (p.z) { Object.assign(p, { values: p.z.values, R: p.z.R, C: p.z.C, raw: p.raw ? p.raw.values : null }); delete p.z; }
     if (p.series) for (const s of p.series) s.z = s.z.values;
     if (p.type === "bars" && !Array.isArray(p.values)) p.values = Array.from(p.values.values);
+    if (p.type === "table") p.rows = p.rows.map((r) => r.map(String));
     return p;
   });
   return fig;
