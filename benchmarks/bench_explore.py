@@ -4,7 +4,7 @@ a repeated sentence cut to n - 2 wordpieces, so every token is real).
 
     .venv/bin/python benchmarks/bench_explore.py [--n 32 128 512] [--switches 15] [--screenshots DIR]
 
-It starts its own JupyterLab on 127.0.0.1 (as tests/test_jupyterlab_browser.py does), runs a
+It starts its own JupyterLab on 127.0.0.1 (as tests/views/test_jupyterlab_browser.py does), runs a
 notebook that shows one explorer per n, and times in the page, from the click on a head
 button (or the change of the layer <select>) to the redrawn map having been painted (the
 explorer's `bvl-drawn` event, then two animation frames, i.e. the frame after the paint):
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.test_jupyterlab_browser import (CHROMIUM, JupyterLab, foreign, launch_browser,  # noqa: E402
+from tests.views.test_jupyterlab_browser import (CHROMIUM, JupyterLab, foreign, launch_browser,  # noqa: E402
                                            record_requests, run_all)
 
 TARGET_MS = 50.0

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.test_jupyterlab_browser import JupyterLab, launch_browser  # noqa: E402
+from tests.views.test_jupyterlab_browser import JupyterLab, launch_browser  # noqa: E402
 
 TEXT, PAIR = "The cat sat on the mat.", "It was tired."
 CDN = {"require.min.js": "requirejs*/package/require.js", "d3.min": "d3-*/package/dist/d3.min.js",

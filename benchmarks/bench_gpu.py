@@ -19,7 +19,7 @@ Without a GPU (cupy missing, or cupy.is_available() False) it measures nothing a
 `--dry-run` needs no GPU: it runs every part of this script at tiny sizes (8 and 16 tokens, 1 rep, 4 and 8
 sentences), the cupy worker's code on the CPU's GPU stand-in (array_api_strict's device1) and the numpy worker,
 then the table, the goals and --json: a check that the script will not fail on first use, with no timing
-worth reading (tests/test_scripts.py runs it).
+worth reading (tests/tools/test_scripts.py runs it).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The plotly model view (`bv.views.model_view_figure`) against the plain plotly way of drawing the
 same grid, measured in the same run: `make_subplots(rows=L, cols=H)` and one `fig.add_trace(go.Heatmap)`
 per map, with nothing else (the view also computes its view data: block means, labels, the outline).
-tests/test_bertviz_calls.py checks, without a clock, that the view makes no per-map add_trace calls.
+tests/views/test_bertviz_calls.py checks, without a clock, that the view makes no per-map add_trace calls.
 
     .venv/bin/python benchmarks/bench_model_view.py [--layers 6] [--heads 12] [--n 14] [--repeat 5]
 
@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bertviz_lite as bv  # noqa: E402
-from tests.test_bertviz_calls import attentions  # noqa: E402  (random rows that sum to 1)
+from tests.views.test_bertviz_calls import attentions  # noqa: E402  (random rows that sum to 1)
 
 
 def plain_plotly(maps: list[np.ndarray], tokens: list[str]):

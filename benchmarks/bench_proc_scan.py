@@ -1,6 +1,6 @@
 """threads.other_runnable_tasks (the load check each forward makes) in a process with many threads, against
 its peer measured in the same run: the scan it replaced, which read every thread's /proc stat file.
-tests/test_threads.py checks, without a clock, that it reads at most SCANNED_THREADS + 1 of them.
+tests/engine/test_threads.py checks, without a clock, that it reads at most SCANNED_THREADS + 1 of them.
 
     .venv/bin/python benchmarks/bench_proc_scan.py [--threads 2000] [--repeat 20]
 

@@ -5,7 +5,7 @@
 The page's front-end resolves a view's layout for the selection the reader picks (app.js's `resolve`, the
 same language as `panels.resolve`), because the page has no kernel to ask. "Resolve layouts in Python and ship
 the resolved numbers" means shipping `panels.resolve`'s figure for every selection the page lets a reader
-pick. This script builds the 13-token MiniLM page of tests/test_page_size.py (the page with the 0.5 MB
+pick. This script builds the 13-token MiniLM page of tests/views/test_page_size.py (the page with the 0.5 MB
 budget), resolves every figure its tabs offer, and prints what they weigh, gzip-compressed as the page packs
 its payloads: once with the numbers at 16 bits (as the page's maps travel) and once with every array left out
 (titles, notes, labels, grid and panel specs only). It is a lower bound: the head view is counted one head at
@@ -25,7 +25,7 @@ import numpy as np
 import bertviz_lite as bv
 from bertviz_lite.views.model import data, panels
 
-SENTENCE = "The children walked to school in the rain every day."  # tests/test_page_size.py's page
+SENTENCE = "The children walked to school in the rain every day."  # tests/views/test_page_size.py's page
 PAGE_BUDGET = 500_000
 
 

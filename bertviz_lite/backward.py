@@ -17,7 +17,7 @@ The whole chain, for the last k layers and the masked-LM head (bertviz_lite.mlm 
     loss  <- logits = h W_T^T + b^mlm  <- h = LN(GELU(Z W^t + b^t))  <- Z rows at the chosen positions
           <- layer L-1 <- ... <- layer L-k  (each: attention then feed-forward, each with residual + LN)
 
-Checked in tests/test_backward.py: every function against central finite differences in float64, and
+Checked in tests/engine/test_backward.py: every function against central finite differences in float64, and
 one whole encoder layer plus the head against torch autograd (tests/fixtures/make_backward_reference.py).
 The embeddings and the layers below the trained ones are frozen, so they have no backward here.
 """

@@ -96,7 +96,7 @@ class _BlasLimits:
 
     Only forwards in the main thread change it. OpenBLAS (0.3.31 here) does not reliably take a count
     set from another thread: ignored once the main thread has set one, and even before that a give-back
-    from a worker thread was lost in about 1 run in 6 of 4 threads x 60 forwards (tests/test_threads.py),
+    from a worker thread was lost in about 1 run in 6 of 4 threads x 60 forwards (tests/engine/test_threads.py),
     leaving every later product on one thread. So forwards in other threads (a notebook's background
     work, Dask's worker threads) leave BLAS alone, and their kernels still follow their own limit."""
 

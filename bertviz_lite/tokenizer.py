@@ -17,7 +17,7 @@ character span in the original text (for highlighting):
   7. the model input: [CLS] A [SEP] (B [SEP]), segment ids 0 for A and 1 for B, then
      optional truncation and [PAD] padding (mask 0).
 
-tests/test_tokenizer.py checks this file against `tokenizers` on hundreds of hard strings
+tests/loading/test_tokenizer.py checks this file against `tokenizers` on hundreds of hard strings
 and on random text (hypothesis), token by token and span by span.
 """
 from __future__ import annotations

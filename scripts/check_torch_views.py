@@ -1,10 +1,10 @@
 """bertviz's README call with real torch tensors that track gradients (torch stays out of the test
-dependencies; tests/test_bertviz_calls.py uses a stand-in that behaves the same way). A manual check:
+dependencies; tests/views/test_bertviz_calls.py uses a stand-in that behaves the same way). A manual check:
 
     /path/to/python-with-torch scripts/check_torch_views.py [SITE_PACKAGES_OF_THE_VIEWS_VENV]
 
 or, through the test suite, `BVL_TORCH_PYTHON=/path/to/python-with-torch .venv/bin/python -m pytest
-tests/test_bertviz_calls.py -m slow -k real_torch` (skipped, saying so, where BVL_TORCH_PYTHON is not set).
+tests/views/test_bertviz_calls.py -m slow -k real_torch` (skipped, saying so, where BVL_TORCH_PYTHON is not set).
 
 Runs a small random transformers BertModel with output_attentions=True (no download), then passes
 `outputs.attentions` (tensors with requires_grad=True, float32 and bfloat16) to

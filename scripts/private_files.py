@@ -365,7 +365,7 @@ def cached_arrays(cache: Path, name: str, key: str, names: tuple[str, ...], make
     return arrays
 
 
-if __name__ == "__main__":  # every file in scripts/ answers --help (tests/test_scripts.py); this one runs nothing
+if __name__ == "__main__":  # every file in scripts/ answers --help (tests/tools/test_scripts.py); this one runs nothing
     import argparse
     argparse.ArgumentParser(description=__doc__.splitlines()[0] + " A module that train_mlm_head.py and "
                             "train_minilm_mlm.py import: it has nothing to run.").parse_args()

@@ -44,13 +44,13 @@ echo "test: first pass under OpenBLAS's $OWN_KERNEL kernel"
 # as it would on a GPU. numpy-path facts (marked cpu_path) and float16 are skipped, each saying why.
 # About 60 s of CPU (2 min 20 s wall on a busy 2-core machine).
 STANDIN_TESTS=(
-    tests/test_forward.py tests/test_parity.py tests/test_determinism.py tests/test_device_path.py
-    tests/test_edits.py tests/test_edit_checks.py
-    tests/test_batch.py tests/test_trace_batch_axis.py tests/test_trace_access.py
-    tests/test_analysis.py tests/test_head_stats_input.py tests/test_mlm.py tests/test_fill_mask_checks.py
-    tests/test_loading.py tests/test_checkpoint_files.py tests/test_family.py tests/test_params.py tests/test_variant.py
-    tests/test_views.py tests/test_view_files.py tests/test_view_records.py tests/test_view_rough_edges.py
-    tests/test_view_targets.py tests/test_head_view_heads.py tests/test_explore.py tests/test_export_targets.py
+    tests/engine/test_forward.py tests/engine/test_parity.py tests/engine/test_determinism.py tests/engine/test_device_path.py
+    tests/engine/test_edits.py tests/engine/test_edit_checks.py
+    tests/engine/test_batch.py tests/engine/test_trace_batch_axis.py tests/engine/test_trace_access.py
+    tests/engine/test_analysis.py tests/engine/test_head_stats_input.py tests/engine/test_mlm.py tests/engine/test_fill_mask_checks.py
+    tests/loading/test_loading.py tests/loading/test_checkpoint_files.py tests/loading/test_family.py tests/engine/test_params.py tests/engine/test_variant.py
+    tests/views/test_views.py tests/views/test_view_files.py tests/views/test_view_records.py tests/views/test_view_rough_edges.py
+    tests/views/test_view_targets.py tests/views/test_head_view_heads.py tests/views/test_explore.py tests/views/test_export_targets.py
 )
 BERTVIZ_LITE_BACKEND=gpu_standin .venv/bin/python -m pytest -q -m "not slow and not browser" "${STANDIN_TESTS[@]}"
 

@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD .venv/bin/python scripts/try_wrong_answers.py 04 05      # lessons 04 and 05
     PYTHONPATH=$PWD .venv/bin/python scripts/try_wrong_answers.py            # every lesson with a table here
 
-Each lesson runs with its solutions filled in (as tests/test_lessons.py's replay does); then every exercise's
+Each lesson runs with its solutions filled in (as tests/course/test_lessons.py's replay does); then every exercise's
 checker is given the wrong answers of `TABLE` below, written here as a student would write them (not read from
 the checkers' own `mistakes=`). A rejection counts as *named* when its message is not a bare measurement
 ("3 of 8 values differ", "off by 0.2", "shape ... but expected", "'x' is not it", "item 2 differs", "the first key
@@ -817,7 +817,7 @@ def run_lesson(path: Path) -> list:
 
     sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(ROOT))
-    from tests.test_lessons import exercise_cells, solutions
+    from tests.course.test_lessons import exercise_cells, solutions
 
     nb = nbformat.read(path, as_version=4)
     sols = solutions(path)

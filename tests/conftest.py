@@ -46,7 +46,7 @@ def fixed_thread_count(monkeypatch):
     set already). Left alone, a forward on a busy machine gives BLAS the cores other tasks leave free
     (threads.threads_for_load), and two thread counts round a product apart: a test comparing two runs of one
     computation bit for bit would then pass on a quiet machine and fail beside a second test run (docs/benchmarks.md,
-    "What is bit-stable"). The tests of that policy remove the variable (tests/test_threads.py, no_thread_env)."""
+    "What is bit-stable"). The tests of that policy remove the variable (tests/engine/test_threads.py, no_thread_env)."""
     if threads.env_count("BERTVIZ_LITE_THREADS") is None:
         monkeypatch.setenv("BERTVIZ_LITE_THREADS", str(SESSION_THREADS))
 

@@ -212,8 +212,9 @@ def browser_or_skip():
 def chromium_context(sync_api, width: int = 1300, height: int = 1000):
     """A headless chromium context for a module's `browser` fixture (`yield from chromium_context(sync_api)`)."""
     import tempfile
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(), executable_path=CHROMIUM, headless=True,
+    with sync_api.sync_playwright() as p, tempfile.TemporaryDirectory(prefix="bvl-chromium-",
+                                                                      ignore_cleanup_errors=True) as profile:
+        ctx = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
                                                    args=CHROMIUM_ARGS, viewport={"width": width, "height": height})
         yield ctx
         ctx.close()

@@ -1,4 +1,4 @@
-"""Shared by tests/test_parity.py, tests/fixtures/parity_report.py and tests/fixtures/make_reference.py.
+"""Shared by tests/engine/test_parity.py, tests/fixtures/parity_report.py and tests/fixtures/make_reference.py.
 
 Needs numpy and safetensors only (never torch):
 

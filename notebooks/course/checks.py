@@ -8,7 +8,7 @@ In a lesson, the student's cell holds a `...` stub; the cell after it checks the
 
 `check` never raises for a wrong answer (a committed lesson with its stubs runs cleanly under
 nbval) unless the environment sets BERTVIZ_COURSE_STRICT=1: then a failed check raises
-AssertionError (tests/test_lessons.py runs every lesson with its solutions under strict mode).
+AssertionError (tests/course/test_lessons.py runs every lesson with its solutions under strict mode).
 
 The exercises live in notebooks/exercises/exNN.py, one module per lesson, each registering
 checkers with `@exercise(id, hint=...)`. A checker takes the answer and the keyword context the
@@ -79,14 +79,14 @@ def exercise(id: str, *, hint: str | tuple[str, ...] | list[str], wrong: Callabl
     """Register the checker of exercise `id` ("04.1"). `hint` is shown when an answer is not yet
     right: one string, or graded hints (a tuple), the first after the first wrong try (the idea:
     which formula line, what the shapes must be), the next after the next (a partial step). A hint
-    never holds the solution's code line (tests/test_lessons.py checks it against notebooks/solutions/).
+    never holds the solution's code line (tests/course/test_lessons.py checks it against notebooks/solutions/).
     `wrong(answer, **context)`, if given, returns answers the checker must reject (the test
     of the course replays every check with them; by default it perturbs the right answer).
     `prediction=True` marks a "predict first" exercise: no number printed above its stub may pass it.
     `mistakes(**context)` returns the mistakes the lesson discusses, {sentence: an answer that makes it}
     ("you divided by sqrt(H): the scores use sqrt(d_k)": Q @ K.T / sqrt(H)). A wrong answer equal to one of
     them (numbers within a tolerance) is answered with its sentence; a checker may also recognise a mistake
-    itself (a function answer) and return the sentence. tests/test_lessons.py holds every sentence to the
+    itself (a function answer) and return the sentence. tests/course/test_lessons.py holds every sentence to the
     answer that makes it, and asks every write exercise that is not `open_ended` for at least three."""
     _split(id)
     hints = (hint,) if isinstance(hint, str) else tuple(hint)
@@ -221,7 +221,7 @@ def named_mistakes(call: Call) -> dict:
     not one here (the arrays happen to make it give the right value: a sentence with one segment for
     "every token read segment 0", a difference whose largest entry is positive for "you forgot the
     absolute value"), and one whose answer equals an earlier mistake's names nothing new: both are left
-    out (`left_out_mistakes` lists them). tests/test_lessons.py asks for at least three that remain, on
+    out (`left_out_mistakes` lists them). tests/course/test_lessons.py asks for at least three that remain, on
     1 and 2 BLAS threads, so an exercise must build its arrays so that its mistakes differ by construction."""
     return _sorted_mistakes(call)[0]
 

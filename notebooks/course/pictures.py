@@ -93,7 +93,7 @@ LAYERS = ("**Layer numbers.** Formulas count the layers 1..L, as the paper and `
 
 def symbol_table() -> str:
     """The course's "One symbol per thing" table as markdown, from `bertviz_lite.schema.SYMBOLS` (each
-    lesson carries it as a markdown cell, so GitHub shows it; tests/test_lessons.py keeps them in step)."""
+    lesson carries it as a markdown cell, so GitHub shows it; tests/course/test_lessons.py keeps them in step)."""
     from bertviz_lite.schema import SYMBOLS
 
     def cell(text: str) -> str:

@@ -42,7 +42,7 @@ MIN_BYTES = 200_000  # the front-end alone is ~60 kB; a cap below this keeps nex
 # MiniLM (6 layers x 12 heads), measured 2026-11-26: the neuron view takes 0.6 MB a layer at 128 tokens (the
 # recorded scores at 16 bits, as it prints them: they hardly compress), so a 128-token page with the attention
 # maps, the model view, the parameters and every layer's neuron view is 6.9 MB (a 129-token pair: 7.1 MB); under
-# the former 5 MB every layer fits up to about 100 tokens (tests/test_saved_page_neuron.py)
+# the former 5 MB every layer fits up to about 100 tokens (tests/views/test_saved_page_neuron.py)
 SAVED_PAGE_BYTES = 8_000_000
 SAVED_EVERY_TAB_UP_TO = LONG_INPUT  # above, the step-through's ~100 tensors and the one-token view take seconds
 

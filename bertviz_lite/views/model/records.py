@@ -12,7 +12,7 @@ long input's saved page keeps (`saved_long`), the plotly functions (`views.__ini
 and the controls each tab of the front-end shows (`data.facts(...)["controls"]`). A record names its
 functions (builder, layout, page builder, figure) by name, so this module imports none of them; the
 size limits live in `limits.py`. A new view is one record, one builder and one layout
-(tests/test_view_records.py adds one and sees it shown, exported and saved).
+(tests/views/test_view_records.py adds one and sees it shown, exported and saved).
 """
 
 from __future__ import annotations
