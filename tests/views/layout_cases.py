@@ -1,6 +1,7 @@
 """The layout language's conformance cases: every view x every pair filter x several layers, heads, queries
-(and kinds, step keys, head sets) x a short and a long input (above limits.LONG_INPUT tokens, where the model
-and compare views send block means and the compare view stacks its maps). Python's `panels.resolve` and
+(and kinds, step keys, head sets) x a short and a long sentence pair (the long one above limits.LONG_INPUT tokens,
+where the model and compare views send block means and the compare view stacks its maps) and one sentence (which
+offers only the filter "all", and its layouts carry only that filter's tables). Python's `panels.resolve` and
 app.js's `resolve` must give the same panels for each (tests/views/test_layout_conformance.py).
 
     vds, cases = layout_cases(model)   # vds: {id: view data}; cases: [{"vd": id, "view": ..., "sel": {...}}]
@@ -11,17 +12,18 @@ from __future__ import annotations
 import itertools
 
 from bertviz_lite.views.model import data, limits, records
-from bertviz_lite.views.model.panels import PAIR_FILTERS
+from bertviz_lite.views.model.panels import pair_filters
 
 SHORT = ("The cat sat on the mat.", "It was tired.")
 # long: past limits.LONG_INPUT tokens, sentence B included
 LONG = (" ".join(["the cat sat on the mat and looked at the dog"] * 12), "It was tired of all that.")
+ONE = ("The children walked to school in the rain.", None)
 
 
 def inputs(model) -> dict:
     """name -> (trace, second trace for the compare view: an edited run of the same input)."""
     out = {}
-    for name, (a, b) in (("short", SHORT), ("long", LONG)):
+    for name, (a, b) in (("short", SHORT), ("long", LONG), ("one", ONE)):
         tr = model.trace(a, pair=b)
         edited = model.trace(a, pair=b, edits=__import__("bertviz_lite").scale("layer.0.attn.scores", 3.0))
         out[name] = (tr, edited)
@@ -49,7 +51,8 @@ def selections(view: str, tr, args: dict) -> list[dict]:
     H, n = tr.num_heads, tr.n_real
     heads = [[h for h in range(H)], [1], [0, H - 1]] if view == "head" else [None]
     out = []
-    for pf, head, hs, q in itertools.product(PAIR_FILTERS, (0, H - 1), heads, (0, 4, n - 1)):
+    offered = pair_filters([tr.segments[i] for i in tr.real_positions])
+    for pf, head, hs, q in itertools.product(offered, (0, H - 1), heads, (0, 4, n - 1)):
         if q != 0 and ("query" not in records.record(view).controls or "query" in args):
             continue  # the query is not a selection of this view (or its data's): one is enough
         out.append(dict(args, layer=args.get("layer", 1), head=head, heads=hs, query=args.get("query", q),

@@ -54,7 +54,8 @@ def test_every_view_has_enough_cases(table):
     per_view = collections.Counter(c["view"] for c in cases)
     assert set(per_view) == set(data.VIEWS)
     assert min(per_view.values()) >= MIN_CASES, per_view
-    assert {c["input"] for c in cases} == {"short", "long"}
+    assert {c["input"] for c in cases} == {"short", "long", "one"}
+    assert {c["sel"]["pair_filter"] for c in cases if c["input"] == "one"} == {"all"}  # what one sentence offers
 
 
 def js_resolve(vds, cases, want) -> list[dict]:
@@ -134,3 +135,20 @@ def test_app_js_resolves_every_case_as_python_does(table):
         assert len(g["panels"]) == len(w["panels"]), where
         for i, (gp, wp) in enumerate(zip(g["panels"], w["panels"])):
             same(js_panel(gp), wp, f"{where} panel {i}")
+
+
+# numbers where printing can go two ways: ties (toFixed rounds them away from zero, Python to the even digit), the
+# edges of the exponent form, a tiny number at 2 digits (Python prints 0.00), a quotient (the neuron view's q.k)
+NUMBERS = [(0.0625, 3, 1), (-0.0625, 3, 1), (0.1875, 3, 1), (0.125, 2, 1), (2.5, 0, 1), (0.0005, 2, 1),
+           (0.0005, 3, 1), (0.001, 3, 1), (-0.000123, 4, 1), (999.9995, 3, 1), (1000.0, 3, 1), (-123456.0, 3, 1),
+           (1 / 3, 3, 1), (-2 / 3, 2, 1), (0.0, 3, 1), (7.0, 3, 0.5), (0.9, 3, 0.1767766952966369)]
+
+
+@pytest.mark.browser
+def test_numbers_print_the_same_in_both_interpreters():
+    lay = dict(panels=[], summary=panels.join(*[p for x, d, over in NUMBERS for p in (panels.number(x, d, over), "|")]))
+    vd = dict(view="params", layouts=dict(params=lay), arrays={})
+    want = panels.resolve(vd, "params")
+    assert want["summary"].split("|")[:3] == ["0.062", "-0.062", "0.188"]  # Python's own: to the even digit
+    got = js_resolve({"numbers": vd}, [dict(vd="numbers", view="params")], [want])
+    assert got[0]["summary"] == want["summary"]

@@ -432,14 +432,11 @@ def token(trace, query: int) -> dict:
     check_attention(trace, "the token view")
     rows = np.stack([host(trace.real(trace.get("attn.probs", layer=layer), ("head", "query", "key")))[:, query]
                      for layer in range(trace.num_layers)])
-    scale = colour_scale(rows, "weights", per=2)
-    # each row is drawn to its own largest weight: the rows times row_scale (1 / that weight; 1 for a row of zeros)
-    tops = np.asarray(scale["clim"], dtype=np.float64)[..., 1:]  # [layer, head, 1]
-    row_scale = 1.0 / np.where(tops > 0, tops, 1.0)
+    # each row is drawn to its own largest weight (the layout's over_row_max: these limits' tops)
     return _base(trace, "token", query=int(query), label=token_labels(trace)[query], labels=token_labels(trace),
                  segments=[trace.segments[i] for i in real],
-                 layers=trace.num_layers, heads=trace.num_heads, scale=scale,
-                 arrays=dict(rows=rows.astype(np.float32), row_scale=row_scale.astype(np.float32)))
+                 layers=trace.num_layers, heads=trace.num_heads, scale=colour_scale(rows, "weights", per=2),
+                 arrays=dict(rows=rows.astype(np.float32)))
 
 
 def neuron(trace, layer: int) -> dict:

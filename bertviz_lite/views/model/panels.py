@@ -108,16 +108,39 @@ def selected(**words) -> dict:
     return {"selected": words}
 
 
+def over_row_max(x) -> dict:
+    """Each row of a matrix over its own largest value (a row whose largest is not above 0 as it is): the token
+    view's rule, the same as `data.colour_scale`'s "weights" limits per row, computed from the numbers drawn."""
+    return {"over_row_max": x}
+
+
+def number(x, digits: int = 3, over=1) -> dict:
+    """A number printed as every renderer prints the bars' numbers (`_fmt`): x (a number, or a matrix's first
+    value) over `over` (a number or a reference), to `digits`."""
+    return {"number": x, "digits": digits, "over": over}
+
+
 PF = "pair_filter"
 PAIRED = ("rows", "cols", "row_groups", "col_groups", "row_splits", "col_splits", "query_pos", "key_side")
 
 
+def pair_filters(segments) -> tuple[str, ...]:
+    """The sentence-pair filters tokens with these segments offer: all five for a pair, "all" for one sentence."""
+    return PAIR_FILTERS if 1 in segments else ("all",)
+
+
+def key_sides(segments) -> tuple[str, ...]:
+    """The sides of keys the offered filters keep ("all", "A", "B"; one sentence: "all")."""
+    return ("all", "A", "B") if 1 in segments else ("all",)
+
+
 def pair_data(segments) -> dict:
-    """What each sentence-pair filter keeps of tokens with these segments, per filter: rows and cols (indices),
-    their segments (B's labels are accented), where the segment changes, each token's row (-1: left out), and
-    which keys it keeps ("all", "A", "B": filters that keep the same keys share what is drawn from them)."""
+    """What each sentence-pair filter the input offers (`pair_filters`) keeps of tokens with these segments, per
+    filter: rows and cols (indices), their segments (B's labels are accented), where the segment changes, each
+    token's row (-1: left out), and which keys it keeps ("all", "A", "B": filters that keep the same keys share what
+    is drawn from them)."""
     out = {k: {} for k in PAIRED}
-    for pf in PAIR_FILTERS:
+    for pf in pair_filters(segments):
         rows, cols = pair_index(pf, segments)
         for k, v in (("rows", rows), ("cols", cols), ("row_groups", [int(segments[i]) for i in rows]),
                      ("col_groups", [int(segments[j]) for j in cols]), ("row_splits", splits_of(rows, segments)),
@@ -218,8 +241,8 @@ def head_layout(vd: dict) -> dict:
 
 def token_layout(vd: dict) -> dict:
     L, n_h, n = vd["layers"], vd["heads"], len(vd["labels"])
-    # each row to its own largest weight: the rows times the reciprocals of their maxima (data.token's row_scale)
-    panel = heatmap("token", prod(ref("arrays.rows"), ref("arrays.row_scale")), [0.0, 1.0], vd["scale"],
+    # each row to its own largest weight (the rows as drawn: the largest of each is 1)
+    panel = heatmap("token", over_row_max(ref("arrays.rows")), [0.0, 1.0], vd["scale"],
                     unit="weight / row max", raw=ref("arrays.rows"), row_scale=True, x_labels=ref("labels"),
                     y_labels=[f"L{ly} H{h}" for ly in range(L) for h in range(n_h)],
                     rows=list(range(L * n_h)), cols=list(range(n)), row_splits=[ly * n_h for ly in range(1, L)],
@@ -254,30 +277,26 @@ def model_layout(vd: dict) -> dict:
                 edited="", data=dict(pairs=pair_data(vd["segments"])))
 
 
-def neuron_summaries(vd: dict) -> dict:
-    """The numbers of the neuron view's line on the strongest key shown, per side of keys shown ("all", "A", "B";
-    the sides the input has), head and query: that key ("best") and its q.k, score and weight, formatted."""
-    scores, weights = vd["arrays"]["scores"], vd["arrays"]["weights"]
-    out = {k: {} for k in ("best", "dot", "score", "weight")}
-    for side, pf in (("all", "all"), ("A", "A->A"), ("B", "A->B")):
+def strongest_keys(vd: dict) -> dict:
+    """The neuron view's strongest key shown, per side of keys shown (`key_sides`), head and query: the largest
+    weight among that side's keys (the first of ties), as an index into the view's tokens."""
+    weights = vd["arrays"]["weights"].astype(np.float64)
+    out = {}
+    for side, pf in zip(key_sides(vd["segments"]), ("all", "A->A", "A->B")):
         keys = np.asarray(pair_index(pf, vd["segments"])[1], dtype=np.intp)
-        if not len(keys):
-            continue
-        best = keys[np.argmax(weights[:, :, keys].astype(np.float64), axis=-1)]  # [head, query]: the first of ties
-        at = [[(h, q, int(b)) for q, b in enumerate(row)] for h, row in enumerate(best)]
-        out["best"][side] = best.tolist()
-        for k, f in (("dot", lambda i: float(scores[i]) / vd["scale_factor"]), ("score", lambda i: scores[i]),
-                     ("weight", lambda i: weights[i])):
-            out[k][side] = [[_fmt(f(i)) for i in row] for row in at]
+        out[side] = keys[np.argmax(weights[:, :, keys], axis=-1)].tolist()  # [head, query]
     return out
 
 
 def neuron_summary(vd: dict) -> dict:
-    """"strongest: 3 sat -> 13 [SEP]: q.k = ..., x 1/sqrt(32) = ..., softmax over the 14 scores = ..."."""
-    shown = lambda k: ref(f"summary.{k}", ref("pairs.key_side", PF), "head", "query")  # noqa: E731
-    return join("strongest: ", ref("labels", "query"), " \u2192 ", ref("labels", shown("best")), ": q\u00b7k = ",
-                shown("dot"), f", \u00d7 {vd['scale_text']} = ", shown("score"),
-                f", softmax over the {len(vd['labels'])} scores = ", shown("weight"))
+    """"strongest: 3 sat -> 13 [SEP]: q.k = ..., x 1/sqrt(32) = ..., softmax over the 14 scores = ...": the strongest
+    key is data (`strongest_keys`), its numbers are the view data's own score and weight, printed by the renderer."""
+    best = ref("strongest", ref("pairs.key_side", PF), "head", "query")
+    score = ref("arrays.scores", "head", "query", best)
+    return join("strongest: ", ref("labels", "query"), " \u2192 ", ref("labels", best), ": q\u00b7k = ",
+                number(score, over=ref("scale_factor")), f", \u00d7 {vd['scale_text']} = ", number(score),
+                f", softmax over the {len(vd['labels'])} scores = ",
+                number(ref("arrays.weights", "head", "query", best)))
 
 
 def neuron_layout(vd: dict) -> dict:
@@ -316,7 +335,7 @@ def neuron_layout(vd: dict) -> dict:
                        f"with each k (red > 0 > blue), their sum times the model's scale {vd['scale_text']} (the "
                        "score), and the softmax of the scores (the weights, summing to 1)"] + pair,
                 live=["hover or click a query token (left) to pick it; hover any cell"], edited="",
-                data=dict(pairs=pair_data(vd["segments"]), summary=neuron_summaries(vd)))
+                data=dict(pairs=pair_data(vd["segments"]), strongest=strongest_keys(vd)))
 
 
 def step_layout(vd: dict) -> dict:
@@ -506,8 +525,9 @@ def _matrix(a) -> np.ndarray:
 
 
 def evaluate(spec, vd: dict, lay: dict, sel: dict, words: dict):
-    """One layout value for a selection: the five operations of the layout language (`ref`, `gather`, `join`,
-    `prod`, `repeat`, and `selected`); strings get the selection's words; lists and dicts are evaluated item by item."""
+    """One layout value for a selection: the operations of the layout language (`ref`, `gather`, `join`, `prod`,
+    `over_row_max`, `number`, `repeat`, `selected`); strings get the selection's words; lists and dicts are
+    evaluated item by item."""
     ev = lambda s: evaluate(s, vd, lay, sel, words)  # noqa: E731
     if isinstance(spec, str):
         return re.sub(r"\{(" + "|".join(WORDS) + r")\}", lambda m: str(words[m.group(1)]), spec)
@@ -533,6 +553,13 @@ def evaluate(spec, vd: dict, lay: dict, sel: dict, words: dict):
         return "".join(str(ev(p)) for p in spec["join"])
     if "prod" in spec:
         return np.multiply(*(ev(p) for p in spec["prod"]))
+    if "over_row_max" in spec:
+        m = ev(spec["over_row_max"])
+        top = np.max(np.where(np.isfinite(m), m, -np.inf), axis=1, keepdims=True)
+        return m / np.where(top > 0, top, 1.0)
+    if "number" in spec:
+        x = ev(spec["number"])
+        return _fmt(float(np.ravel(x)[0]) / float(ev(spec["over"])), spec["digits"])
     if "repeat" in spec:
         names = list(spec["repeat"])
         spans = [sel[v] if isinstance(v, str) else range(v) for v in spec["repeat"].values()]
@@ -554,6 +581,10 @@ def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) ->
     view = view or vd["view"]
     lay = vd.get("layouts", {}).get(view) or LAYOUTS[view](vd)
     sel = selection(vd, view, **{**(sel or {}), **kw})
+    offered = pair_filters(vd.get("segments") or [])
+    if "pair_filter" in records.record(view).controls and sel["pair_filter"] not in offered:
+        raise ValueError(f"pair_filter must be one of {offered} for this input, got {sel['pair_filter']!r}"
+                         + ("" if len(offered) > 1 else " (the others need a sentence pair: trace(text, pair=...))"))
     if {"pair_filter", "query"} <= set(records.record(view).controls) and vd.get("segments"):
         sel["query"] = pair_query(sel["query"], sel["pair_filter"], vd["segments"])
     labels, q = vd.get("labels") or [], sel["query"]

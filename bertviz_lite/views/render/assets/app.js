@@ -35,9 +35,15 @@ function options(select, values, labelOf) {
   select.replaceChildren(...values.map(option));
 }
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
-const tiny = (v) => Math.abs(v) < 1e-3 && v !== 0;
-const fmt = (v, d = 3) =>
-  (Number.isFinite(v) ? (Math.abs(v) >= 1000 || tiny(v) ? v.toExponential(2) : v.toFixed(d)) : "–");
+// a number as panels._fmt prints it: 2-digit exponents at 1000 and up (and under 1e-3 with 3 or more digits), else
+// d decimals; toFixed rounds a tie away from zero, Python to the even digit (0.0625 -> 0.062)
+function fixed(v, d) {
+  const s = v.toFixed(d), exact = Math.abs(v).toFixed(d + 40);
+  if (!/^50*$/.test(exact.slice(-40)) || Number(s.at(-1)) % 2 === 0) return s;
+  return (v < 0 ? "-" : "") + exact.slice(0, -40).replace(/\.$/, "");
+}
+const fmt = (v, d = 3) => (!Number.isFinite(v) ? "–" : Math.abs(v) >= 1000 || (Math.abs(v) < 1e-3 && v !== 0 && d >= 3)
+  ? v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2") : fixed(v, d));
 // a request's key (codec.request_key): the view and its arguments, keys sorted
 const canon = (view, args) => view + "|{" +
   Object.keys(args).sort().map((k) => JSON.stringify(k) + ":" + JSON.stringify(args[k])).join(",") + "}";
@@ -251,8 +257,8 @@ function drawColorbar(node, c, lut, clim, height, unit, ticks) {
 
 // ---------------------------------------------------------------- the panels' resolver (panels.py's `resolve`)
 // A view's layout (made in Python, panels.py) refers to its view data; with a selection it becomes concrete
-// panels: heatmap, lines, bars, table. Its operations: ref, gather, join, prod, repeat, selected; the layout's
-// own strings get the selection's words. Nothing about a view is decided here.
+// panels: heatmap, lines, bars, table. Its operations: ref, gather, join, prod, over_row_max, number, repeat,
+// selected; the layout's own strings get the selection's words. Nothing about a view is decided here.
 const WORDS = ["layer", "head", "query", "query_label", "pair", "key"];
 // "$name" placeholders filled in (panels._fill): a whole-string placeholder becomes the number
 function fill(spec, values) {
@@ -283,6 +289,15 @@ function prod(a, b) { // a row or a column broadcast
   for (let i = 0; i < R; i++) for (let j = 0; j < C; j++) out[i * C + j] = at(a, i, j) * at(b, i, j);
   return { values: out, R, C };
 }
+function overRowMax(m) { // each row over its largest value (one not above 0: as it is)
+  const out = new Float32Array(m.values.length);
+  for (let i = 0; i < m.R; i++) {
+    let top = -Infinity;
+    for (let j = 0; j < m.C; j++) { const v = m.values[i * m.C + j]; if (Number.isFinite(v) && v > top) top = v; }
+    for (let j = 0; j < m.C; j++) out[i * m.C + j] = m.values[i * m.C + j] / (top > 0 ? top : 1);
+  }
+  return { values: out, R: m.R, C: m.C };
+}
 function evaluate(spec, vd, data, sel, words) {
   const ev = (s) => evaluate(s, vd, data, sel, words);
   if (typeof spec === "string") return spec.replace(new RegExp(`\\{(${WORDS.join("|")})\\}`, "g"), (m, w) => String(words[w]));
@@ -296,6 +311,8 @@ function evaluate(spec, vd, data, sel, words) {
   if ("gather" in spec) return gather(ev(spec.gather), ev(spec.rows), ev(spec.cols));
   if ("join" in spec) return spec.join.map((p) => String(ev(p))).join("");
   if ("prod" in spec) return prod(...spec.prod.map(ev));
+  if ("over_row_max" in spec) return overRowMax(ev(spec.over_row_max));
+  if ("number" in spec) { const x = ev(spec.number); return fmt((typeof x === "number" ? x : x.values[0]) / ev(spec.over), spec.digits); }
   if ("repeat" in spec) {
     let combos = [{}];
     for (const [k, n] of Object.entries(spec.repeat)) {
@@ -444,8 +461,8 @@ function Bars() {
 // one bar per value from 0 (labelled unless aligned with a map beside it); rows too thin for numbers: the bars
 // alone (hover shows each value)
 function drawBars(b, p, rowHeight) {
-  // the numbers: the layout's texts, else each value to its digits (exponents in two digits, as Python prints them)
-  const texts = p.texts || p.values.map((v) => fmt(v, p.digits).replace(/e([+-])(\d)$/, "e$10$2"));
+  // the numbers: the layout's texts, else each value to its digits (as Python prints them)
+  const texts = p.texts || p.values.map((v) => fmt(v, p.digits));
   b.title.textContent = p.title || ""; b.title.style.display = p.title ? "block" : "none";
   const lo = Math.min(0, ...p.values), hi = Math.max(0, ...p.values), span = (hi - lo) || 1;
   const room = p.aligned ? 90 : 320, thin = rowHeight && rowHeight < 12;
