@@ -129,6 +129,10 @@ VIEWS = tuple(BY_NAME)
 # the exported page's build order: views always in first (record order), then the budgeted ones by priority
 PAGE_ORDER = tuple(r.name for r in sorted((r for r in RECORDS if r.priority is not None), key=lambda r: r.priority))
 ONE_TRACE_VIEWS = tuple(r.name for r in RECORDS if not r.second_trace)  # what a single trace can draw (cli --view)
+# what attention maps alone can draw (bertviz's call with outputs.attentions: no q and k, no sizes, one trace)
+ATTENTION_ONLY_VIEWS = tuple(r.name for r in RECORDS if not r.needs)
+# what every exported page keeps whatever its size budget (priority 0, and the views drawn from their data)
+ALWAYS_IN_PAGE = tuple(r.name for r in RECORDS if BY_NAME[r.source].priority == 0)
 
 
 def record(name: str) -> ViewRecord:
