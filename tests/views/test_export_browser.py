@@ -154,3 +154,24 @@ def test_each_tab_draws_the_controls_its_record_names(small, browser, tmp_path):
         layers[tab] = page.locator(f".bvl-x-section[data-tab='{tab}'] select[aria-label='layer']").count()
     assert layers == {"attention": 0, "token": 1, "neuron": 1}
     page.close()
+
+
+def test_the_compare_tab_opens_where_the_facts_say_the_first_time(small, browser, tmp_path):
+    # an edit of layer 1's scores leaves layer 0 of B - A blank: the tab opens on layer 1 (info.opens_at), once
+    a = small.trace("The cat sat on the mat.")
+    b = small.trace("The cat sat on the mat.", edits=bv.scale("layer.1.attn.scores", 3.0))
+    first = data.first_differing_layer(a, b)
+    assert first == 1 and data.facts(a, trace_b=b)["opens_at"] == {"compare": {"layer": first}}
+    path = export_html(a, tmp_path / "page.html", compare=b)
+    page = browser.new_page()
+    page.goto(path.as_uri())
+    page.wait_for_function("() => document.querySelector('.bvl-attn-heat')?.bvl?.layer === 0", timeout=30_000)
+    layer = "() => document.querySelector(\".bvl-x-section[data-tab='compare']\").bvl?.layer"
+    draw_tab(page, "compare")
+    page.wait_for_function(f"{layer} === {first}")
+    draw_tab(page, "attention")
+    page.select_option(".bvl-x-section[data-tab='attention'] select[aria-label='layer']", "0")
+    page.wait_for_function("() => document.querySelector('.bvl-attn-heat').bvl.layer === 0")
+    draw_tab(page, "compare")
+    page.wait_for_function(f"{layer} === 0")  # the second time it keeps the selected layer
+    page.close()

@@ -797,5 +797,10 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
         titles=TITLES, colours=list(HEAD_COLOURS), ledger_source=ledger_source,
         requests={v: dict(data=src, args=list(words), fixed=fixed) for v, (src, words, fixed) in REQUESTS.items()},
         controls={r.name: list(r.controls) for r in records.RECORDS},
+        ahead={r.name: list(r.ahead) for r in records.RECORDS if r.ahead},
+        # where a tab opens the first time, unless a later one is selected: a view of two traces at the first layer
+        # whose attention differs (an edit in layer 2 leaves layers 0 and 1 blank)
+        opens_at={} if trace_b is None else {r.name: dict(layer=first_differing_layer(trace, trace_b))
+                                             for r in records.RECORDS if r.second_trace},
         limits=dict(limits.FRONT_END),
         luts={name: lut(name) for name in list(SCALES.values()) + ["Reds"]})

@@ -9,8 +9,9 @@ A view is a view-data builder (`data.py`) plus a *layout* here: the panels it is
 one of four primitives — heatmap, lines, bars, table — carrying its colour scale and limits,
 labels, titles, notes and what a click selects. A layout is JSON (it travels with the view data
 to the front-end) and refers to the view data rather than copying it: ``{"ref": "arrays.maps",
-"at": ["head"]}`` is the selected head's map, ``{"derive": "neuron", "part": "prod"}`` one of the
-neuron view's numbers for the selected head and query. `resolve` turns a layout and a selection
+"at": ["head"]}`` is the selected head's map, ``{"prod": [q, k]}`` the neuron view's q * k for the selected
+head and query (the operations: `ref`, `gather`, `join`, `prod`, `over_row_max`, `number`, `repeat`,
+`selected`). `resolve` turns a layout and a selection
 (layer, head, heads, query, kind, key, pair_filter, outline) into concrete panels; `assets/app.js` has the
 same resolver, so the explorer, the exported page, the plotly figures (`figures.py`) and the PNGs
 (`static.py`) draw one thing with one set of rules, and a renderer only implements the primitives.
@@ -22,7 +23,11 @@ with one value per row (column), e.g. {"tab": "attention", "layer": [0, 0, 1, 1]
 Selection words in text: a layout's own strings may hold {layer}, {head}, {query}, {query_label},
 {pair} (" [A->B]" when filtered), {key}; nothing else in braces is touched. A text is a string or
 a list of strings and references (joined); referenced values (token labels, sentences, numbers the view data
-carries formatted by Python: `limit_texts`, stats) go in as written.
+carries formatted by Python: `limit_texts`, stats) go in as written; a `number` prints a value of the view data
+as every renderer prints the bars' numbers (`_fmt`; app.js's `fmt` the same, ties to the even digit).
+
+What a drawing records: a panel's "record" names its values in the front-end's record of what it drew (the neuron
+view's bars: "scores", "weights"), read by tests and listeners.
 """
 
 from __future__ import annotations
@@ -322,9 +327,11 @@ def neuron_layout(vd: dict) -> dict:
         # per weight of every layer
         dict(type="bars", name="neuron-scores", labels=gather(ref("labels"), keys),
              values=gather(ref("arrays.scores", "head", "query"), cols=keys), colour="#6b7280", digits=2,
+             record="scores",
              title=f"score = \u03a3 \u00d7 {vd['scale_text']}", at=[0, 3, 1, 1], aligned=True),
         dict(type="bars", name="neuron-weights", labels=gather(ref("labels"), keys),
              values=gather(ref("arrays.weights", "head", "query"), cols=keys), colour="#2563eb", digits=3,
+             record="weights",
              title="softmax: weight", at=[0, 4, 1, 1], aligned=True),
     ]
     pair = ["a sentence filter keeps part of each row: the weights shown sum to less than 1"] \
@@ -360,7 +367,7 @@ def step_layout(vd: dict) -> dict:
         notes.append("colours clipped at the 99.5th percentile of |value| (a few outliers would wash the rest out)")
     # every table and text the view data carries is referred to, not copied: steps of one kind share a layout
     return dict(title=join(ref("key"), " (head {head}): " if vd["per_head"] else ": "), formula=ref("formula"),
-                subtitle=ref("shape"), grid=[2, 2], links=ref("takes"), edited=ref("edited"),
+                subtitle=ref("shape"), grid=[2, 2], links=ref("takes"), edited=ref("edited"), heading="formula",
                 panels=[panel,
                         dict(type="table", name="stats", columns=["statistic", "value"], rows=ref("stats"),
                              at=[1, 0, 1, 1]),
@@ -569,9 +576,11 @@ def evaluate(spec, vd: dict, lay: dict, sel: dict, words: dict):
     return {k: ev(v) for k, v in spec.items()}
 
 
-# what a figure says around its panels, and its value when a layout leaves it out
+# what a figure says around its panels, and its value when a layout leaves it out; heading: how the front-end heads
+# the tab ("title": the title with its formula, then the summary; "formula": the title and formula on one line, then
+# the shape, the links and the edit on lines of their own, the step-through's)
 FIGURE = dict(title="", formula=None, subtitle="", notes=[], live=[], grid=[1, 1], edited="", row_titles=None,
-              col_titles=None, links=None, summary="")
+              col_titles=None, links=None, summary="", heading="title")
 
 
 def resolve(vd: dict, view: str | None = None, sel: dict | None = None, **kw) -> dict:

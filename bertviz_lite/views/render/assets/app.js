@@ -42,8 +42,9 @@ function fixed(v, d) {
   if (!/^50*$/.test(exact.slice(-40)) || Number(s.at(-1)) % 2 === 0) return s;
   return (v < 0 ? "-" : "") + exact.slice(0, -40).replace(/\.$/, "");
 }
-const fmt = (v, d = 3) => (!Number.isFinite(v) ? "–" : Math.abs(v) >= 1000 || (Math.abs(v) < 1e-3 && v !== 0 && d >= 3)
-  ? v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2") : fixed(v, d));
+const fmt = (v, d = 3) => (!Number.isFinite(v) ? "–"
+  : Math.abs(v) >= 1000 || (Math.abs(v) < 1e-3 && v !== 0 && d >= 3) ? v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2")
+  : fixed(v, d));
 // a request's key (codec.request_key): the view and its arguments, keys sorted
 const canon = (view, args) => view + "|{" +
   Object.keys(args).sort().map((k) => JSON.stringify(k) + ":" + JSON.stringify(args[k])).join(",") + "}";
@@ -312,7 +313,10 @@ function evaluate(spec, vd, data, sel, words) {
   if ("join" in spec) return spec.join.map((p) => String(ev(p))).join("");
   if ("prod" in spec) return prod(...spec.prod.map(ev));
   if ("over_row_max" in spec) return overRowMax(ev(spec.over_row_max));
-  if ("number" in spec) { const x = ev(spec.number); return fmt((typeof x === "number" ? x : x.values[0]) / ev(spec.over), spec.digits); }
+  if ("number" in spec) {
+    const x = ev(spec.number);
+    return fmt((typeof x === "number" ? x : x.values[0]) / ev(spec.over), spec.digits);
+  }
   if ("repeat" in spec) {
     let combos = [{}];
     for (const [k, n] of Object.entries(spec.repeat)) {
@@ -325,7 +329,7 @@ function evaluate(spec, vd, data, sel, words) {
 }
 // what a figure says around its panels (panels.FIGURE), and its value when a layout leaves it out
 const FIGURE = { title: "", formula: null, subtitle: "", notes: [], live: [], grid: [1, 1], edited: "",
-  row_titles: null, col_titles: null, links: null, summary: "" };
+  row_titles: null, col_titles: null, links: null, summary: "", heading: "title" };
 // sel: a whole selection (panels.selection, the query within the pair filter: drawTab sees to both)
 function resolve(lay, vd, sel) {
   const q = sel.query, words = { layer: sel.layer, head: sel.head, query: q, key: sel.key || "",
@@ -557,7 +561,7 @@ function newApp(model) {
     cache: new Map(), // request key -> decoded view data (least recently used first)
     waiting: new Map(), // request key -> {resolve, reject, promise}
     cacheBytes: 0, waitTimer: null, nextId: 1,
-    compared: false, // the compare tab has been opened (openTab)
+    opened: new Set(), // the tabs opened so far (openTab)
     allHeads: info.heads_shown || range(info.heads), // the head view's heads at the start (bertviz's: every head)
     // the model view's thumbnails: lines (bertviz's calls) or maps (bv.explore); the one enlarged (lines)
     thumbs: { lines: info.look === "bertviz", big: null },
@@ -611,13 +615,14 @@ function setSel(app, changes) {
   for (const [k, v] of Object.entries(changes)) app.model.set(k, v);
   app.model.save_changes();
 }
-// the compare tab opens, the first time, on the first layer whose attention differs (an edit in layer
-// 2 leaves layers 0 and 1 blank), unless a later layer is already selected
+// a tab opens, the first time, where the facts say (info.opens_at: the compare view on the first layer whose
+// attention differs), unless a later one is already selected
 function openTab(app, tab) {
-  const first = app.info.compare ? app.info.compare.first_layer || 0 : 0;
-  if (tab === "compare" && !app.compared && app.model.get("layer") < first) setSel(app, { tab, layer: first });
-  else setSel(app, { tab });
-  if (tab === "compare") app.compared = true;
+  const changes = { tab };
+  const at = app.opened.has(tab) ? {} : (app.info.opens_at || {})[tab] || {};
+  for (const [word, v] of Object.entries(at)) if (app.model.get(word) < v) changes[word] = v;
+  app.opened.add(tab);
+  setSel(app, changes);
 }
 
 // ---------------------------------------------------------------- requests
@@ -759,22 +764,24 @@ function queriesOf(app, tab, s) {
   const paired = c.includes("pair_filter") && c.includes("query");
   return paired ? pairIndex(s.pair_filter, app.info.segments)[0] : range(app.n);
 }
-// the query token: a select (only the queries the tab offers); on the token tab also every token as a chip to click
+// the query token: a select of the queries the tab offers
 function queryControl(app, tab, cls) {
-  const info = app.info, tok = tokenSelect(app, tab === "token" ? "bvl-token" : cls("token"));
-  const nodes = [lab(tab === "token" ? "token " : "query token ", tok)];
-  const chips = el("div", { class: "bvl-chips" });
-  if (tab === "token" && app.n <= LIMITS.label_all_up_to) {
-    for (const i of range(app.n)) {
-      const cls = info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", onclick = () => setSel(app, { query: i });
-      chips.appendChild(el("button", { class: cls, "data-query": String(i), text: info.tokens[i], title: info.labels[i],
-        onclick }));
-    }
-    nodes.push(chips);
-  }
-  return { nodes, sync: (x) => {
+  const tok = tokenSelect(app, cls("token"));
+  return { nodes: [lab("query token ", tok)], sync: (x) => {
     const offered = new Set(queriesOf(app, tab, x));
     for (const o of tok.options) o.hidden = o.disabled = !offered.has(+o.value);
+    tok.value = String(x.query);
+  } };
+}
+// a token (the one-token view's): a select, and every token as a chip to click while they fit
+function tokenControl(app, tab, cls) {
+  const info = app.info, tok = tokenSelect(app, cls("token")), chips = el("div", { class: "bvl-chips" });
+  for (const i of app.n <= LIMITS.label_all_up_to ? range(app.n) : []) {
+    const chip = info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", onclick = () => setSel(app, { query: i });
+    chips.appendChild(el("button", { class: chip, "data-query": String(i), text: info.tokens[i], title: info.labels[i],
+      onclick }));
+  }
+  return { nodes: [lab("token ", tok), ...(chips.children.length ? [chips] : [])], sync: (x) => {
     tok.value = String(x.query);
     for (const b of chips.children) b.classList.toggle("bvl-on", +b.dataset.query === x.query);
   } };
@@ -814,7 +821,8 @@ function stepHeadControl(app) {
 }
 // each tab's controls come from its view's record (records.py: info.controls[tab]), one maker per control
 const CONTROLS = { layer: layerControl, head: headControl, heads: headsControl, all_heads: allHeadsControl,
-  kind: kindControl, pair_filter: pairControl, query: queryControl, key: keyControl, thumbs: thumbsControl,
+  kind: kindControl, pair_filter: pairControl, query: queryControl, token: tokenControl, key: keyControl,
+  thumbs: thumbsControl,
   step_head: stepHeadControl };
 // what a tab shows above its controls that is not a selection: the compare tab's two runs
 function compareNote(app) {
@@ -855,7 +863,7 @@ function tabDrawing(app, tab) {
   p.notes = el("div", { class: "bvl-x-note" });
   p.grid = el("div", { class: "bvl-panels" });
   if (CLASS[tab]) app.sections[tab].classList.add(CLASS[tab]);
-  const head = tab === "step" ? [p.formula, p.subtitle, p.notes, p.links, p.edit] : [p.title, p.summary, p.notes];
+  const head = [p.title, p.formula, p.subtitle, p.summary, p.notes, p.links, p.edit]; // each shown when it has words
   app.sections[tab].append(...app.controls[tab].controls, ...head, p.grid);
   return p;
 }
@@ -882,18 +890,22 @@ function partFor(app, p, i, panel) {
   p.parts[i] = part;
   return part;
 }
-// the tab's words: title (with its formula and edit), the step-through's formula line, summary, notes, links
+// the tab's words as its layout heads them (fig.heading): the title with its formula and edit, then the summary; or
+// the formula line, then the shape, the links and the edit (the step-through's); the notes
 function drawHeading(app, p, tab, fig) {
-  const formula = fig.formula ? formulaHtml(fig.formula) : "";
+  const formula = fig.formula ? formulaHtml(fig.formula) : "", byFormula = fig.heading === "formula";
+  const shown = (node, yes) => { node.style.display = yes ? "block" : "none"; };
   p.title.innerHTML = esc(fig.title).replace(/\n/g, "<br>") + formula +
     (fig.edited ? ` <span class='bvl-x-edited'>\u270e ${esc(fig.edited)}</span>` : "");
-  p.title.style.display = fig.title ? "block" : "none";
+  shown(p.title, fig.title && !byFormula);
   p.formula.innerHTML = `<b>${esc(fig.title.replace(/: $/, ""))}</b>: ${formula}`;
-  p.subtitle.textContent = fig.subtitle || "";
-  p.summary.textContent = fig.summary || ""; p.summary.style.display = fig.summary ? "block" : "none";
+  shown(p.formula, byFormula);
+  p.subtitle.textContent = fig.subtitle || ""; shown(p.subtitle, fig.subtitle);
+  p.summary.textContent = fig.summary || ""; shown(p.summary, fig.summary);
   p.notes.textContent = [...fig.notes, ...fig.live].join("; ");
-  p.edit.textContent = fig.edited && tab === "step" ? `\u270e edited: ${fig.edited}` : "";
-  p.edit.style.display = p.edit.textContent ? "block" : "none";
+  p.edit.textContent = fig.edited && byFormula ? `\u270e edited: ${fig.edited}` : "";
+  shown(p.edit, p.edit.textContent);
+  shown(p.links, fig.links);
   if (!fig.links) return;
   const onclick = (k) => (ev) => { ev.preventDefault(); setSel(app, { key: k }); };
   const link = (k) => el("a", { href: "#", text: k, onclick: onclick(k) });
@@ -1046,45 +1058,38 @@ function requestOf(app, tab, s) { // data.request: the view data a tab draws for
   for (const w of r.args) args[w] = s[w];
   return [r.data, args];
 }
-// what a drawing says it drew (read by the tests and listeners): the selection, and per tab its numbers
+// what a drawing says it drew (read by the tests and listeners): the selection, the first map's rows, columns and
+// values, and the values of each panel the layout names a `record` for (the neuron view's scores and weights); on
+// every canvas but a thumbnail's (those carry their own layer and head)
 function recordDrawing(app, tab, fig, p, s, ms) {
   const record = { layer: s.layer, head: s.head, query: s.query, kind: s.kind, pair: s.pair_filter, key: s.key,
-    heads: [...s.heads] };
-  const first = p.parts[0], main = first && first.canvas, panel = fig.panels[0];
-  if (tab === "attention") Object.assign(record, { rows: panel.rows, cols: panel.cols, values: panel.values, ms });
-  if (tab === "neuron") {
-    const bars = (name) => fig.panels.find((q) => q.name === name).values;
-    Object.assign(record, { scores: bars("neuron-scores"), weights: bars("neuron-weights") });
+    heads: [...s.heads], ms };
+  const panel = fig.panels[0];
+  if (panel && panel.type === "heatmap" && !panel.meta) {
+    Object.assign(record, { rows: panel.rows, cols: panel.cols, values: panel.values });
   }
-  if (main && tab !== "model") {
-    main.bvl = record;
-    Object.assign(main.dataset, { layer: s.layer, head: s.head, kind: s.kind, pair: s.pair_filter });
-  }
-  if (tab === "compare") {
-    const g = p.parts.find((q) => q.key.startsWith("heatmap:grid"));
-    if (g) g.heat.bvl = record;
-  }
+  for (const q of fig.panels) if (q.record) record[q.record] = q.values;
+  p.parts.forEach((part, i) => {
+    if (!part.canvas || fig.panels[i].meta) return;
+    part.canvas.bvl = record;
+    Object.assign(part.canvas.dataset, { layer: s.layer, head: s.head, kind: s.kind, pair: s.pair_filter });
+  });
   const section = app.sections[tab];
   p.grid.bvl = record; section.bvl = record; section.limits = p.grid.limits;
   section.fig = fig; // what was drawn (read by the tests: the same panels as panels.resolve in Python)
   app.root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: tab, ...record } }));
 }
-// what is likely next: the neighbouring layers, the next step
+// what is likely next (the words its record names ahead): the neighbouring layers, the next step
 function askAhead(app, tab, s) {
   const ask = (sel) => request(app, ...requestOf(app, tab, sel)).catch(() => {});
-  const keys = app.info.keys, i = keys.indexOf(s.key);
-  if (tab === "attention") {
+  const ahead = (app.info.ahead || {})[tab] || [], keys = app.info.keys, i = keys.indexOf(s.key);
+  if (ahead.includes("layer")) {
     for (const l of [s.layer + 1, s.layer - 1]) if (l >= 0 && l < app.info.layers) ask({ ...s, layer: l });
   }
-  if (tab === "step" && i + 1 < keys.length) ask({ ...s, key: keys[i + 1] });
+  if (ahead.includes("key") && i + 1 < keys.length) ask({ ...s, key: keys[i + 1] });
 }
 function drawTab(app, tab) {
-  const s = selectionOf(app), info = app.info;
-  if (tab === "neuron" && !info.neuron) {
-    app.drawings.neuron.notes.textContent = "this trace did not record attn.q, attn.k, attn.scores and attn.probs " +
-      "for every layer (trace with keep=None)";
-    return;
-  }
+  const s = selectionOf(app), info = app.info; // a tab is offered only where its record's needs are met
   // a pair filter that leaves out the selected query picks its first query (panels.pair_query): A -> B, a query in B
   const offered = queriesOf(app, tab, s);
   if (offered.length && !offered.includes(s.query)) { setSel(app, { query: offered[0] }); return; }
@@ -1097,7 +1102,8 @@ function drawTab(app, tab) {
     return;
   }
   const t0 = performance.now(), resolved = resolve(vd.layouts[tab], vd, s);
-  const fig = tab === "model" ? onlyShown(resolved, info.layers_shown, info.heads_shown) : resolved;
+  // bertviz's include_layers / include_heads keep panels of a layers x heads grid (those with a layer and head: meta)
+  const fig = resolved.panels.some((q) => q.meta) ? onlyShown(resolved, info.layers_shown, info.heads_shown) : resolved;
   const p = drawPanels(app, tab, fig);
   recordDrawing(app, tab, fig, p, s, performance.now() - t0);
   showError(app, "");
