@@ -14,7 +14,7 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite import foreign
 from bertviz_lite.backend import to_host
-from bertviz_lite.views.model import data, limits
+from bertviz_lite.views.model import data, limits, records
 
 pytest.importorskip("plotly")
 pytest.importorskip("anywidget")
@@ -98,7 +98,8 @@ def test_model_view_and_explore_take_tensors_too(shown):
     assert m.tab == "model" and m.view_data("model")["segments"] == [0] * 6 + [1] * 2
     e = bv.explore(att, tokens=TOKENS)
     # attention alone: no parameter count, no step-through, no neuron view (it has no q and k)
-    assert e.info["views"] == ["attention", "model", "head", "token"]
+    assert e.info["views"] == list(records.ATTENTION_ONLY_VIEWS)
+    assert not {"neuron", "step", "params"} & set(e.info["views"])
     assert bv.Trace.from_attentions(att, TOKENS).keys() == [f"layer.{ly}.attn.probs" for ly in range(3)]
     with pytest.raises(TypeError, match="tokens= and sentence_b_start= go with attention from elsewhere"):
         bv.explore(e.trace, tokens=TOKENS)
@@ -250,11 +251,12 @@ def test_a_saved_notebook_keeps_the_page_under_its_cap(small):
     assert len(page) <= widget.SAVED_PAGE_BYTES
     state = json.loads(re.search(r'id="bvl-data">(.*?)</script>', page, re.S).group(1))["state"]
     assert (state["tab"], state["layer"], state["head"]) == ("head", 1, 2)
-    assert state["info"]["views"] == ["attention", "model", "head", "token", "neuron", "step", "params"]
+    assert state["info"]["views"] == list(records.ONE_TRACE_VIEWS)
     # a long input keeps the tabs that are quick to build, and says so
     long = bv.explore(small.trace(" ".join(["word"] * 140)), tab="step")
     state = json.loads(re.search(r'id="bvl-data">(.*?)</script>', long.saved_page(), re.S).group(1))["state"]
-    assert state["info"]["views"] == ["attention", "model", "head", "params"] and state["tab"] == "attention"
+    kept = [v for v in records.ONE_TRACE_VIEWS if records.record(v).saved_long]
+    assert state["info"]["views"] == kept and state["tab"] == "attention"
     assert "every tab up to 128 tokens" in state["info"]["page_note"]
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import bertviz_lite as bv
+from bertviz_lite.views.model import records
 
 from ..helpers import browser_or_skip, chromium_context
 from .test_bertviz_calls import TOKENS, GradTensor, attentions
@@ -134,7 +135,7 @@ def test_model_view_of_bertvizs_readme_call(browser, tmp_path):
         assert page.evaluate("() => document.querySelector('.bvl-x').dataset.tab") == "model"
         # attention alone: no neuron view, no step-through, no parameters tab
         tabs = page.evaluate("() => [...document.querySelectorAll('.bvl-x-tab')].map(b => b.dataset.tab)")
-        assert tabs == ["attention", "model", "head", "token"]
+        assert tabs == list(records.ATTENTION_ONLY_VIEWS) and "neuron" not in tabs
         assert not errors, errors
     finally:
         page.close()

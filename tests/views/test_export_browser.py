@@ -11,6 +11,7 @@ import pytest
 
 import bertviz_lite as bv
 from bertviz_lite.views import export_html
+from bertviz_lite.views.model import data
 
 from ..helpers import browser_or_skip, chromium_context, real_map
 
@@ -18,10 +19,16 @@ pytestmark = pytest.mark.browser
 
 sync_api = browser_or_skip()
 
-# what each tab draws into, and so where its `.bvl` record (what was drawn) sits
-DRAWN = {"attention": ".bvl-attn-heat", "head": ".bvl-headview", "token": ".bvl-x-section[data-tab='token'] .bvl-heat",
-         "model": ".bvl-thumb", "neuron": ".bvl-neuron", "step": ".bvl-x-section[data-tab='step'] .bvl-heat",
-         "params": ".bvl-params", "compare": ".bvl-grid-heat"}
+# every tab (its view's record) draws its resolved panels (section.fig) into its section's panel grid
+SECTION = ".bvl-x-section[data-tab='{}']"
+DRAWN = "t => document.querySelector(`.bvl-x-section[data-tab='${t}']`)?.fig !== undefined"
+
+
+def draw_tab(page, tab: str):
+    """Open a tab and wait until its panels are drawn; returns its panel grid."""
+    page.click(f".bvl-x-tab[data-tab='{tab}']")
+    page.wait_for_function(DRAWN, arg=tab, timeout=20_000)
+    return page.locator(SECTION.format(tab) + " .bvl-panels")
 
 
 @pytest.fixture(scope="module")
@@ -86,14 +93,10 @@ def test_the_map_draws_and_the_selectors_change_it(opened):
 
 def test_every_tab_draws(opened):
     tr, _, page, _, errors = opened
-    for tab, where in DRAWN.items():
-        page.click(f".bvl-x-tab[data-tab='{tab}']")
-        if tab == "params":
-            page.wait_for_function("() => document.querySelector('.bvl-params').innerText.includes('parameters')")
-            continue
-        page.wait_for_function("w => document.querySelector(w)?.bvl !== undefined", arg=where, timeout=20_000)
-        assert page.locator(where).first.is_visible(), tab
-        assert distinct_colours(page.locator(where).first.screenshot()) > (2 if tab == "compare" else 8), tab
+    for tab in data.VIEWS:
+        grid = draw_tab(page, tab)
+        assert grid.is_visible(), tab
+        assert distinct_colours(grid.screenshot()) > 8, tab
     # the neuron view's numbers are the trace's own weights (layer 1, head 3, query 0 as selected above)
     got = page.evaluate("() => document.querySelector('.bvl-neuron').bvl")
     np.testing.assert_allclose(got["weights"], real_map(tr, got["layer"], got["head"])[got["query"]], atol=2e-3)
@@ -109,8 +112,8 @@ def test_every_tab_draws(opened):
 
 def test_no_network_requests(opened):
     _, _, page, requests, _ = opened
-    for tab in DRAWN:
-        page.click(f".bvl-x-tab[data-tab='{tab}']")
+    for tab in data.VIEWS:
+        draw_tab(page, tab)
     page.wait_for_timeout(300)
     assert requests and all(u.startswith(("file:", "data:", "blob:")) for u in requests), requests
 
@@ -134,7 +137,6 @@ def test_the_neuron_view_prints_a_variants_recorded_scores_over_128_tokens(small
 def test_each_tab_draws_the_controls_its_record_names(small, browser, tmp_path):
     """The front-end builds a tab's controls from its view record (facts' controls), not from a list of its
     own: move the layer selector from the attention tab to the one-token tab, and the page follows."""
-    from bertviz_lite.views.model import data
     from bertviz_lite.views.wire import export
     tr = small.trace("The cat sat on the mat.", pair="It was tired.")
     info = data.facts(tr)
@@ -151,4 +153,25 @@ def test_each_tab_draws_the_controls_its_record_names(small, browser, tmp_path):
         page.click(f".bvl-x-tab[data-tab='{tab}']")
         layers[tab] = page.locator(f".bvl-x-section[data-tab='{tab}'] select[aria-label='layer']").count()
     assert layers == {"attention": 0, "token": 1, "neuron": 1}
+    page.close()
+
+
+def test_the_compare_tab_opens_where_the_facts_say_the_first_time(small, browser, tmp_path):
+    # an edit of layer 1's scores leaves layer 0 of B - A blank: the tab opens on layer 1 (info.opens_at), once
+    a = small.trace("The cat sat on the mat.")
+    b = small.trace("The cat sat on the mat.", edits=bv.scale("layer.1.attn.scores", 3.0))
+    first = data.first_differing_layer(a, b)
+    assert first == 1 and data.facts(a, trace_b=b)["opens_at"] == {"compare": {"layer": first}}
+    path = export_html(a, tmp_path / "page.html", compare=b)
+    page = browser.new_page()
+    page.goto(path.as_uri())
+    page.wait_for_function("() => document.querySelector('.bvl-attn-heat')?.bvl?.layer === 0", timeout=30_000)
+    layer = "() => document.querySelector(\".bvl-x-section[data-tab='compare']\").bvl?.layer"
+    draw_tab(page, "compare")
+    page.wait_for_function(f"{layer} === {first}")
+    draw_tab(page, "attention")
+    page.select_option(".bvl-x-section[data-tab='attention'] select[aria-label='layer']", "0")
+    page.wait_for_function("() => document.querySelector('.bvl-attn-heat').bvl.layer === 0")
+    draw_tab(page, "compare")
+    page.wait_for_function(f"{layer} === 0")  # the second time it keeps the selected layer
     page.close()

@@ -7,6 +7,7 @@ import pytest
 
 import bertviz_lite as bv
 from bertviz_lite.views import export_html
+from bertviz_lite.views.model import data
 
 from ..helpers import browser_or_skip, chromium_context
 
@@ -34,7 +35,7 @@ def test_no_injected_script_runs_in_the_exported_page(small, tmp_path, browser):
     page.goto(path.as_uri())
     page.wait_for_function("() => document.querySelector('.bvl-attn-heat')?.bvl !== undefined",
                            timeout=30_000)
-    for tab in ("attention", "head", "token", "model", "neuron", "step", "params", "compare"):
+    for tab in data.VIEWS:
         page.click(f".bvl-x-tab[data-tab='{tab}']")
         page.wait_for_timeout(150)
         page.mouse.move(400, 400)

@@ -10,6 +10,7 @@ import re
 import pytest
 
 import bertviz_lite as bv
+from bertviz_lite.views.model import records
 from bertviz_lite.views.wire import export
 
 CONFIG = {"hidden_size": 96, "num_layers": 4, "num_heads": 6, "ffn_size": 192}
@@ -30,7 +31,7 @@ def test_a_compare_page_stays_under_max_bytes_and_says_what_it_left_out(pair):
     a, b = pair
     whole = export.build_page(a, compare=b)  # the default 14 MB holds every layer of it
     assert "compare view: every layer" in note(whole)
-    always = ("attention", "model", "head", "params")
+    always = records.ALWAYS_IN_PAGE
     base = len(export.build_page(a, compare=b, views=always).encode())
     with_compare = len(export.build_page(a, compare=b, views=always + ("compare",)).encode())
     cap = base + (with_compare - base) // 2  # room for about half its layers

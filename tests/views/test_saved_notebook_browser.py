@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+from bertviz_lite.views.model import records
+
 from .test_jupyterlab_browser import (CONFIG, TEXT, JupyterLab, launch_browser, run_all, shoot, sync_api,  # noqa: F401
                                       wait_drawn)  # (sync_api: a fixture)
 
@@ -122,7 +124,7 @@ def test_a_reopened_notebook_keeps_every_tab(server, sync_api):
             assert frame.locator(".bvl-x-section[data-tab='attention']").evaluate("s => s.bvl.layer") == 1
             tabs = frame.locator(".bvl-x-tab")
             names = [tabs.nth(i).get_attribute("data-tab") for i in range(tabs.count())]
-            assert names == ["attention", "model", "head", "token", "neuron", "step", "params"], names
+            assert names == list(records.ONE_TRACE_VIEWS), names
             for tab in names:
                 frame.locator(f".bvl-x-tab[data-tab='{tab}']").click()
                 frame.locator(f".bvl-x-section[data-tab='{tab}']").evaluate(

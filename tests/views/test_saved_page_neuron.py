@@ -48,7 +48,7 @@ def test_the_page_builds_the_neuron_view_before_the_step_through_and_the_one_tok
 
 def test_a_tab_of_which_nothing_fits_is_not_shown(small):
     tr = small.trace(" ".join(["the cat sat on the mat"] * 6))
-    always = len(export.build_page(tr, views=("attention", "model", "head", "params")).encode())
+    always = len(export.build_page(tr, views=records.ALWAYS_IN_PAGE).encode())
     page = export.build_page(tr, max_bytes=always + 2_000, state=dict(tab="token"))
     info = export.read_page(page)["state"]
     assert "token" not in info["info"]["views"] and info["tab"] == "attention"

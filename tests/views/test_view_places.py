@@ -1,16 +1,21 @@
-"""Adding a view is at most 4 places (issue 41 item 3): its record, its builder, its layout (and, if it has
-one, its plotly function, which the record names). Everything else the package decides about a view (the
-exported page's builder and order, how its arrays travel to the notebook and in the page, whether a trace
-can show it, what its builder is given, the tabs a long saved page keeps, the plotly names, every size
-limit) is read from the record or from `limits.py`.
+"""Adding a view is three places: its record, its builder, its layout (and, if it has one, its plotly function,
+which the record names). Everything else the package decides about a view (the exported page's builder and
+order, how its arrays travel to the notebook and in the page, whether a trace can show it, what its builder is
+given, the tabs a long saved page keeps, the plotly names, every size limit, the front-end's tab, controls and
+drawing) is read from the record, from `limits.py` or from the layout; the tests read the tab list from the
+records too, so no test is edited.
 
-The proof: a fresh copy of the package with a toy view added in exactly three places (one record in
-records.py, one builder in data.py, one layout in panels.py) shows it, exports it, saves it, answers the
-front-end's requests for it, offers it on the command line and draws it with plotly."""
+The proof: a fresh copy of the package with a toy view added (one record in records.py, one builder in data.py,
+one layout in panels.py; the test counts the top-level definitions that differ from the package's) shows it,
+exports it, saves it, answers the front-end's requests for it, offers it on the command line, draws it with
+plotly, and its exported page draws its tab in chromium as Python resolves it."""
 
 from __future__ import annotations
 
 import ast
+import io
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -50,6 +55,7 @@ PLACES = [("views/model/records.py", "\n)\n\nBY_NAME", TOY_RECORD, 1), ("views/m
           ("views/model/panels.py", "LAYOUTS = ", TOY_LAYOUT, 0)]
 
 CHECK = textwrap.dedent('''
+    import json
     import bertviz_lite as bv
     from bertviz_lite import cli
     from bertviz_lite.views.wire import codec, export, widget
@@ -68,34 +74,105 @@ CHECK = textwrap.dedent('''
     assert header["arrays"][0]["dtype"] == "f4" and len(buffers) == 1, "answered"
     assert "toy" in cli.VIEWS, "offered by --view"
     figures.view_figure(data.view_data(tr, "toy", layer=0), "toy", head=0)
+    # the page the browser opens, and what Python resolves for its first selection
+    open("toy.html", "w", encoding="utf-8").write(export.build_page(tr, state=dict(tab="toy", layer=1)))
+    from bertviz_lite.views.model import panels
+    fig = panels.resolve(data.view_data(tr, "toy", layer=1), "toy", layer=1, head=0)
+    json.dump(dict(title=fig["title"], shapes=[list(p["z"].shape) for p in fig["panels"]]), open("toy.json", "w"))
     print("TOY VIEW OK")
 ''')
 
 
-def add_places(root: Path) -> int:
-    """Write the toy view into a copy of the package; returns the number of places edited."""
+def add_places(root: Path) -> None:
+    """Write the toy view into a copy of the package."""
     for rel, before, text, offset in PLACES:
         path = root / rel
         src = path.read_text(encoding="utf-8")
         assert src.count(before) == 1, (rel, before)
         at = src.index(before) + offset
         path.write_text(src[:at] + text + src[at:], encoding="utf-8")
-    return len(PLACES)
+
+
+def top_level(source: str) -> dict[str, str]:
+    """A module's top-level statements by name (a function, a class, an assignment's targets; anything else by
+    itself), each as its syntax tree without positions."""
+    out = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = node.name
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            name = ", ".join(ast.unparse(t) for t in targets)
+        else:
+            name = ast.dump(node)
+        out[name] = ast.dump(node)
+    return out
+
+
+def places_changed(package: Path, copy: Path) -> list[tuple[str, str]]:
+    """(file, definition) for every top-level definition of the copy that is new or differs from the package's,
+    and (file, "the file") for any other file that is new or differs (app.js, a style sheet)."""
+    out = []
+    for path in sorted(copy.rglob("*")):
+        rel = path.relative_to(copy)
+        if rel.parts[0] == "data" or "__pycache__" in rel.parts or not path.is_file():
+            continue
+        old = package / rel
+        if old.is_file() and old.read_bytes() == path.read_bytes():
+            continue
+        if path.suffix != ".py" or not old.is_file():
+            out.append((str(rel), "the file"))
+            continue
+        before, after = top_level(old.read_text(encoding="utf-8")), top_level(path.read_text(encoding="utf-8"))
+        out += [(str(rel), name) for name in sorted(set(before) | set(after)) if before.get(name) != after.get(name)]
+    return out
+
+
+TOY_DRAWN = "() => document.querySelector(\".bvl-x-section[data-tab='toy']\")?.fig !== undefined"
+
+
+def draw_toy_tab(page_file: Path) -> tuple[dict, bytes]:
+    """The toy tab as the exported page draws it in chromium: its resolved figure and a picture of its panels."""
+    from ..helpers import CHROMIUM, chromium_context
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    for ctx in chromium_context(sync_api):
+        page = ctx.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(page_file.as_uri())
+        page.wait_for_function(TOY_DRAWN, timeout=30_000)
+        assert page.locator(".bvl-x-tab[data-tab='toy']").inner_text() == "toy view"
+        fig = page.evaluate("() => { const f = document.querySelector(\".bvl-x-section[data-tab='toy']\").fig; "
+                            "return {title: f.title, shapes: f.panels.map((p) => [p.R, p.C])}; }")
+        png = page.locator(".bvl-x-section[data-tab='toy'] .bvl-panels").screenshot()
+        assert not errors, errors
+        return fig, png
 
 
 @pytest.mark.slow
+@pytest.mark.browser
 def test_a_toy_view_in_three_places_is_shown_exported_saved_and_drawn(tmp_path):
     pytest.importorskip("anywidget")
     pytest.importorskip("plotly")
     copy = tmp_path / "bertviz_lite"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "data"))
     (copy / "data").symlink_to(PACKAGE / "data", target_is_directory=True)
-    places = add_places(copy)
-    assert places <= 4
+    add_places(copy)
+    places = places_changed(PACKAGE, copy)
+    assert places == [("views/model/data.py", "toy"), ("views/model/panels.py", "toy_layout"),
+                      ("views/model/records.py", "RECORDS")], places
     run = subprocess.run([sys.executable, "-c", CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "CI": "1",
                               "OMP_WAIT_POLICY": "PASSIVE"})
     assert "TOY VIEW OK" in run.stdout, run.stderr[-3000:]
+    # the page draws the toy tab (the front-end knows no view by name): the panels Python resolves, in colour
+    fig, png = draw_toy_tab(tmp_path / "toy.html")
+    assert fig == json.loads((tmp_path / "toy.json").read_text())
+    from PIL import Image
+    assert len(Image.open(io.BytesIO(png)).convert("RGB").getcolors(maxcolors=1 << 20) or []) > 8
+    (tmp_path / "toy.png").write_bytes(png)
 
 
 def test_the_per_view_tables_are_read_from_the_records():

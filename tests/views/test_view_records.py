@@ -23,6 +23,8 @@ def test_every_registry_is_derived_from_the_records():
 def test_a_record_is_checked():
     with pytest.raises(ValueError, match="unknown controls"):
         records.ViewRecord("x", "x", None, "attention_layout", request=(), meta=(), controls=("slider",))
+    with pytest.raises(ValueError, match="unknown ahead"):
+        records.ViewRecord("x", "x", None, "attention_layout", request=(), meta=(), controls=(), ahead=("query",))
     with pytest.raises(ValueError, match="view must be one of"):
         records.record("heads")
 
@@ -32,3 +34,4 @@ def test_the_front_end_is_given_each_tabs_controls_from_the_records(small):
     tr = small.trace("The cat sat.", pair="It sat.")
     facts = data.facts(tr)
     assert facts["controls"] == {r.name: list(r.controls) for r in records.RECORDS}
+    assert facts["ahead"] == {r.name: list(r.ahead) for r in records.RECORDS if r.ahead}  # what it asks for ahead

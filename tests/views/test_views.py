@@ -14,7 +14,7 @@ from bertviz_lite import schema
 from bertviz_lite.backend import to_host
 from bertviz_lite.errors import BertVizError
 from bertviz_lite.views.wire import codec
-from bertviz_lite.views.model import data, panels
+from bertviz_lite.views.model import data, panels, records
 from bertviz_lite.views import export_html, save_png
 from bertviz_lite.schema_text import plain_formula
 from bertviz_lite.views.model.data import UnknownKeyError, block_mean
@@ -364,8 +364,8 @@ def test_export_html_small(small, tmp_path):
     info, payloads = page["state"]["info"], page["payloads"]
     assert info["tokens"] == [t for t, m in zip(tr.tokens, tr.mask) if m] and info["n"] == tr.n_real < tr.n
     assert not any("[PAD]" in lab for lab in info["labels"])
-    for view in ("attention", "model", "token", "neuron", "step", "params"):
-        assert any(k.startswith(view + "|") for k in payloads), view
+    for view in records.ONE_TRACE_VIEWS:  # each tab's data (the head view's is the attention view's)
+        assert any(k.startswith(records.record(view).source + "|") for k in payloads), view
     assert {json.loads(k.split("|", 1)[1])["key"] for k in payloads if k.startswith("step|")} == set(tr.keys())
     back = codec.from_text(payloads[codec.request_key("attention", {"layer": 1, "kind": "probs"})])
     np.testing.assert_allclose(back["arrays"]["maps"], real_map(tr, 1), atol=1 / 65534)

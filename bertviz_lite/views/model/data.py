@@ -36,7 +36,7 @@ from ...foreign import join_tokens, prettify_token, shorten
 from ...params import ParamLedger, family_ledgers, group_of, ledger_for_config, reconcile
 from ...schema_text import plain_formula
 from . import limits, records
-from .panels import HEAD_COLOURS, layouts
+from .panels import HEAD_COLOURS, PAIR_FILTERS, layouts
 from .panels import _fmt as number_text
 
 SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair alone: no font draws it, UTF-8 cannot encode it
@@ -55,7 +55,6 @@ def no_surrogates(x):
 
 VIEWS = records.VIEWS  # one record per view (records.py); the registries below are derived from them
 TITLES = {r.name: r.title for r in records.RECORDS}
-PAIR_FILTERS = ("all", "A->A", "A->B", "B->A", "B->B")
 KINDS = ("probs", "scores")
 # bertviz's own colours (d3.schemeCategory10): its head view's heads and its model view's layers, in its calls' look
 BERTVIZ_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -437,10 +436,11 @@ def token(trace, query: int) -> dict:
     check_attention(trace, "the token view")
     rows = np.stack([host(trace.real(trace.get("attn.probs", layer=layer), ("head", "query", "key")))[:, query]
                      for layer in range(trace.num_layers)])
+    # each row is drawn to its own largest weight (the layout's over_row_max: these limits' tops)
     return _base(trace, "token", query=int(query), label=token_labels(trace)[query], labels=token_labels(trace),
                  segments=[trace.segments[i] for i in real],
-                 layers=trace.num_layers, heads=trace.num_heads,
-                 scale=colour_scale(rows, "weights", per=2), arrays=dict(rows=rows.astype(np.float32)))
+                 layers=trace.num_layers, heads=trace.num_heads, scale=colour_scale(rows, "weights", per=2),
+                 arrays=dict(rows=rows.astype(np.float32)))
 
 
 def neuron(trace, layer: int) -> dict:
@@ -801,5 +801,10 @@ def facts(trace, *, model_name: str = "", trace_b=None, ledger_source: str = "")
         titles=TITLES, colours=list(HEAD_COLOURS), ledger_source=ledger_source,
         requests={v: dict(data=src, args=list(words), fixed=fixed) for v, (src, words, fixed) in REQUESTS.items()},
         controls={r.name: list(r.controls) for r in records.RECORDS},
+        ahead={r.name: list(r.ahead) for r in records.RECORDS if r.ahead},
+        # where a tab opens the first time, unless a later one is selected: a view of two traces at the first layer
+        # whose attention differs (an edit in layer 2 leaves layers 0 and 1 blank)
+        opens_at={} if trace_b is None else {r.name: dict(layer=first_differing_layer(trace, trace_b))
+                                             for r in records.RECORDS if r.second_trace},
         limits=dict(limits.FRONT_END),
         luts={name: lut(name) for name in list(SCALES.values()) + ["Reds"]})

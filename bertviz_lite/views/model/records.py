@@ -21,8 +21,12 @@ from dataclasses import dataclass, field
 
 from . import limits
 
-# the selection widgets a tab can show, in the order the front-end draws them
-CONTROLS = ("layer", "head", "heads", "all_heads", "kind", "pair_filter", "query", "key", "step_head", "thumbs")
+# the selection widgets a tab can show, in the order the front-end draws them ("query": a query token's select, the
+# pair filter's queries only where the tab has both; "token": a token's select and every token as a chip to click)
+CONTROLS = ("layer", "head", "heads", "all_heads", "kind", "pair_filter", "query", "token", "key", "step_head",
+            "thumbs")
+# the selection words whose next values the front-end asks for ahead of a click (the neighbouring layers, the next key)
+AHEAD = ("layer", "key")
 # what a view may need of a trace to be shown (`data.NEEDS` says how each is checked, and why a tab is missing)
 NEEDS = ("second_trace", "sizes", "neuron_keys")
 # what a builder may be given besides the trace and the selection (`data.view_data`)
@@ -38,7 +42,8 @@ class ViewRecord:
     view data (`builder(trace, **takes, **request)`); layout: the `panels` function that lays it out;
     data_from: the view whose data it draws (the head view draws the attention view's); request: the selection
     words its data takes; fixed: arguments its data always gets; meta: the selection words a figure records;
-    controls: its tab's selection widgets (`CONTROLS`).
+    controls: its tab's selection widgets (`CONTROLS`); ahead: the selection words whose next values the front-end
+    asks for while one is drawn (`AHEAD`).
 
     Shown: needs: what a trace must have for its tab (`NEEDS`: a second trace, the model's sizes, the
     neuron view's keys); takes: what its builder is given besides the trace (`TAKES`); second_trace: it is
@@ -71,9 +76,11 @@ class ViewRecord:
     page_args: dict = field(default_factory=dict)
     saved_long: bool = False
     figure: str | None = None
+    ahead: tuple[str, ...] = ()
 
     def __post_init__(self):
-        for what, given, allowed in (("controls", self.controls, CONTROLS), ("needs", self.needs, NEEDS),
+        for what, given, allowed in (("controls", self.controls, CONTROLS), ("ahead", self.ahead, AHEAD),
+                                     ("needs", self.needs, NEEDS),
                                      ("takes", self.takes, TAKES),
                                      ("wire", self.wire.values() if isinstance(self.wire, dict) else [self.wire],
                                       WIRES)):
@@ -98,7 +105,7 @@ class ViewRecord:
 RECORDS = (
     ViewRecord("attention", "attention", "attention", "attention_layout", request=("layer", "kind"),
                meta=("layer", "head", "kind", "pair_filter"), controls=("layer", "head", "kind", "pair_filter"),
-               maps=("maps",), page="attention_page", saved_long=True, figure="attention_heatmap"),
+               maps=("maps",), page="attention_page", saved_long=True, figure="attention_heatmap", ahead=("layer",)),
     ViewRecord("model", "model view", "model", "model_layout", request=("kind",), meta=("kind", "pair_filter"),
                controls=("kind", "pair_filter", "thumbs"),  # thumbs: maps, or bertviz's lines
                saved_long=True, figure="model_view_figure"),
@@ -106,7 +113,7 @@ RECORDS = (
                meta=("layer", "heads", "pair_filter"), controls=("layer", "heads", "all_heads", "pair_filter"),
                data_from="attention", priority=None, maps=("maps",), saved_long=True, figure="head_view_figure"),
     ViewRecord("token", "one token", "token", "token_layout", request=("query",), meta=("query",),
-               controls=("query",), priority=4, figure="token_view"),
+               controls=("token",), priority=4, figure="token_view"),
     # the neuron view prints the model's own scores and weights (16 bits; up to limits.FULL_UP_TO tokens they are
     # the attention maps, one copy in the page); q and k are drawn as colours (8 bits)
     ViewRecord("neuron", "neuron view", "neuron", "neuron_layout", request=("layer",),
@@ -115,7 +122,8 @@ RECORDS = (
                needs=("neuron_keys",), maps=("scores", "weights"), page="neuron_page", figure="neuron_view_figure"),
     ViewRecord("step", "step-through", "step", "step_layout", request=("key",), meta=("key", "head"),
                controls=("key", "step_head"), wire="u1", priority=3, needs=("sizes",), takes=("ledger",),
-               page_args=dict(max_cells=limits.STEP_CELLS, max_rows=limits.STEP_ROWS), figure="step_view"),
+               page_args=dict(max_cells=limits.STEP_CELLS, max_rows=limits.STEP_ROWS), figure="step_view",
+               ahead=("key",)),
     ViewRecord("params", "parameters", "parameters", "params_layout", request=(), meta=(), controls=(),
                needs=("sizes",), takes=("ledger",), saved_long=True, figure="param_breakdown"),
     ViewRecord("compare", "compare", "compare", "compare_layout", request=("layer",), meta=("layer", "head"),
@@ -129,6 +137,10 @@ VIEWS = tuple(BY_NAME)
 # the exported page's build order: views always in first (record order), then the budgeted ones by priority
 PAGE_ORDER = tuple(r.name for r in sorted((r for r in RECORDS if r.priority is not None), key=lambda r: r.priority))
 ONE_TRACE_VIEWS = tuple(r.name for r in RECORDS if not r.second_trace)  # what a single trace can draw (cli --view)
+# what attention maps alone can draw (bertviz's call with outputs.attentions: no q and k, no sizes, one trace)
+ATTENTION_ONLY_VIEWS = tuple(r.name for r in RECORDS if not r.needs)
+# what every exported page keeps whatever its size budget (priority 0, and the views drawn from their data)
+ALWAYS_IN_PAGE = tuple(r.name for r in RECORDS if BY_NAME[r.source].priority == 0)
 
 
 def record(name: str) -> ViewRecord:

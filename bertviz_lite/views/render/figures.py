@@ -127,7 +127,7 @@ def _lines(fig, p, row, col, dom) -> None:
 
 
 def _bars(fig, p, row, col, dom) -> None:
-    fig.add_trace(go.Bar(x=p["values"], y=p["labels"], orientation="h", marker_color=p["colour"], text=p["texts"],
+    fig.add_trace(go.Bar(x=p["values"], y=p["labels"], orientation="h", marker_color=p["colour"], text=panels.bar_texts(p),
                          textposition="outside", cliponaxis=False, name=p["name"],
                          hovertemplate="%{y}: %{x:.4g}<extra></extra>"), row=row, col=col)
     fig.update_yaxes(autorange="reversed", type="category", showticklabels=not p.get("aligned"), row=row, col=col)

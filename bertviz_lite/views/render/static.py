@@ -135,7 +135,7 @@ def _bars(mfig, ax, p) -> None:
         ax.set_yticks([])
     else:
         ax.set_yticks(ys, _words(p["labels"]), fontsize=8)
-    for y, v, t in zip(ys, vals, p["texts"]):
+    for y, v, t in zip(ys, vals, panels.bar_texts(p)):
         ax.text(v if v >= 0 else 0, y, f" {t}", va="center", fontsize=8)
     lo, hi = min(0.0, float(vals.min())), max(0.0, float(vals.max()))
     ax.set_xlim(lo - 0.05 * (hi - lo), hi + (0.45 if not p.get("aligned") else 0.35) * (hi - lo or 1))

@@ -35,9 +35,16 @@ function options(select, values, labelOf) {
   select.replaceChildren(...values.map(option));
 }
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
-const tiny = (v) => Math.abs(v) < 1e-3 && v !== 0;
-const fmt = (v, d = 3) =>
-  (Number.isFinite(v) ? (Math.abs(v) >= 1000 || tiny(v) ? v.toExponential(2) : v.toFixed(d)) : "–");
+// a number as panels._fmt prints it: 2-digit exponents at 1000 and up (and under 1e-3 with 3 or more digits), else
+// d decimals; toFixed rounds a tie away from zero, Python to the even digit (0.0625 -> 0.062)
+function fixed(v, d) {
+  const s = v.toFixed(d), exact = Math.abs(v).toFixed(d + 40);
+  if (!/^50*$/.test(exact.slice(-40)) || Number(s.at(-1)) % 2 === 0) return s;
+  return (v < 0 ? "-" : "") + exact.slice(0, -40).replace(/\.$/, "");
+}
+const fmt = (v, d = 3) => (!Number.isFinite(v) ? "–"
+  : Math.abs(v) >= 1000 || (Math.abs(v) < 1e-3 && v !== 0 && d >= 3) ? v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2")
+  : fixed(v, d));
 // a request's key (codec.request_key): the view and its arguments, keys sorted
 const canon = (view, args) => view + "|{" +
   Object.keys(args).sort().map((k) => JSON.stringify(k) + ":" + JSON.stringify(args[k])).join(",") + "}";
@@ -254,52 +261,11 @@ function drawColorbar(node, c, lut, clim, height, unit, ticks) {
 }
 
 // ---------------------------------------------------------------- the panels' resolver (panels.py's `resolve`)
-// A view's layout (made in Python, panels.py) refers to its view data; with a selection it becomes
-// concrete panels: heatmap, lines, bars, table. Nothing about a view is decided here.
+// A view's layout (made in Python, panels.py) refers to its view data; with a selection it becomes concrete
+// panels: heatmap, lines, bars, table. Its operations: ref, gather, join, prod, over_row_max, number, repeat,
+// selected; the layout's own strings get the selection's words. Nothing about a view is decided here.
 const WORDS = ["layer", "head", "query", "query_label", "pair", "key"];
-// Python's f"{v:.{d}f}": both round the exact binary value, but an exact tie (0.125 to 2 digits) goes to the
-// even digit in Python and up in toFixed; -0 keeps its sign
-function fixedPy(v, d) {
-  const a = Math.abs(v), long = a.toFixed(Math.min(100, d + 25)), cut = long.length - 25; // exact digits
-  let s = a.toFixed(d);
-  if (/^50*$/.test(long.slice(cut))) { // a tie: round the kept digits to even
-    const kept = long.slice(0, cut).replace(/\.$/, ""), last = +kept.replace(".", "").slice(-1);
-    if (last % 2 === 0) s = kept;
-  }
-  return (v < 0 || Object.is(v, -0) ? "-" : "") + s;
-}
-function fmtPy(v, d = 3) {
-  if (!Number.isFinite(v)) return "\u2013";
-  if (Math.abs(v) >= 1000 || (tiny(v) && d >= 3)) return v.toExponential(2).replace(/e([+-])(\d)$/, "e$10$2");
-  return fixedPy(v, d);
-}
-function pairIndex(pair, segs) {
-  const all = range(segs.length);
-  if (pair === "all") return [all, all];
-  const [q, k] = pair.split("->").map((s) => (s === "A" ? 0 : 1));
-  return [all.filter((i) => segs[i] === q), all.filter((i) => segs[i] === k)];
-}
-function splitsOf(idx, segs) {
-  const out = [];
-  for (let i = 1; i < idx.length; i++) if (segs[idx[i]] !== segs[idx[i - 1]]) out.push(i);
-  return out;
-}
-function neuronNumbers(vd, head, query, keys) { // data.neuron_numbers; keys: those the pair filter shows
-  const d = vd.d_k, Q = vd.arrays.q, K = vd.arrays.k, N = Q.shape[1];
-  const q = Q.slice(head * N + query, d), k = K.slice(head, N * d);
-  const prod = new Float32Array(N * d);
-  for (let j = 0; j < N; j++) for (let c = 0; c < d; c++) prod[j * d + c] = q[c] * k[j * d + c];
-  // the model's own scores and weights, as recorded: never recomputed here
-  const scores = Array.from(vd.arrays.scores.slice(head * N + query, N));
-  const weights = Array.from(vd.arrays.weights.slice(head * N + query, N));
-  const best = keys.reduce((b, j) => (weights[j] > weights[b] ? j : b), keys[0]); // the strongest key shown
-  const labels = vd.labels, dot = scores[best] / vd.scale_factor;
-  const summary = `strongest: ${labels[query]} \u2192 ${labels[best]}: q\u00b7k = ${fmtPy(dot)}, ` +
-    `\u00d7 ${vd.scale_text} = ${fmtPy(scores[best])}, softmax over the ${N} scores = ${fmtPy(weights[best])}`;
-  return { q: { values: q, R: 1, C: d }, k: { values: k, R: N, C: d }, prod: { values: prod, R: N, C: d },
-    scores, weights, summary };
-}
-// panels.expand: a repeated panel ({repeat: {layer: L, head: H}, ...}) written out per combination, "$name" filled in
+// "$name" placeholders filled in (panels._fill): a whole-string placeholder becomes the number
 function fill(spec, values) {
   if (typeof spec === "string") {
     if (spec.startsWith("$") && spec.slice(1) in values) return values[spec.slice(1)];
@@ -307,25 +273,90 @@ function fill(spec, values) {
     return spec;
   }
   if (Array.isArray(spec)) return spec.map((x) => fill(x, values));
-  if (spec && typeof spec === "object") {
-    const out = {};
-    for (const [k, v] of Object.entries(spec)) out[k] = fill(v, values);
-    return out;
-  }
+  if (spec && typeof spec === "object") return Object.fromEntries(Object.entries(spec).map(([k, v]) => [k, fill(v, values)]));
   return spec;
 }
-function expand(panels) {
-  const out = [];
-  for (const p of panels) {
-    if (!p.repeat) { out.push(p); continue; }
-    const names = Object.keys(p.repeat), body = { ...p }; delete body.repeat;
-    const walk = (i, values) => {
-      if (i === names.length) { out.push(fill(body, values)); return; }
-      for (let v = 0; v < p.repeat[names[i]]; v++) walk(i + 1, { ...values, [names[i]]: v });
-    };
-    walk(0, {});
+// a matrix: {values, R, C}; an array's slice at leading indices is one, its trailing axes as [rows, columns]
+function slice(a, at) {
+  let s = 0; for (let i = 0; i < at.length; i++) s = s * a.shape[i] + at[i];
+  const tail = a.shape.slice(at.length), len = tail.reduce((x, y) => x * y, 1), C = tail.length ? tail.at(-1) : 1;
+  return { values: a.slice(s, len), R: len / C, C };
+}
+function gather(x, rows, cols) {
+  if (Array.isArray(x)) return rows.map((i) => x[i]);
+  const r = rows || range(x.R), c = cols || range(x.C), out = new Float32Array(r.length * c.length);
+  for (let i = 0; i < r.length; i++) for (let j = 0; j < c.length; j++) out[i * c.length + j] = x.values[r[i] * x.C + c[j]];
+  return { values: out, R: r.length, C: c.length };
+}
+function prod(a, b) { // a row or a column broadcast
+  const R = Math.max(a.R, b.R), C = Math.max(a.C, b.C), out = new Float32Array(R * C);
+  const at = (m, i, j) => m.values[(m.R > 1 ? i : 0) * m.C + (m.C > 1 ? j : 0)];
+  for (let i = 0; i < R; i++) for (let j = 0; j < C; j++) out[i * C + j] = at(a, i, j) * at(b, i, j);
+  return { values: out, R, C };
+}
+function overRowMax(m) { // each row over its largest value (one not above 0: as it is)
+  const out = new Float32Array(m.values.length);
+  for (let i = 0; i < m.R; i++) {
+    let top = -Infinity;
+    for (let j = 0; j < m.C; j++) { const v = m.values[i * m.C + j]; if (Number.isFinite(v) && v > top) top = v; }
+    for (let j = 0; j < m.C; j++) out[i * m.C + j] = m.values[i * m.C + j] / (top > 0 ? top : 1);
   }
-  return out;
+  return { values: out, R: m.R, C: m.C };
+}
+function evaluate(spec, vd, data, sel, words) {
+  const ev = (s) => evaluate(s, vd, data, sel, words);
+  if (typeof spec === "string") return spec.replace(new RegExp(`\\{(${WORDS.join("|")})\\}`, "g"), (m, w) => String(words[w]));
+  if (Array.isArray(spec)) return spec.map(ev);
+  if (!spec || typeof spec !== "object") return spec;
+  if ("ref" in spec) {
+    const [head, ...rest] = spec.ref.split("."), at = spec.at.map((a) => (typeof a === "string" && a in sel ? sel[a] : ev(a)));
+    if (head === "arrays") return slice(vd.arrays[rest.join(".")], at);
+    return [...rest, ...at].reduce((v, k) => v[k], head in data ? data[head] : vd[head]);
+  }
+  if ("gather" in spec) return gather(ev(spec.gather), ev(spec.rows), ev(spec.cols));
+  if ("join" in spec) return spec.join.map((p) => String(ev(p))).join("");
+  if ("prod" in spec) return prod(...spec.prod.map(ev));
+  if ("over_row_max" in spec) return overRowMax(ev(spec.over_row_max));
+  if ("number" in spec) {
+    const x = ev(spec.number);
+    return fmt((typeof x === "number" ? x : x.values[0]) / ev(spec.over), spec.digits);
+  }
+  if ("repeat" in spec) {
+    let combos = [{}];
+    for (const [k, n] of Object.entries(spec.repeat)) {
+      combos = combos.flatMap((c) => (typeof n === "string" ? sel[n] : range(n)).map((v) => ({ ...c, [k]: v })));
+    }
+    return combos.map((c) => ev(fill(spec.each, c)));
+  }
+  if ("selected" in spec) return !!sel.outline && Object.entries(spec.selected).every(([k, v]) => sel[k] === v);
+  return Object.fromEntries(Object.entries(spec).map(([k, v]) => [k, ev(v)]));
+}
+// what a figure says around its panels (panels.FIGURE), and its value when a layout leaves it out
+const FIGURE = { title: "", formula: null, subtitle: "", notes: [], live: [], grid: [1, 1], edited: "",
+  row_titles: null, col_titles: null, links: null, summary: "", heading: "title" };
+// sel: a whole selection (panels.selection, the query within the pair filter: drawTab sees to both)
+function resolve(lay, vd, sel) {
+  const q = sel.query, words = { layer: sel.layer, head: sel.head, query: q, key: sel.key || "",
+    pair: sel.pair_filter === "all" ? "" : ` [${sel.pair_filter}]`,
+    query_label: vd.labels && vd.labels[q] !== undefined ? vd.labels[q] : String(q) };
+  const ev = (s) => evaluate(s, vd, lay.data || {}, sel, words), fig = {};
+  for (const [k, d] of Object.entries(FIGURE)) fig[k] = ev(k in lay ? lay[k] : d);
+  fig.panels = ev(lay.panels).flat().map((p) => { // as the drawing reads them: flat values, labels and cells as text
+    for (const k of ["x_labels", "y_labels", "labels"]) if (p[k]) p[k] = Array.from(p[k], String);
+    if (p.z) { Object.assign(p, { values: p.z.values, R: p.z.R, C: p.z.C, raw: p.raw ? p.raw.values : null }); delete p.z; }
+    if (p.series) for (const s of p.series) s.z = s.z.values;
+    if (p.type === "bars" && !Array.isArray(p.values)) p.values = Array.from(p.values.values);
+    if (p.type === "table") p.rows = p.rows.map((r) => r.map(String));
+    return p;
+  });
+  return fig;
+}
+
+function pairIndex(pair, segs) {
+  const all = range(segs.length);
+  if (pair === "all") return [all, all];
+  const [q, k] = pair.split("->").map((s) => (s === "A" ? 0 : 1));
+  return [all.filter((i) => segs[i] === q), all.filter((i) => segs[i] === k)];
 }
 // bertviz's include_layers / include_heads: the model view keeps those rows and columns of its grid
 function onlyShown(fig, layers, heads) {
@@ -339,128 +370,6 @@ function onlyShown(fig, layers, heads) {
     row_titles: fig.row_titles && rows.map((r) => fig.row_titles[r]),
     col_titles: fig.col_titles && cols.map((c) => fig.col_titles[c]) };
 }
-// a layout's references into its view data: {ref: "arrays.maps", at: [...]} (a slice: {values, R, C, shape}),
-// {ref: "labels"} (a value), {derive: ...} (the neuron view's numbers); `at` may name a selection ("head")
-function resolver(vd, sel) {
-  let neuron = null;
-  const idx = (a) => (typeof a === "string" ? sel[a] : a);
-  const isObject = (spec) => spec && typeof spec === "object" && !Array.isArray(spec);
-  const slice = (a, at) => {
-    const shape = a.shape, k = at.length;
-    let s = 0; for (let i = 0; i < k; i++) s = s * shape[i] + at[i];
-    const tail = shape.slice(k), len = tail.reduce((x, y) => x * y, 1), C = tail.length ? tail[tail.length - 1] : 1;
-    return { values: a.slice(s, len), R: tail.length > 1 ? len / C : 1, C, shape: tail };
-  };
-  const value = (spec) => {
-    if (isObject(spec) && "ref" in spec) {
-      const [head, ...rest] = spec.ref.split("."), at = spec.at.map(idx);
-      if (head === "arrays") return slice(vd.arrays[rest.join(".")], at);
-      let v = vd[head]; for (const r of rest) v = v[r];
-      for (const a of at) v = v[a];
-      return v; // numbers a text prints arrive formatted (data.py: limit_texts, stats)
-    }
-    if (isObject(spec) && "derive" in spec) {
-      neuron = neuron || neuronNumbers(vd, sel.head, sel.query, pairIndex(sel.pair_filter, vd.segments)[1]);
-      return neuron[spec.part];
-    }
-    return spec;
-  };
-  // a layout text: its own strings get the selection's words; referenced values (token labels, sentences) go in as
-  // they are
-  const words = { layer: sel.layer, head: sel.head, query: sel.query, key: sel.key || "",
-    pair: sel.pair_filter === "all" ? "" : ` [${sel.pair_filter}]`,
-    query_label: vd.labels && vd.labels[sel.query] !== undefined ? vd.labels[sel.query] : String(sel.query) };
-  const wordsIn = (t) => t.replace(new RegExp(`\\{(${WORDS.join("|")})\\}`, "g"), (m, w) => String(words[w]));
-  const text = (spec) => {
-    const parts = (Array.isArray(spec) ? spec : [spec]).filter((p) => p !== null && p !== undefined);
-    return parts.map((p) => (typeof p === "object" ? String(value(p)) : wordsIn(String(p)))).join("");
-  };
-  return { value, text };
-}
-// a heatmap panel: its map (the sentence-pair filter's rows and columns; each row to its own largest value for
-// the token view), labels, limits, which labels are sentence B's, the sentence boundaries, the outline
-function resolveHeatmap(out, p, vd, sel, { value, text }) {
-  const segs = vd.segments, z = value(p.z);
-  let R = z.R, C = z.C, values = z.values;
-  let ylab = value(p.y_labels), xlab = value(p.x_labels);
-  ylab = ylab ? ylab.map((s) => (Array.isArray(p.y_labels) ? text(s) : String(s))) : null;
-  xlab = xlab ? Array.from(xlab, String) : null;
-  let rows = range(R), cols = range(C);
-  if (p.pair && segs) { // true: rows queries, columns keys; "queries" / "keys": the rows only
-    const [qs, ks] = pairIndex(sel.pair_filter, segs);
-    [rows, cols] = p.pair === true ? [qs, ks] : [p.pair === "keys" ? ks : qs, cols];
-    const sub = new Float32Array(rows.length * cols.length);
-    for (let i = 0; i < rows.length; i++) {
-      for (let j = 0; j < cols.length; j++) sub[i * cols.length + j] = values[rows[i] * C + cols[j]];
-    }
-    values = sub; R = rows.length; C = cols.length;
-    if (ylab) ylab = rows.map((i) => ylab[i]);
-    if (xlab) xlab = cols.map((j) => xlab[j]);
-  }
-  let raw = null;
-  if (p.row_scale) { // each row to its own largest value (the token view's rule)
-    const lims = value(p.row_scale).flat(), norm = new Float32Array(values.length);
-    for (let i = 0; i < R; i++) {
-      const top = lims[i] && lims[i][1] > 0 ? lims[i][1] : 1;
-      for (let j = 0; j < C; j++) norm[i * C + j] = values[i * C + j] / top;
-    }
-    raw = values; values = norm;
-  }
-  Object.assign(out, { values, raw, R, C, rows, cols, clim: value(p.clim).map(Number), y_labels: ylab,
-    x_labels: xlab });
-  if (segs) { // which labels are sentence B's (drawn in the accent colour)
-    const [fullR, fullC] = p.pair ? [segs.length, segs.length] : [z.R, z.C];
-    if (xlab && p.splits && fullC === segs.length) out.x_groups = cols.map((j) => segs[j]);
-    if (ylab && (p.pair || p.row_groups) && fullR === segs.length) out.y_groups = rows.map((i) => segs[i]);
-  }
-  if (segs && p.splits) { out.col_splits = splitsOf(cols, segs); if (p.pair) out.row_splits = splitsOf(rows, segs); }
-  if (p.row_groups && segs && segs.length === R) out.row_splits = splitsOf(rows, segs);
-  if (p.mark) out.marked = !!sel.outline && Object.entries(p.mark).every(([k, v]) => Number(sel[k]) === v);
-  if (p.mark_row) out.mark_row = rows.indexOf(sel[p.mark_row]); // the selected query's row (outlined)
-}
-// a lines panel (the head view): one series per chosen head, within the sentence-pair filter
-function resolveLines(out, p, vd, sel, { value }) {
-  const maps = vd.arrays[p.z.ref.split(".").slice(1).join(".")], labels = value(p.labels), g = value(p.groups);
-  const side = maps.shape[1];
-  const [rows, cols] = p.pair ? pairIndex(sel.pair_filter, g) : [range(labels.length), range(labels.length)];
-  out.series = sel.heads.map((h) => {
-    const m = maps.slice(h), z = new Float32Array(rows.length * cols.length);
-    for (let i = 0; i < rows.length; i++) {
-      for (let j = 0; j < cols.length; j++) z[i * cols.length + j] = m[rows[i] * side + cols[j]];
-    }
-    return { head: h, colour: p.colours[h % p.colours.length], z };
-  });
-  out.min_weight = value(p.min_weight);
-  Object.assign(out, { left: rows.map((i) => labels[i]), right: cols.map((j) => labels[j]),
-    left_groups: rows.map((i) => g[i]), right_groups: cols.map((j) => g[j]), rows, cols });
-}
-function resolvePanel(p, vd, sel, r) {
-  const out = { ...p, at: p.at.length === 4 ? p.at : [...p.at, 1, 1] };
-  for (const k of ["title", "x_title", "y_title", "hover", "caption"]) if (k in p) out[k] = r.text(p[k]);
-  if (p.type === "heatmap") resolveHeatmap(out, p, vd, sel, r);
-  else if (p.type === "lines") resolveLines(out, p, vd, sel, r);
-  else if (p.type === "bars") {
-    let values = Array.from(r.value(p.values)), labels = r.value(p.labels);
-    if (p.pair && vd.segments) { // the keys the filter keeps
-      const ks = pairIndex(sel.pair_filter, vd.segments)[1];
-      values = ks.map((j) => values[j]); labels = ks.map((j) => labels[j]);
-    }
-    const texts = p.texts ?? values.map((v) => fmtPy(v, p.digits ?? 3));
-    Object.assign(out, { labels, values, texts });
-  } else if (p.type === "table") {
-    out.rows = r.value(p.rows).map((row) => row.map(String));
-  }
-  return out;
-}
-function resolve(lay, vd, sel) {
-  const r = resolver(vd, sel), { value, text } = r;
-  return { title: text(lay.title), formula: value(lay.formula), subtitle: text(lay.subtitle || ""),
-    notes: lay.notes.map(text), live: (lay.live || []).map(text), grid: lay.grid, edited: value(lay.edited) || "",
-    row_titles: lay.row_titles, col_titles: lay.col_titles, links: value(lay.links),
-    summary: lay.summary ? value(lay.summary) : "",
-    panels: expand(lay.panels).map((p) => resolvePanel(p, vd, sel, r)) };
-}
-
 // ---------------------------------------------------------------- primitives: lines, bars, table (Heatmap above)
 function Lines() {
   const l = { node: null, hover: null };
@@ -601,6 +510,8 @@ function Bars() {
 // one bar per value from 0 (labelled unless aligned with a map beside it); rows too thin for numbers: the bars
 // alone (hover shows each value)
 function drawBars(b, p, rowHeight) {
+  // the numbers: the layout's texts, else each value to its digits (as Python prints them)
+  const texts = p.texts || p.values.map((v) => fmt(v, p.digits));
   b.title.textContent = p.title || ""; b.title.style.display = p.title ? "block" : "none";
   const lo = Math.min(0, ...p.values), hi = Math.max(0, ...p.values), span = (hi - lo) || 1;
   const room = p.aligned ? 90 : 320, thin = rowHeight && rowHeight < 12;
@@ -608,11 +519,11 @@ function drawBars(b, p, rowHeight) {
   const bar = (v) => el("span", { class: "bvl-bar",
     style: `${barH}margin-left:${room * (Math.min(v, 0) - lo) / span}px;` +
     `width:${Math.max(1, room * Math.abs(v) / span)}px;background:${p.colour}` });
-  const row = (v, i) => el("div", { class: "bvl-bar-row", title: `${p.labels[i]}: ${p.texts[i]}`,
+  const row = (v, i) => el("div", { class: "bvl-bar-row", title: `${p.labels[i]}: ${texts[i]}`,
     style: rowHeight ? `height:${rowHeight}px;margin:0` : null }, [
     p.aligned ? null : el("span", { class: "bvl-bar-label", text: p.labels[i] }),
     el("span", { class: "bvl-bar-track", style: `width:${room}px;${barH}` }, [bar(v)]),
-    thin ? null : el("span", { class: "bvl-bar-value", text: p.texts[i] })]);
+    thin ? null : el("span", { class: "bvl-bar-value", text: texts[i] })]);
   b.body.replaceChildren(...p.values.map(row));
 }
 // one selection change from a row's (column's) click spec: each word one value, or one value per row
@@ -695,7 +606,7 @@ function newApp(model) {
     cache: new Map(), // request key -> decoded view data (least recently used first)
     waiting: new Map(), // request key -> {resolve, reject, promise}
     cacheBytes: 0, waitTimer: null, nextId: 1,
-    compared: false, // the compare tab has been opened (openTab)
+    opened: new Set(), // the tabs opened so far (openTab)
     allHeads: info.heads_shown || range(info.heads), // the head view's heads at the start (bertviz's: every head)
     // the model view's thumbnails: lines (bertviz's calls) or maps (bv.explore); the one open enlarged (lines)
     thumbs: { lines: info.look === "bertviz", big: null },
@@ -750,13 +661,14 @@ function setSel(app, changes) {
   for (const [k, v] of Object.entries(changes)) app.model.set(k, v);
   app.model.save_changes();
 }
-// the compare tab opens, the first time, on the first layer whose attention differs (an edit in layer
-// 2 leaves layers 0 and 1 blank), unless a later layer is already selected
+// a tab opens, the first time, where the facts say (info.opens_at: the compare view on the first layer whose
+// attention differs), unless a later one is already selected
 function openTab(app, tab) {
-  const first = app.info.compare ? app.info.compare.first_layer || 0 : 0;
-  if (tab === "compare" && !app.compared && app.model.get("layer") < first) setSel(app, { tab, layer: first });
-  else setSel(app, { tab });
-  if (tab === "compare") app.compared = true;
+  const changes = { tab };
+  const at = app.opened.has(tab) ? {} : (app.info.opens_at || {})[tab] || {};
+  for (const [word, v] of Object.entries(at)) if (app.model.get(word) < v) changes[word] = v;
+  app.opened.add(tab);
+  setSel(app, changes);
 }
 
 // ---------------------------------------------------------------- requests
@@ -898,22 +810,24 @@ function queriesOf(app, tab, s) {
   const paired = c.includes("pair_filter") && c.includes("query");
   return paired ? pairIndex(s.pair_filter, app.info.segments)[0] : range(app.n);
 }
-// the query token: a select (only the queries the tab offers); on the token tab also every token as a chip to click
+// the query token: a select of the queries the tab offers
 function queryControl(app, tab, cls) {
-  const info = app.info, tok = tokenSelect(app, tab === "token" ? "bvl-token" : cls("token"));
-  const nodes = [lab(tab === "token" ? "token " : "query token ", tok)];
-  const chips = el("div", { class: "bvl-chips" });
-  if (tab === "token" && app.n <= LIMITS.label_all_up_to) {
-    for (const i of range(app.n)) {
-      const cls = info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", onclick = () => setSel(app, { query: i });
-      chips.appendChild(el("button", { class: cls, "data-query": String(i), text: info.tokens[i], title: info.labels[i],
-        onclick }));
-    }
-    nodes.push(chips);
-  }
-  return { nodes, sync: (x) => {
+  const tok = tokenSelect(app, cls("token"));
+  return { nodes: [lab("query token ", tok)], sync: (x) => {
     const offered = new Set(queriesOf(app, tab, x));
     for (const o of tok.options) o.hidden = o.disabled = !offered.has(+o.value);
+    tok.value = String(x.query);
+  } };
+}
+// a token (the one-token view's): a select, and every token as a chip to click while they fit
+function tokenControl(app, tab, cls) {
+  const info = app.info, tok = tokenSelect(app, cls("token")), chips = el("div", { class: "bvl-chips" });
+  for (const i of app.n <= LIMITS.label_all_up_to ? range(app.n) : []) {
+    const chip = info.segments[i] ? "bvl-chip bvl-seg-b" : "bvl-chip", onclick = () => setSel(app, { query: i });
+    chips.appendChild(el("button", { class: chip, "data-query": String(i), text: info.tokens[i], title: info.labels[i],
+      onclick }));
+  }
+  return { nodes: [lab("token ", tok), ...(chips.children.length ? [chips] : [])], sync: (x) => {
     tok.value = String(x.query);
     for (const b of chips.children) b.classList.toggle("bvl-on", +b.dataset.query === x.query);
   } };
@@ -953,7 +867,8 @@ function stepHeadControl(app) {
 }
 // each tab's controls come from its view's record (records.py: info.controls[tab]), one maker per control
 const CONTROLS = { layer: layerControl, head: headControl, heads: headsControl, all_heads: allHeadsControl,
-  kind: kindControl, pair_filter: pairControl, query: queryControl, key: keyControl, thumbs: thumbsControl,
+  kind: kindControl, pair_filter: pairControl, query: queryControl, token: tokenControl, key: keyControl,
+  thumbs: thumbsControl,
   step_head: stepHeadControl };
 // what a tab shows above its controls that is not a selection: the compare tab's two runs
 function compareNote(app) {
@@ -994,7 +909,7 @@ function tabDrawing(app, tab) {
   p.notes = el("div", { class: "bvl-x-note" });
   p.grid = el("div", { class: "bvl-panels" });
   if (CLASS[tab]) app.sections[tab].classList.add(CLASS[tab]);
-  const head = tab === "step" ? [p.formula, p.subtitle, p.notes, p.links, p.edit] : [p.title, p.summary, p.notes];
+  const head = [p.title, p.formula, p.subtitle, p.summary, p.notes, p.links, p.edit]; // each shown when it has words
   app.sections[tab].append(...app.controls[tab].controls, ...head, p.grid);
   return p;
 }
@@ -1021,21 +936,25 @@ function partFor(app, p, i, panel) {
   p.parts[i] = part;
   return part;
 }
-// the tab's words: title (with its formula and edit), the step-through's formula line, summary, notes, links
+// the tab's words as its layout heads them (fig.heading): the title with its formula and edit, then the summary; or
+// the formula line, then the shape, the links and the edit (the step-through's); the notes
+const thumbGrid = (fig) => fig.panels.some((q) => q.thumb); // a grid of thumbnails (the model view's)
 function drawHeading(app, p, tab, fig) {
-  const formula = fig.formula ? formulaHtml(fig.formula) : "";
+  const formula = fig.formula ? formulaHtml(fig.formula) : "", byFormula = fig.heading === "formula";
+  const shown = (node, yes) => { node.style.display = yes ? "block" : "none"; };
   p.title.innerHTML = esc(fig.title).replace(/\n/g, "<br>") + formula +
     (fig.edited ? ` <span class='bvl-x-edited'>\u270e ${esc(fig.edited)}</span>` : "");
-  p.title.style.display = fig.title ? "block" : "none";
+  shown(p.title, fig.title && !byFormula);
   p.formula.innerHTML = `<b>${esc(fig.title.replace(/: $/, ""))}</b>: ${formula}`;
-  p.subtitle.textContent = fig.subtitle || "";
-  p.summary.textContent = fig.summary || ""; p.summary.style.display = fig.summary ? "block" : "none";
+  shown(p.formula, byFormula);
+  p.subtitle.textContent = fig.subtitle || ""; shown(p.subtitle, fig.subtitle);
+  p.summary.textContent = fig.summary || ""; shown(p.summary, fig.summary);
   // bertviz's look: its own words for its own drawing (explorer.LOOK_NOTES), where it draws it
   const look = app.info.look_notes && app.info.look_notes[tab];
-  const notes = look && (tab !== "model" || app.thumbs.lines) ? [look] : [...fig.notes, ...fig.live];
-  p.notes.textContent = notes.join("; ");
-  p.edit.textContent = fig.edited && tab === "step" ? `\u270e edited: ${fig.edited}` : "";
-  p.edit.style.display = p.edit.textContent ? "block" : "none";
+  p.notes.textContent = (look && (!thumbGrid(fig) || app.thumbs.lines) ? [look] : [...fig.notes, ...fig.live]).join("; ");
+  p.edit.textContent = fig.edited && byFormula ? `\u270e edited: ${fig.edited}` : "";
+  shown(p.edit, p.edit.textContent);
+  shown(p.links, fig.links);
   if (!fig.links) return;
   const onclick = (k) => (ev) => { ev.preventDefault(); setSel(app, { key: k }); };
   const link = (k) => el("a", { href: "#", text: k, onclick: onclick(k) });
@@ -1245,7 +1164,7 @@ function drawPanels(app, tab, fig, vd) {
   const p = app.drawings[tab], cols = fig.grid[1], titled = !!fig.row_titles;
   drawHeading(app, p, tab, fig);
   placePanels(app, p, fig, titled, cols);
-  const tiles = tab === "model" && app.thumbs.lines; // bertviz's line thumbnails: tiles that touch
+  const tiles = thumbGrid(fig) && app.thumbs.lines; // bertviz's line thumbnails: tiles that touch
   if (tiles) p.grid.style.gap = "0px";
   p.grid.classList.toggle("bvl-tiles", tiles); app.sections[tab].dataset.tiles = app.info.tiles || "";
   const full = widthOf(app);
@@ -1255,7 +1174,7 @@ function drawPanels(app, tab, fig, vd) {
   const size = { full, cols, alignedRows, thumb: Math.max(36, Math.min(90, Math.floor((full + 60) / cols) - 6)), vd,
     tile: tiles ? tileGeometry(app, fig) : null };
   const limits = fig.panels.map((panel, i) => drawPanel(app, p, fig, i, size)).filter((clim) => clim);
-  if (tab === "model") openEnlarged(app, p, fig, size);
+  if (thumbGrid(fig)) openEnlarged(app, p, fig, size);
   flowPanels(p, fig, titled, cols);
   alignBars(p, fig);
   p.grid.limits = limits;
@@ -1268,45 +1187,38 @@ function requestOf(app, tab, s) { // data.request: the view data a tab draws for
   for (const w of r.args) args[w] = s[w];
   return [r.data, args];
 }
-// what a drawing says it drew (read by the tests and listeners): the selection, and per tab its numbers
+// what a drawing says it drew (read by the tests and listeners): the selection, the first map's rows, columns and
+// values, and the values of each panel the layout names a `record` for (the neuron view's scores and weights); on
+// every canvas but a thumbnail's (those carry their own layer and head)
 function recordDrawing(app, tab, fig, p, s, ms) {
   const record = { layer: s.layer, head: s.head, query: s.query, kind: s.kind, pair: s.pair_filter, key: s.key,
-    heads: [...s.heads] };
-  const first = p.parts[0], main = first && first.canvas, panel = fig.panels[0];
-  if (tab === "attention") Object.assign(record, { rows: panel.rows, cols: panel.cols, values: panel.values, ms });
-  if (tab === "neuron") {
-    const bars = (name) => fig.panels.find((q) => q.name === name).values;
-    Object.assign(record, { scores: bars("neuron-scores"), weights: bars("neuron-weights") });
+    heads: [...s.heads], ms };
+  const panel = fig.panels[0];
+  if (panel && panel.type === "heatmap" && !panel.meta) {
+    Object.assign(record, { rows: panel.rows, cols: panel.cols, values: panel.values });
   }
-  if (main && tab !== "model") {
-    main.bvl = record;
-    Object.assign(main.dataset, { layer: s.layer, head: s.head, kind: s.kind, pair: s.pair_filter });
-  }
-  if (tab === "compare") {
-    const g = p.parts.find((q) => q.key.startsWith("heatmap:grid"));
-    if (g) g.heat.bvl = record;
-  }
+  for (const q of fig.panels) if (q.record) record[q.record] = q.values;
+  p.parts.forEach((part, i) => {
+    if (!part.canvas || fig.panels[i].meta) return;
+    part.canvas.bvl = record;
+    Object.assign(part.canvas.dataset, { layer: s.layer, head: s.head, kind: s.kind, pair: s.pair_filter });
+  });
   const section = app.sections[tab];
   p.grid.bvl = record; section.bvl = record; section.limits = p.grid.limits;
   section.fig = fig; // what was drawn (read by the tests: the same panels as panels.resolve in Python)
   app.root.dispatchEvent(new CustomEvent("bvl-drawn", { bubbles: true, detail: { view: tab, ...record } }));
 }
-// what is likely next: the neighbouring layers, the next step
+// what is likely next (the words its record names ahead): the neighbouring layers, the next step
 function askAhead(app, tab, s) {
   const ask = (sel) => request(app, ...requestOf(app, tab, sel)).catch(() => {});
-  const keys = app.info.keys, i = keys.indexOf(s.key);
-  if (tab === "attention") {
+  const ahead = (app.info.ahead || {})[tab] || [], keys = app.info.keys, i = keys.indexOf(s.key);
+  if (ahead.includes("layer")) {
     for (const l of [s.layer + 1, s.layer - 1]) if (l >= 0 && l < app.info.layers) ask({ ...s, layer: l });
   }
-  if (tab === "step" && i + 1 < keys.length) ask({ ...s, key: keys[i + 1] });
+  if (ahead.includes("key") && i + 1 < keys.length) ask({ ...s, key: keys[i + 1] });
 }
 function drawTab(app, tab) {
-  const s = selectionOf(app), info = app.info;
-  if (tab === "neuron" && !info.neuron) {
-    app.drawings.neuron.notes.textContent = "this trace did not record attn.q, attn.k, attn.scores and attn.probs " +
-      "for every layer (trace with keep=None)";
-    return;
-  }
+  const s = selectionOf(app), info = app.info; // a tab is offered only where its record's needs are met
   // a pair filter that leaves out the selected query picks its first query (panels.pair_query): A -> B, a query in B
   const offered = queriesOf(app, tab, s);
   if (offered.length && !offered.includes(s.query)) { setSel(app, { query: offered[0] }); return; }
@@ -1319,7 +1231,8 @@ function drawTab(app, tab) {
     return;
   }
   const t0 = performance.now(), resolved = resolve(vd.layouts[tab], vd, s);
-  const fig = tab === "model" ? onlyShown(resolved, info.layers_shown, info.heads_shown) : resolved;
+  // bertviz's include_layers / include_heads keep panels of a layers x heads grid (those with a layer and head: meta)
+  const fig = resolved.panels.some((q) => q.meta) ? onlyShown(resolved, info.layers_shown, info.heads_shown) : resolved;
   const p = drawPanels(app, tab, fig, vd);
   recordDrawing(app, tab, fig, p, s, performance.now() - t0);
   showError(app, "");
@@ -1409,4 +1322,4 @@ function renderPage(node, data) {
 }
 
 export default { render };
-export { render, renderPage };
+export { render, renderPage, resolve, decode }; // resolve, decode: the layout conformance test
