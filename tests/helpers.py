@@ -172,6 +172,18 @@ def real_map(tr, layer, head=None, *, name="attn.probs", rows=None, cols=None) -
     return a if head is None else a[head]
 
 
+def cli_run(capsys, argv) -> tuple[int, str, str]:
+    """The bertviz-lite command run in this process: its exit status, stdout and stderr (argparse's own refusals,
+    a SystemExit, give their status too)."""
+    from bertviz_lite.cli import main
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def write_folder(folder: Path, model, *, config: dict | None = None, state: dict | None = None) -> Path:
     """A BertModel-layout folder of `model` (float32 safetensors, config.json, vocab.txt)."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""The course checker's own call errors are errors, not "not yet" verdicts for the student (L6)."""
+"""The course checker's own call errors are errors, not "not yet" verdicts for the student."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_a_check_called_with_the_wrong_context_raises(monkeypatch, capsys):
 
 
 def test_a_context_value_the_lesson_did_not_set_raises(monkeypatch, capsys):
-    # L6 leftover (issue 40): tr=None reached the checker, and its AttributeError was told to the
+    # tr=None once reached the checker, and its AttributeError was told to the
     # student as "not yet" with a hint
     class Holder:
         def get(self):

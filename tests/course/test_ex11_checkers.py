@@ -1,4 +1,4 @@
-"""Lesson 11's checkers on answers their declared mistakes do not cover (issue 48 item 5): a frozen key returned,
+"""Lesson 11's checkers on answers their declared mistakes do not cover: a frozen key returned,
 two mistakes at once, an input changed in place, and a right answer's message showing the student's own lines."""
 import sys
 from pathlib import Path

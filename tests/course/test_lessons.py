@@ -135,7 +135,7 @@ def test_type_slips_are_named():
 
 
 def test_complex_answers_and_numpy_bools():
-    """issue 22: a complex answer with the right real part must not pass; np.True_ is a bool."""
+    """A complex answer with the right real part must not pass; np.True_ is a bool."""
     assert not checks.close(2.0 + 1j, 2.0)[0]
     assert not checks.close(np.ones(3) + 0j, np.ones(3))[0]  # even a zero imaginary part: not a real array
     assert not checks.equals(6 + 0j, 6)[0] and not checks.equals(np.complex128(6), 6)[0]
@@ -146,7 +146,7 @@ def test_complex_answers_and_numpy_bools():
 
 
 def test_big_answers_are_not_echoed_nor_kept(monkeypatch, capsys):
-    """issue 22: a 10 MB answer is never echoed into the cell; only the last call of an exercise is kept."""
+    """A 10 MB answer is never echoed into the cell; only the last call of an exercise is kept."""
     @checks.exercise("98.4", hint="a short word")
     def _(answer):
         return checks.equals(answer, "yes")
@@ -191,7 +191,7 @@ def test_formula_rejects_typed_numbers():
 
 
 def test_sequences_are_alike_in_any_container():
-    """issue 33 item 3: where only the order counts, a list, a tuple and an array are the same answer, 6.0 is 6."""
+    """Where only the order counts, a list, a tuple and an array are the same answer, 6.0 is 6."""
     for answer in ([1, 2, 3], (1, 2, 3), np.array([1, 2, 3]), [1.0, 2.0, 3.0], np.array([1, 2, 3], dtype=np.int32)):
         assert checks.sequence(answer, (1, 2, 3))[0], answer
     assert not checks.sequence([1, 3, 2], [1, 2, 3])[0] and not checks.sequence([1, 2], [1, 2, 3])[0]
@@ -202,7 +202,7 @@ def test_sequences_are_alike_in_any_container():
 
 
 def test_declared_mistakes_are_named(monkeypatch, capsys):
-    """issue 33 item 1: an answer that makes a declared mistake gets that mistake's sentence, not "N values differ"."""
+    """An answer that makes a declared mistake gets that mistake's sentence, not "N values differ"."""
     @checks.exercise("98.6", hint=("the idea", "which axis?"),
                      mistakes=lambda x: {"you halved it": x / 2, "you took the text": "two",
                                          "you used a tuple": (1, 2)})
@@ -222,7 +222,7 @@ def test_declared_mistakes_are_named(monkeypatch, capsys):
 
 
 def test_a_mistake_that_is_the_answer_here_is_left_out():
-    """issue 37 item 0: a named mistake whose value is the right answer in the exercise's context (exercise 18.1's
+    """A named mistake whose value is the right answer in the exercise's context (exercise 18.1's
     signed maximum when the largest difference happens to be positive; 02.1's segment 0 on a one-segment sentence)
     is not a mistake there: it is left out, as is a second mistake with the same value, and never counted."""
     @checks.exercise("98.7", hint=("the idea", "which sign?"),
@@ -243,7 +243,7 @@ def test_a_mistake_that_is_the_answer_here_is_left_out():
 
 
 def test_every_write_exercise_declares_its_mistakes():
-    """issue 33 item 1: every write exercise (not a prediction, not open-ended) declares the mistakes it names;
+    """Every write exercise (not a prediction, not open-ended) declares the mistakes it names;
     the replay in test_lesson_runs_with_solutions holds each sentence to its answer and counts at least three."""
     for lesson in LESSONS:
         for ex in lesson_exercises(lesson):
@@ -284,7 +284,7 @@ def blanked_lines(hint: str, lines: list[str], least: int = 8) -> list[str]:
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
 def test_second_hint_asks(lesson):
-    """issue 33 item 2, issue 37 item 2 (STYLE.md habit 24): hint 2 asks a question or names a step; it is never a
+    """Hint 2 asks a question or names a step (STYLE.md habit 24); it is never a
     solution line with one piece blanked (`tanh(row W + ___)`), nor a recipe that leaves nothing to the student.
     So it holds a question mark, no blank inside code, and no blank that a solution line fills."""
     lines = solution_lines(lesson)
@@ -398,7 +398,7 @@ def lesson_exercises(lesson: Path) -> list:
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
 def test_hints_do_not_give_the_solution_line(lesson):
-    """issue 18 section 2: a hint names the idea, then a partial step; the full line lives only in solutions/."""
+    """A hint names the idea, then a partial step; the full line lives only in solutions/."""
     lines = solution_lines(lesson)
     found = [(ex.id, line) for ex in lesson_exercises(lesson) for hint in ex.hints for line in lines
              if line in re.sub(r"\s+", "", hint)]
@@ -466,7 +466,7 @@ HEADS_AS_A = re.compile(r"\bL, ?A\b|\bA ?= ?[\w.]*num_heads\b|\bA=\d+|\bA, n, n\
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
 def test_no_A_for_the_number_of_heads(lesson):
-    """issue 18 section 5: no code, prose, repr or output of a lesson writes A for the number of heads."""
+    """No code, prose, repr or output of a lesson writes A for the number of heads."""
     nb = nbformat.read(lesson, as_version=4)
     texts = [c.source for c in nb.cells]
     texts += ["".join(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
@@ -479,7 +479,7 @@ def test_no_A_for_the_number_of_heads(lesson):
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=ids(LESSONS))
 def test_symbol_table_as_markdown(lesson):
-    """issue 18 section 5, issue 33 item 4: lesson 00 carries the course's symbol table as markdown (GitHub shows
+    """Lesson 00 carries the course's symbol table as markdown (GitHub shows
     it), today's (course.pictures.symbol_table(), from schema.SYMBOLS); every other lesson links to it instead of repeating
     its rows, and every lesson names n_h for the number of heads."""
     nb = nbformat.read(lesson, as_version=4)
@@ -495,7 +495,7 @@ def test_symbol_table_as_markdown(lesson):
 
 
 def test_flow_picture_is_drawn_from_the_steps():
-    """issue 33 item 4: lesson 00's data-flow picture has a box for every step of schema.STEPS a BERT runs, and
+    """Lesson 00's data-flow picture has a box for every step of schema.STEPS a BERT runs, and
     every lesson's "Where this lesson is" picture is a strip of it."""
     from bertviz_lite import BertConfig, schema
 
@@ -518,7 +518,7 @@ BERT_BASE_STRIPS = {"09", "17"}  # lessons that run BERT-base's shapes (09 count
 
 
 def test_strips_are_drawn_at_the_lessons_model():
-    """issue 37 item 4: a lesson's strip is drawn from the config of the model it runs (MiniLM: 6 layers, d_k = 32),
+    """A lesson's strip is drawn from the config of the model it runs (MiniLM: 6 layers, d_k = 32),
     not BertConfig(); a strip shows no label cut by its edge (every text lies inside the picture) and the labels on
     arrows sit on a white box, so no line runs through them."""
     for lesson in LESSONS[1:]:
@@ -548,7 +548,7 @@ def test_strips_are_drawn_at_the_lessons_model():
 
 
 def test_vectors_picture_draws_rows_heads_and_the_concatenation():
-    """issue 37 item 6: per-token vectors as coloured rows from trace keys, the split into heads and the
+    """Per-token vectors as coloured rows from trace keys, the split into heads and the
     concatenation; a key drawn the wrong way is refused by name."""
     import bertviz_lite as bv
 
@@ -571,7 +571,7 @@ def test_vectors_picture_draws_rows_heads_and_the_concatenation():
 
 
 def test_lessons_show_their_figures_through_the_course():
-    """issue 41 item 6: no lesson saves a figure itself (its own png(mfig), a savefig into a BytesIO for a Try-it's
+    """No lesson saves a figure itself (its own png(mfig), a savefig into a BytesIO for a Try-it's
     widgets.Image): course.pictures.picture shows a Figure and png_bytes gives its PNG, both saved tight."""
     own = [lesson.name for lesson in LESSONS
            if any(re.search(r"def png\(|\.savefig\(", c.source) for c in nbformat.read(lesson, as_version=4).cells)]
@@ -649,7 +649,7 @@ def test_lesson_runs_with_solutions(lesson, threads, monkeypatch):
     """Every lesson with its solutions, under strict checking, then every check replayed with wrong answers and
     with each mistake it names. Twice: with 2 BLAS threads and with 1, since float noise (the sign of a 1e-6
     difference, which of two near-equal entries is largest) changes with the thread count and the BLAS build,
-    and a named mistake that equals the answer on one machine is accepted there (issue 37 item 0)."""
+    and a named mistake that equals the answer on one machine is accepted there."""
     from nbclient import NotebookClient
 
     nb = nbformat.read(lesson, as_version=4)

@@ -1,5 +1,5 @@
 """The memory budget's estimate against the real peak (tracemalloc sees numpy's allocations), for the
-masked-LM logits and float16 traces it used to under-count 1.4-2.2x (N15)."""
+masked-LM logits and float16 traces it used to under-count 1.4-2.2x."""
 
 from __future__ import annotations
 

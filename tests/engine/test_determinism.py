@@ -1,5 +1,5 @@
-"""What is bit-stable, as docs/benchmarks.md ("What is bit-stable") and head_stats' docstring promise (N9), and a
-worker lost while the model is sent to the cluster (N16)."""
+"""What is bit-stable, as docs/benchmarks.md ("What is bit-stable") and head_stats' docstring promise, and a
+worker lost while the model is sent to the cluster."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ class FlakyClient:
 
 
 def test_a_worker_lost_while_the_model_is_sent_is_survived():
-    # N16: a worker killed while the model was scattered failed the whole run
+    # a worker killed while the model was scattered once failed the whole run
     client = FlakyClient(failures=1)
     assert corpus._scatter_model(client, "model") == ("remote", "model")
     assert client.scatters == 2 and client.waits == 1

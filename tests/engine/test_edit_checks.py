@@ -1,4 +1,4 @@
-"""Edits that write into their input behind the read-only view's back (N8)."""
+"""Edits that write into their input behind the read-only view's back are caught."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def write_through_base(a):
 
 @pytest.mark.parametrize("edit", [unlock_and_write_inf, write_through_base])
 def test_an_edit_that_writes_inf_in_place_fails_naming_the_key(model, edit):
-    # N8: the finite check compared y with x, the same memory, so 81 keys filled with NaN and no error
+    # the finite check once compared y with x, the same memory, so 81 keys filled with NaN and no error
     with pytest.raises(EditError, match="layer.0.ffn.up"):
         model.trace("the cat sat on the mat", edits={"layer.0.ffn.up": edit})
 

@@ -1,4 +1,4 @@
-"""fill_mask on a vocabulary without a mask token (N14)."""
+"""fill_mask on a vocabulary without a mask token, and with more predictions than the memory budget holds."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ def model_with_vocab(vocab):
 
 
 def test_no_mask_token_in_the_vocabulary_says_so():
-    # N14: the message said "no [MASK] token in the text; write [MASK]" while the text had one, and the
+    # the message once said "no [MASK] token in the text; write [MASK]" while the text had one, and the
     # typed [MASK] had become [UNK]s
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat"]
     m = model_with_vocab(vocab)
     with pytest.raises(ValueError, match=r"\[MASK\], a special token this vocabulary does not have"):
-        m.tokenize("the [MASK] sat")  # issue 40's N14 leftover: no longer [UNK] [UNK] [UNK] without a word
+        m.tokenize("the [MASK] sat")  # a word, not [UNK] [UNK] [UNK] in silence
     with pytest.raises(BertVizError, match="no mask token"):
         m.fill_mask("the [MASK] sat")
 
@@ -38,7 +38,7 @@ def test_a_vocabulary_with_the_mask_token_still_predicts():
 
 
 def test_many_masks_times_a_large_top_k_is_refused_with_an_estimate():
-    # N25: 500 masks x top_k = 30,522 was accepted and built 15 million predictions (2.9 GB)
+    # 500 masks x top_k = 30,522 was once accepted and built 15 million predictions (2.9 GB)
     m = bv.load("random", config=SMALL, mlm=True)
     with pytest.raises(TraceTooLargeError, match="over the budget of 0 MiB"):
         m.fill_mask("the [MASK] sat", top_k=5, max_bytes=100)

@@ -1,4 +1,5 @@
-"""Trace.from_attentions refuses what it cannot hold, at the call (issue 40, N24 and N27)."""
+"""Trace.from_attentions refuses what it cannot hold, at the call: a trace over the
+memory budget, tokens that are all padding; and it reads the GPU stand-in's arrays."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def uniform(layers: int, heads: int, n: int) -> list:
 
 @pytest.mark.parametrize("layers, heads, n", [(1, 1, 30_000), (12, 12, 100_000), (10_000, 1, 512)])
 def test_attention_over_the_budget_is_refused_before_it_is_copied(layers, heads, n):
-    # N24: 30,000 tokens made a 3.4 GB trace (4.3 GB peak), 100,000 tried 37.3 GiB, 10,000 layers x 512
+    # 30,000 tokens once made a 3.4 GB trace (4.3 GB peak), 100,000 tried 37.3 GiB, 10,000 layers x 512
     # tokens reached 6 GB and a raw MemoryError
     with pytest.raises(bv.TraceTooLargeError) as err:
         bv.Trace.from_attentions(uniform(layers, heads, n), [f"t{i}" for i in range(n)])
@@ -45,7 +46,7 @@ def test_max_bytes_is_checked(max_bytes, error):
 
 @pytest.mark.parametrize("pad", ["[PAD]", "<pad>"])
 def test_all_padding_tokens_are_refused_at_the_call(pad):
-    # N27: accepted, then every view failed with a cast error
+    # once accepted, then every view failed with a cast error
     with pytest.raises(ValueError, match="no real token"):
         bv.Trace.from_attentions(uniform(1, 2, 6), [pad] * 6)
     assert bv.Trace.from_attentions(uniform(1, 2, 6), ["[CLS]"] + [pad] * 5).n_real == 1
@@ -53,7 +54,7 @@ def test_all_padding_tokens_are_refused_at_the_call(pad):
 
 @pytest.mark.parametrize("stacked", [False, True])
 def test_the_gpu_standins_arrays_are_taken_as_cupys_are(stacked):
-    # N48: the stand-in's arrays were refused ("could not read a array_api_strict ... Array"), though CuPy's,
+    # the stand-in's arrays were once refused ("could not read a array_api_strict ... Array"), though CuPy's,
     # which it stands in for, are read
     pytest.importorskip("array_api_strict")
     from bertviz_lite import backend

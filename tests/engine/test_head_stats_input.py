@@ -1,4 +1,4 @@
-"""head_stats' input: blank lines are skipped and counted.
+"""head_stats' input: blank lines are skipped and counted; a first argument that is not a loaded model is named.
 """
 
 from __future__ import annotations
@@ -20,3 +20,10 @@ def test_blank_lines_are_skipped_and_counted(small):
     assert "3 skipped (blank or too long)" in repr(r)
     with pytest.raises(bv.BertVizError, match="blank"):
         corpus.head_stats(small, ["", " "], progress=False)
+
+
+@pytest.mark.parametrize("model", [None, "minilm", 3])
+def test_head_stats_without_a_model_says_so(model):
+    # head_stats(None, ...) was a raw AttributeError ('NoneType' object has no attribute 'tokenize')
+    with pytest.raises(TypeError, match="head_stats takes a loaded model first"):
+        corpus.head_stats(model, ["The cat sat."], progress=False)

@@ -218,8 +218,8 @@ def test_head_is_skipped_when_logits_are_not_recorded(minilm):
 
 
 # ------------------------------------------------------------------------------------------
-# issue 38: whole-word masking and the masking rates; a position chosen twice; an all-padding sentence;
-# a diverged model's ranks. issue 40, N31: the mlm functions called by hand check their arguments
+# whole-word masking and the masking rates; a position chosen twice; an all-padding sentence;
+# a diverged model's ranks; the mlm functions called by hand check their arguments
 # ------------------------------------------------------------------------------------------
 
 
@@ -292,7 +292,7 @@ def test_a_diverged_model_ranks_last_not_first():
     assert 0 <= ranks[0] < c.vocab_size and np.isfinite(losses).all()
 
 
-def n31_calls():
+def bad_calls():
     c, params, frozen = tiny()
     Z, mask = np.ones((1, 3, 8)), np.ones((1, 3), dtype=np.int64)
     good = mlm.Batch(Z, mask, np.array([1]), np.array([5]), 0)
@@ -326,14 +326,14 @@ def n31_calls():
     }
 
 
-N31 = ("zero-length batch", "target -1", "target V", "cross_entropy target -1", "cross_entropy zero rows",
+BAD_CALLS = ("zero-length batch", "target -1", "target V", "cross_entropy target -1", "cross_entropy zero rows",
        "row outside the batch", "shared_layers with gelu", "untied decoder", "train(steps=-1)", "train(steps=0)",
        "train(epochs=0)", "peak_lr=nan", "peak_lr per key inf", "peak_lr=0", "warmup=1", "no batches")
 
 
-@pytest.mark.parametrize("name", N31)
+@pytest.mark.parametrize("name", BAD_CALLS)
 def test_mlm_functions_called_by_hand_check_their_arguments(name):
-    call, message = n31_calls()[name]
+    call, message = bad_calls()[name]
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
         call()
 

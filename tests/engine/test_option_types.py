@@ -1,4 +1,5 @@
-"""Options of the wrong type are refused by name (L12), and variant / trace_ids inputs that do not fit (L15)."""
+"""Options of the wrong type are refused by name, and so are variant / trace_ids inputs that do
+not fit."""
 
 from __future__ import annotations
 

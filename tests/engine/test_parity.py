@@ -225,7 +225,7 @@ def test_checkpoint_folder_holds_what_transformers_saves(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# checkpoints as transformers saves them: bfloat16, float16, an untied decoder (issue 15)
+# checkpoints as transformers saves them: bfloat16, float16, an untied decoder
 # ---------------------------------------------------------------------------------------------
 
 STORED = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
@@ -263,7 +263,7 @@ def test_checkpoint_mlm_logits_and_top5_match_transformers(name, checkpoint_dir)
 
 def test_untied_decoder_matters_for_the_reference():
     """Guard: with the tied W_T the untied fixture's logits would be far off, so parity above
-    really checks that the decoder is used (the bug of issue 15 gave differences of ~14)."""
+    really checks that the decoder is used (a loader that tied it anyway gave differences of ~14)."""
     fx = H.read_fixture(FIXTURES["tiny_untied_maskedlm"])
     model = H.build_model(fx.meta)
     tr = model.trace_ids(fx.ids, fx.segments, fx.mask)

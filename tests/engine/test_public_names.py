@@ -1,4 +1,4 @@
-"""dir(bv) and __all__ show what a user calls (issue 39 item 11): the functions, classes and errors, the
+"""dir(bv) and __all__ show what a user calls: the functions, classes and errors, the
 views' entry points (loaded on first use) and the modules a user reaches into; not the package's insides."""
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def test_bad_ids_and_dtype_are_refused(small):
 
 @pytest.mark.float16
 def test_float16_overflow_is_warned_at_trace_time_naming_the_key():
-    # N45: values above 65,504 were stored as +-inf without a word, and the views then blamed "an edit or a
+    # values above 65,504 were once stored as +-inf without a word, and the views then blamed "an edit or a
     # checkpoint"; the forward itself runs in float32, so only what is stored overflows
     model = bv.load("random", config={"hidden_size": 32, "num_layers": 1, "num_heads": 2, "ffn_size": 64},
                     backend="numpy")

@@ -1,5 +1,5 @@
 """config.json values checked before anything is built: label counts, pad_token_id, architectures,
-absurd sizes (issue 31 item 3, N5, N6). Each is one CheckpointError naming config.json, before any work."""
+absurd sizes, eps, activation names, decoder flags. Each is one CheckpointError naming config.json, before any work."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_id2label_is_checked(tmp_path, id2label, match):
 @pytest.mark.parametrize("pad", [10**9, -1, "x", 2.0, [0]])
 @pytest.mark.parametrize("case", ["bert_seqcls", "roberta_seqcls"])
 def test_pad_token_id_is_a_token_id(tmp_path, case, pad):
-    # N5: 10**9, -1 and 'x' loaded, then trace_batch / head_stats failed with IndexError; RoBERTa with -3
+    # 10**9, -1 and 'x' once loaded, then trace_batch / head_stats failed with IndexError; RoBERTa with -3
     # failed every trace
     refused(folder_with(tmp_path, case, pad_token_id=pad), "pad_token_id")
 
@@ -73,7 +73,7 @@ def test_architectures_must_be_a_list_of_names(tmp_path, archs):
 
 @pytest.mark.parametrize("field", ["hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size"])
 def test_an_astronomic_size_is_named_not_an_overflow(tmp_path, field):
-    # N6: hidden_size 10**400 gave OverflowError
+    # hidden_size 10**400 once gave OverflowError
     message = refused(folder_with(tmp_path, "bert_seqcls", **{field: 10**400}), "larger than any model")
     assert len(message) < 600  # the 400 digits are not printed
 
@@ -107,7 +107,7 @@ def test_id2label_that_is_not_an_object_is_named(id2label):
 
 @pytest.mark.parametrize("eps", [float("inf"), 1e300, float("nan"), 0, -1e-12, 2.0, True, "1e-12"])
 def test_layer_norm_eps_must_be_finite_and_sane(tmp_path, eps):
-    # N29: Infinity or 1e300 loaded, and every LayerNorm gave beta (the trace off by 3.2, no warning)
+    # Infinity or 1e300 once loaded, and every LayerNorm gave beta (the trace off by 3.2, no warning)
     folder = folder_with(tmp_path, "bert_seqcls", layer_norm_eps=eps)
     if isinstance(eps, float) and eps != eps:
         text = (folder / "config.json").read_text()  # json.dumps writes NaN, as json.load reads it
@@ -124,7 +124,7 @@ def test_usual_layer_norm_eps_load(eps):
 @pytest.mark.parametrize("case, key", [("bert_seqcls", "hidden_act"), ("bert_seqcls", "model_type"),
                                        ("distilbert_seqcls", "activation")])
 def test_a_list_valued_name_names_the_key_and_the_type(tmp_path, case, key):
-    # N29: a CheckpointError whose reason was "unhashable type: 'list'"
+    # once a CheckpointError whose reason was "unhashable type: 'list'"
     message = refused(folder_with(tmp_path, case, **{key: ["gelu"]}), f"{key} must be a string.*got list")
     assert "unhashable" not in message
 
@@ -139,7 +139,7 @@ def test_a_config_built_by_hand_names_a_list_too():
 @pytest.mark.parametrize("field", ["is_decoder", "add_cross_attention"])
 @pytest.mark.parametrize("case", ["bert_seqcls", "roberta_mlm", "electra_discriminator"])
 def test_a_decoder_config_is_refused_not_traced_as_an_encoder(tmp_path, case, field):
-    # N36: is_decoder loaded with no word and attended both ways, where transformers masks causally (the maps
+    # is_decoder once loaded with no word and attended both ways, where transformers masks causally (the maps
     # differed by up to 0.88); add_cross_attention adds layers the engine does not compute
     message = refused(folder_with(tmp_path, case, **{field: True}), field)
     assert "encoder" in message

@@ -240,8 +240,30 @@ def test_bad_sources_are_explained(tmp_path):
         bv.load("minilm", config={"num_layers": 2})
 
 
+@pytest.mark.parametrize("name", ["bert-base-cased", "bert-large-uncased", "distilbert-base-uncased"])
+def test_a_real_hub_name_that_resembles_a_known_one_is_looked_up(monkeypatch, name):
+    # a name close to 'bert-base-uncased' may be a real Hub id: the cache and the Hub are asked first
+    asked = []
+
+    def hub(repo, *a, **k):
+        asked.append(repo)
+        raise bv.WeightsNotFoundError("stand-in: not reachable")
+    monkeypatch.setattr(loading, "hub_folder", hub)
+    with pytest.raises(bv.WeightsNotFoundError):
+        bv.load(name)
+    assert asked == [name]
+
+
+@pytest.mark.parametrize("name", ["\x00", "x" * 5000, "x" * 300, "nobody/" + "x" * 300])
+def test_impossible_model_names_are_one_clear_error(name):
+    # these were a raw OSError (File name too long), and HFValidationError for '\x00' and 'nobody/' + 'x' * 300
+    with pytest.raises(bv.WeightsNotFoundError) as err:
+        bv.load(name)
+    assert len(str(err.value)) < 600
+
+
 def test_a_huge_minilm_mlm_file_is_refused_before_it_is_read(tmp_path, monkeypatch, minilm):
-    # issue 49, N26: a 4 GiB (sparse) minilm-mlm file was read whole before any size check
+    # a 4 GiB (sparse) minilm-mlm file was once read whole before any size check
     from bertviz_lite.errors import CheckpointError
     path = tmp_path / loading.MINILM_MLM_FILE
     with open(path, "wb") as f:

@@ -311,7 +311,7 @@ def test_unicode_categories_drive_cleaning(mine):
 
 
 def test_a_typed_special_token_the_vocabulary_lacks_is_refused():
-    # N14 (leftover): with no [MASK] in vocab.txt, a typed [MASK] silently became [UNK] [UNK] [UNK]
+    # with no [MASK] in vocab.txt, a typed [MASK] silently became [UNK] [UNK] [UNK]
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "[", "]", "mask"]
     tok = WordPieceTokenizer(vocab)
     assert tok.encode("the cat sat").tokens == ["[CLS]", "the", "cat", "sat", "[SEP]"]

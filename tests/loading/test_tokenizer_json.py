@@ -1,6 +1,6 @@
 """tokenizer.json files run by the `tokenizers` library (RoBERTa's BPE, ALBERT's Unigram) are checked at
 load: anything the library raises, its Rust panics included, is one CheckpointError naming the file and
-never quoting it (issue 31 item 1)."""
+never quoting it."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_the_error_never_shows_a_linked_files_content(tmp_path):
 
 @pytest.mark.parametrize("pad", [10**9, -1, "x", 1.5])
 def test_pad_token_id_outside_the_vocabulary_is_refused_at_load(tmp_path, pad):
-    # N5: it loaded, then trace_batch and head_stats failed with IndexError (RoBERTa with -3: every trace)
+    # such a file once loaded, then trace_batch and head_stats failed with IndexError (RoBERTa with -3: every trace)
     folder = folder_with(tmp_path, lambda t: None)
     cfg = json.loads((folder / "config.json").read_text())
     cfg["pad_token_id"] = pad
@@ -103,7 +103,7 @@ PANICS = {
 @pytest.mark.slow  # a fresh interpreter
 @pytest.mark.parametrize("when", sorted(PANICS))
 def test_a_caught_panic_prints_no_panic_text_in_the_cli(tmp_path, when):
-    # N32: the panic was caught, yet Rust's panic hook wrote ~60 lines (panic text, "stack backtrace") to fd 2
+    # a caught panic still had Rust's panic hook wrote ~60 lines (panic text, "stack backtrace") to fd 2
     import os
     import subprocess
     import sys
@@ -131,7 +131,7 @@ BERT_CASED = Path(__file__).parents[1] / "fixtures" / "checkpoints" / "family" /
 
 @pytest.mark.parametrize("bad_id", [10**12, 138, -1, "7", 2.0, None])
 def test_a_wordpiece_vocab_id_outside_the_vocabulary_is_refused_before_building(tmp_path, bad_id):
-    # N33: an id of 10**12 gave a raw MemoryError (a list of 10**12 entries was built first)
+    # an id of 10**12 once gave a raw MemoryError (a list of 10**12 entries was built first)
     folder = tmp_path / "m"
     shutil.copytree(BERT_CASED, folder)
     tok = json.loads((folder / "tokenizer.json").read_text())
@@ -157,7 +157,7 @@ def test_tokenizing_works_with_no_stderr_to_hold(tmp_path, monkeypatch):
 @pytest.mark.parametrize("value, match", [(-1, "-1"), ("100", "str '100'"), (10**9, "1000000000"), (0, "int 0"),
                                           (True, "bool"), (100.0, "float")])
 def test_max_input_chars_per_word_is_checked_at_load(tmp_path, value, match):
-    # N37: 10**9 made greedy longest-match take minutes on one long word (truncate= did not help), -1 made every
+    # 10**9 once made greedy longest-match take minutes on one long word (truncate= did not help), -1 made every
     # word [UNK] silently, "100" gave a raw TypeError at the first trace
     folder = tmp_path / "m"
     shutil.copytree(BERT_CASED, folder)
@@ -186,7 +186,7 @@ def _roberta_with_file(tmp_path, write) -> Path:
 
 
 UNREADABLE = {
-    # N49: each was reported as "this folder's tokenizer.json names another model"
+    # each was once reported as "this folder's tokenizer.json names another model"
     "truncated": (lambda p: p.write_bytes((ROBERTA / "tokenizer.json").read_bytes()[:5000]),
                   "is not complete JSON.*cut short"),
     "not UTF-8": (lambda p: p.write_bytes(b'{"model": {"type": "BPE", "vocab": {"\xff\xfe": 0}}}'),
@@ -205,7 +205,7 @@ def test_an_unreadable_tokenizer_json_is_named_for_what_it_is(tmp_path, what):
 
 
 def test_a_huge_tokenizer_json_is_refused_before_it_is_read(tmp_path):
-    # N49: 600 MB was a raw MemoryError; 123 MiB took 17 s and 2.2 GB before its vocabulary was refused
+    # 600 MB was once a raw MemoryError; 123 MiB took 17 s and 2.2 GB before its vocabulary was refused
     def sparse(path):
         with open(path, "wb") as f:
             f.truncate(200 * 2**20)  # a sparse file: no disk used, no byte read

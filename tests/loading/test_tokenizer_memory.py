@@ -1,4 +1,4 @@
-"""RoBERTa's and ALBERT's tokenizers (the `tokenizers` library) cannot eat the machine (issue 40, N17).
+"""RoBERTa's and ALBERT's tokenizers (the `tokenizers` library) cannot eat the machine.
 
 The library's own truncation builds every overflowing piece of a pair: `trace("hello world " * 4000,
 pair="the cat sat " * 4000, truncate=True)` peaked at 1.3 GB (ALBERT 3.4 GB) to keep 40 tokens, and a
@@ -137,7 +137,7 @@ def albert_with_normalizer(tmp_path, normalizer) -> Path:
 
 
 def test_a_precompiled_charsmap_that_multiplies_every_text_is_refused(tmp_path):
-    # N34: the character map's strings were exempt; one mapping "a" to 1,000,000 characters (a 1.3 MB file)
+    # the character map's strings were once exempt: one mapping "a" to 1,000,000 characters (a 1.3 MB file)
     # aborted ALBERT's load at 3.8 GB and RoBERTa's first trace of "a " * 100 at 3.3 GB
     hostile = precompiled("b" * 1_000_000)
     why = LT.oversized_step({"normalizer": {"type": "Sequence", "normalizers": [hostile]}})

@@ -4,7 +4,7 @@ commands are there as setup.sh and test.sh run them, bertviz users' three lines 
 and import, the ten-line tour runs as written, README links every docs page, every link in README and docs/
 resolves (file and heading), no page names an issue or a round, the main job's set-up installs no system package
 (chromium is the test command's), and the lessons' extra (.[lab]) installs JupyterLab and what they import,
-README naming it where it opens them."""
+README naming it where it opens them; docs/views.md states the views' size limits as the code has them."""
 
 from __future__ import annotations
 
@@ -162,3 +162,13 @@ def test_the_lessons_open_with_the_lab_extra_and_readme_says_so():
     opening = [p for p in paragraphs if "jupyter lab" in p]
     assert opening and all('.[lab]' in p for p in opening), opening
     assert any(line.startswith('pip install ".[lab]"') for line in LINES[:40])
+
+
+def test_the_views_page_states_the_views_numbers_as_the_code_has_them():
+    from bertviz_lite.views.model import limits
+    from bertviz_lite.views.wire import export
+    views = (ROOT / "docs" / "views.md").read_text(encoding="utf-8")
+    assert f"fits in {export.DEFAULT_MAX_BYTES // 10**6} MB" in views and f"{export.DEFAULT_MAX_BYTES:,}" in views
+    assert f"at most {limits.SAVED_PAGE_BYTES // 10**6} MB" in views.replace("\n", " ")
+    assert f"at most {limits.MAX_TOKENS:,} tokens" in views
+    assert "15 MB" not in views

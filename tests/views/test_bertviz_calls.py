@@ -1,4 +1,4 @@
-"""bertviz's calls for real (issue 32 §1, §4; issue 31 item 4, N10, N11): `head_view(outputs.attentions,
+"""bertviz's calls for real: `head_view(outputs.attentions,
 tokens)`, `model_view`, `neuron_view` and `explore` take any framework's tensors (a stand-in for a
 torch tensor that tracks gradients: its `__array__` refuses, `.detach().cpu().numpy()` works; the real
 torch case is scripts/check_torch_views.py), display the explorer opened on that view and return None
@@ -165,7 +165,7 @@ def test_prettify_tokens_is_shared():
     (dict(batch_index=True), TypeError, "batch_index must be an integer"),
     (dict(batch_index=1.0), TypeError, "batch_index must be an integer"),
 ])
-def test_from_attentions_checks_its_arguments(kwargs, error, match):  # issue 31 N11
+def test_from_attentions_checks_its_arguments(kwargs, error, match):
     args = dict(tokens=TOKENS)
     args.update(kwargs)
     with pytest.raises(error, match=match):
@@ -181,7 +181,7 @@ def test_a_tensor_nothing_can_read_gets_one_clear_error():
         bv.Trace.from_attentions([Opaque()], TOKENS)
 
 
-def test_attention_too_long_to_draw_is_refused_before_drawing(monkeypatch):  # issue 31 item 4
+def test_attention_too_long_to_draw_is_refused_before_drawing(monkeypatch):
     monkeypatch.setattr(limits, "MAX_TOKENS", 6)
     tr = bv.Trace.from_attentions(attentions(), TOKENS)
     for call in (lambda: bv.views.head_view(tr), lambda: bv.views.model_view_figure(tr),
@@ -198,7 +198,7 @@ def test_the_size_guard_states_the_memory_of_a_long_map():
         data.view_data(tr, "model")
 
 
-def test_plotly_shows_token_text_as_written_and_short():  # issue 31 N10
+def test_plotly_shows_token_text_as_written_and_short():
     tokens = ["[CLS]", "<b>bold</b>", "a<br>b", "<span style='color:red'>x</span>", "y" * 60, "[SEP]"]
     tr = bv.Trace.from_attentions(attentions(n=6), tokens)
     fig = bv.views.render.figures.attention_heatmap(tr, 0, 0)

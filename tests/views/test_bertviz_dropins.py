@@ -1,4 +1,4 @@
-"""bertviz's three calls as drop-ins (issue 39 items 1-5, issue 42 item 6): they display themselves where
+"""bertviz's three calls as drop-ins: they display themselves where
 they are called and return None, html_action="return" gives the page's HTML, include_layers /
 include_heads / display_mode / heads work, neuron_view takes bertviz's signature, a model left in train
 mode is told to call model.eval(), attention alone does not claim H and d_k, and a batch of 2 is refused.
@@ -237,7 +237,7 @@ def test_bv_neuron_view_still_calls_after_the_module_is_imported(shown):
 
 
 @pytest.mark.parametrize("call", ["head_view", "model_view", "from_attentions"])
-def test_train_mode_attention_is_told_to_call_model_eval(call):  # issue 39 item 3, issue 42 item 6
+def test_train_mode_attention_is_told_to_call_model_eval(call):
     # dropout (p = 0.1) zeroes some weights and scales the rest by 1 / 0.9: rows non-negative, summing to 1 on
     # average but not each; that is a model left in train mode, not scores, and the message must say which
     run = {"head_view": bv.views.head_view, "model_view": bv.views.model_view,
@@ -255,7 +255,7 @@ def test_train_mode_attention_is_told_to_call_model_eval(call):  # issue 39 item
     assert "eval()" not in str(told.value)
 
 
-def test_attention_alone_does_not_state_h_or_d_k(shown):  # issue 39 item 4
+def test_attention_alone_does_not_state_h_or_d_k(shown):
     bv.views.head_view(attentions(heads=12), TOKENS)
     bundle = shown.pop()._repr_mimebundle_()
     text = (bundle[0] if isinstance(bundle, tuple) else bundle)["text/plain"]
@@ -263,7 +263,7 @@ def test_attention_alone_does_not_state_h_or_d_k(shown):  # issue 39 item 4
     assert "3 layers, 12 heads" in text
 
 
-def test_a_batch_of_two_is_refused_unless_an_example_is_named():  # issue 39 item 5
+def test_a_batch_of_two_is_refused_unless_an_example_is_named():
     att = attentions(batch=2)
     with pytest.raises(ValueError, match=r"batch of 2 examples.*batch_index=i"):
         bv.views.model_view(att, TOKENS)

@@ -1,5 +1,5 @@
 """bertviz's README cells in a real JupyterLab 4 (headless chromium), in the three ways a bertviz user
-calls a view that is not a cell's last expression (issue 39 item 1): followed by a print, with a
+calls a view that is not a cell's last expression: followed by a print, with a
 trailing `;`, and inside a function. Each of head_view, model_view and neuron_view must be drawn in
 its own cell's output in all three (bertviz draws all of them); the cells import the three calls as
 bertviz's README does (`from bertviz import head_view` becomes `from bertviz_lite.views import ...`).

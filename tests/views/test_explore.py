@@ -141,6 +141,16 @@ def test_compare_tab(wide, pair):
         explore(pair, compare=wide.trace("Short."))
 
 
+def test_the_compare_tab_opens_on_the_first_layer_that_differs(small):
+    a = small.trace("The cat sat on the mat.")
+    b = small.trace("The cat sat on the mat.", edits=bv.scale("layer.1.attn.scores", 3.0))
+    assert data.first_differing_layer(a, b) == 1 and data.first_differing_layer(a, a) == 0
+    w = bv.explore(a, compare=b, tab="compare")
+    assert w.layer == 1 and w.info["compare"]["first_layer"] == 1
+    assert bv.explore(a, compare=b, tab="compare", layer=0).layer == 0  # a layer asked for is kept
+    assert bv.explore(a, compare=b, static=True, tab="compare").layout.meta["layer"] == 1
+
+
 def test_labels_are_the_real_tokens(padded):
     info = explore(padded).info
     tokens = [padded.tokens[i] for i in real_idx(padded)]

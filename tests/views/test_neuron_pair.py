@@ -1,4 +1,4 @@
-"""The neuron view's sentence-pair filter (issue 39 item 7, bertviz's "Sentence A -> Sentence B"): its record
+"""The neuron view's sentence-pair filter (bertviz's "Sentence A -> Sentence B"): its record
 offers the filter, a trace shows it only for a pair, and each filter keeps the key tokens (k, q*k, scores,
 weights) and offers the query tokens of its sentences, computed here from the trace's own segments. A filter
 that leaves the selected query out picks its first query. The numbers shown are the model's, never recomputed."""

@@ -1,4 +1,4 @@
-"""The neuron view's sentence-pair filter and hover in a real headless chromium (issue 39 item 7): on an
+"""The neuron view's sentence-pair filter and hover in a real headless chromium: on an
 exported page of a pair, "A->B" draws only sentence B's tokens as keys and offers only A's as queries;
 hovering a query token's label selects it (bertviz's hover), and the select still does. A single sentence
 gets no filter."""

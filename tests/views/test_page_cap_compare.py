@@ -1,4 +1,4 @@
-"""max_bytes is a cap on every exported page, compare included (issue 39 item 8): the compare view is kept
+"""max_bytes is a cap on every exported page, compare included: the compare view is kept
 layer by layer while the budget lasts and the page says which layers it left out; a page whose always-kept
 part is over the cap is refused before anything is written."""
 

@@ -1,4 +1,4 @@
-"""The exported page's size (issue 32 §3): a 13-token MiniLM page with the ledger is at most 0.5 MB.
+"""The exported page's size: a 13-token MiniLM page with the ledger is at most 0.5 MB.
 
 The page packs every payload in one gzip stream (codec.pack_page), keeps each buffer once (the model view's
 maps are the attention view's, the step-through's q, k, scores and weights are the neuron and attention
@@ -20,7 +20,7 @@ from bertviz_lite.backend import to_host
 from bertviz_lite.views.wire import codec, export
 from bertviz_lite.views.model import data, panels
 
-PAGE_BUDGET = 500_000  # bytes: issue 32's "at most 0.5 MB" for this page
+PAGE_BUDGET = 500_000  # bytes: at most 0.5 MB for this page
 SENTENCE = "The children walked to school in the rain every day."  # 13 MiniLM tokens with [CLS] and [SEP]
 
 

@@ -1,5 +1,5 @@
-"""The page a saved notebook keeps holds every layer's neuron view at 128 tokens, under its cap (issue 39
-item 8: it kept layers 0 and 5 at 100 tokens and none at 128), by a stated rule: the records' priority puts
+"""The page a saved notebook keeps holds every layer's neuron view at 128 tokens, under its cap (it once
+kept layers 0 and 5 at 100 tokens and none at 128), by a stated rule: the records' priority puts
 the neuron view before the step-through and the one-token view, and a tab of which nothing fits is not shown.
 Above 128 tokens the compare view travels as block means, as the other long views do, and says so (it was
 sent in full: three 512 x 512 maps a head)."""

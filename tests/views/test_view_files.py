@@ -1,6 +1,6 @@
-"""Files the views write (issue 31 N12, L8): every argument and the target checked before the page
+"""Files the views write: every argument and the target checked before the page
 is built; a page or PNG written whole or not at all; nothing but a regular file replaced, and no
-setuid bit carried over. Device nodes and FIFOs are made inside tmp_path only."""
+setuid bit carried over; a NUL in a file name named. Device nodes and FIFOs are made inside tmp_path only."""
 
 from __future__ import annotations
 
@@ -159,3 +159,14 @@ def test_the_static_model_view_has_a_quiet_progress_bar(tr, monkeypatch, capsys)
     assert capsys.readouterr().err == ""
     with pytest.raises(TypeError, match="progress must be True, False or None"):
         figures.model_view(tr, progress="no")
+
+
+@pytest.mark.parametrize("write, kind", [(lambda tr, p: bv.export_html(tr, p), ".html"),
+                                         (lambda tr, p: bv.views.save_png(tr, p), ".png")])
+def test_a_file_name_with_nul_is_named(tmp_path, write, kind):
+    # a NUL in the name was a raw ValueError "embedded null byte"; now the message names the character
+    tiny = bv.Trace.from_attentions([np.full((1, 2, 4, 4), 0.25, dtype=np.float32)], ["[CLS]", "a", "b", "[SEP]"])
+    for name in (str(tmp_path / f"a\x00b{kind}"), tmp_path / f"a\x00b{kind}"):
+        with pytest.raises(ValueError, match=r"NUL character"):
+            write(tiny, name)
+    assert list(tmp_path.iterdir()) == []

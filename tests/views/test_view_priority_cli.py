@@ -1,5 +1,5 @@
-"""Views as records, the rest of issue 32 §3: the exported page's build order is the records' priority,
-cli's --view choices are the records'; tokens the command line prints are prettified (§1)."""
+"""Views as records: the exported page's build order is the records' priority, cli's --view choices are the
+records'; tokens the command line prints are prettified."""
 
 from types import SimpleNamespace
 

@@ -1,4 +1,4 @@
-"""Views as records (issue 32 §3): one record per view; the registries and the front-end's controls
+"""Views as records: one record per view; the registries and the front-end's controls
 are derived from the records, not written again."""
 
 from __future__ import annotations

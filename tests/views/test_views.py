@@ -441,6 +441,19 @@ def test_params_breakdown_sums_to_the_ledger(base, base_ledger):
     assert sum(fig.data[0].x) == base_ledger.total
 
 
+def test_parameter_groups_in_forward_order_with_readable_shares(small):
+    vd = data.params(bv.count_params(small))
+    groups = [g for g, _ in vd["groups"]]
+    assert groups[:5] == ["embeddings", "layer.0.attention", "layer.0.attention layernorm", "layer.0.feed-forward",
+                          "layer.0.ffn layernorm"]
+    assert groups.index("pooler") > groups.index("layer.1.ffn layernorm")
+    texts = panels.params_layout(vd)["panels"][0]["texts"]
+    shares = [t.split("(")[1].rstrip(")") for t in texts]
+    assert all(s == "<0.01%" or len(s.rstrip("%").split(".")[1]) <= 2 for s in shares), shares
+    assert panels.share_text(768, 22_713_216) == "<0.01%" and panels.share_text(591_360, 22_713_216) == "2.6%"
+    assert panels.share_text(147_840, 22_713_216) == "0.65%" and panels.share_text(0, 10) == "0.00%"
+
+
 def test_bv_views_is_reachable_after_import():
     assert bv.views.neuron_view_figure is neuron_view and bv.views.compare_view is compare_view
 
@@ -678,7 +691,7 @@ def test_no_parameter_count_for_guessed_sizes_and_the_model_png_outlines_what_is
 
 
 def test_a_token_with_a_lone_surrogate_is_drawn_and_saved(tmp_path):
-    # N44: a token holding '\ud800' (text decoded with errors='surrogateescape', a broken tokenizer) crashed
+    # a token holding '\ud800' (text decoded with errors='surrogateescape', a broken tokenizer) once crashed
     # save_png and the explorer's saved output with matplotlib's raw TypeError
     from bertviz_lite.views import explore
     maps = [np.random.default_rng(0).dirichlet(np.ones(4), size=(1, 2, 4)).astype(np.float32)]
