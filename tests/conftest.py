@@ -32,8 +32,8 @@ HAS_FLOAT16 = hasattr(backend.get_namespace(SESSION_BACKEND), "float16")  # arra
 
 def pytest_configure(config):
     """The fast tier held at run time (tests/tiers.py): a test marked neither slow nor browser that starts a process
-    or reads a clock fails, naming itself and the mark to add. Test code is what lies under tests/ and scripts/."""
-    tiers.register(config, [ROOT / "tests", ROOT / "scripts"])
+    or reads a clock fails, naming itself and the mark to add. Test code is what lies under tests/."""
+    tiers.register(config, [ROOT / "tests"])
 
 
 def pytest_collection_modifyitems(config, items):

@@ -14,13 +14,14 @@ What is caught, while a fast test is set up, run and torn down (its fixtures of 
   test code is anywhere on the calling thread's stack: a library the test called starts the process on the
   test's behalf, and the process costs the same. The call is refused before anything starts.
 - reading a clock: time.time, time.monotonic, time.perf_counter, time.process_time, time.thread_time and their
-  _ns forms. Caught only when the line that reads it is test code. The standard library, site-packages and
-  bertviz_lite read clocks for their own purposes (threading's timed waits, logging's record times, pytest's
-  durations, hypothesis' deadlines, the cluster's no-workers timeout in bertviz_lite.corpus); a test that calls
-  them times nothing itself, and the library's own timeouts are part of what it does.
+  _ns forms. Caught only when the line that reads it is test code. The standard library, site-packages,
+  bertviz_lite and the repository's scripts/ read clocks for their own purposes (threading's timed waits,
+  logging's record times, pytest's durations, hypothesis' deadlines, the cluster's no-workers timeout in
+  bertviz_lite.corpus, the seconds a training script reports for its run); a test that calls them times nothing
+  itself, and what a program does with its own clock is part of what it does.
 
-Test code: files under the folders the guard is given (this repository's tests/ and scripts/, the helpers the
-tests import). The clocks and process starters are replaced once, when pytest starts (so `from time import
+Test code: files under the folders the guard is given (this repository's tests/: the tests, their conftest and
+fixtures, tests/helpers.py). The clocks and process starters are replaced once, when pytest starts (so `from time import
 perf_counter` in a test module gets the guarded one); the guard is armed only around a fast test. A refusal a
 test swallows (`except Exception`) is reported again when the test is torn down.
 

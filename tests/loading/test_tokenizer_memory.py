@@ -52,6 +52,7 @@ def run_child(body: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # a fresh interpreter under an address-space limit (run_child)
 @pytest.mark.parametrize("family", LIBRARY_FAMILIES)
 def test_a_long_pair_truncated_stays_small(family):
     got = run_child(f"m = bv.load({str(FAMILY / family)!r}, backend='numpy')\n"
@@ -61,6 +62,7 @@ def test_a_long_pair_truncated_stays_small(family):
     assert got["peak_mb"] < PEAK_MB, got
 
 
+@pytest.mark.slow  # a fresh interpreter under an address-space limit (run_child)
 def test_a_huge_prepend_normalizer_is_refused_at_load_with_the_reason(tmp_path):
     folder = tmp_path / "m"
     shutil.copytree(FAMILY / "roberta_mlm", folder)
