@@ -146,7 +146,7 @@ def _write_minilm_mlm(tmp_path, tensors: dict, about: dict, sha256=None) -> Path
 
 @pytest.mark.parametrize("first", ["abc", "3.0", [3], "-1", "99", None])
 def test_minilm_mlm_metadata_first_that_is_no_layer_is_named(tmp_path, minilm, first):
-    # N26: "abc", "3.0" or [3] gave a raw ValueError / TypeError
+    # "abc", "3.0" or [3] once gave a raw ValueError / TypeError
     from safetensors.numpy import load_file
     about = {"format": loading.MINILM_MLM_FORMAT, "encoder": bv.model.MINILM_REPO, "first": first}
     path = _write_minilm_mlm(tmp_path, load_file(str(SHIPPED)), about)
@@ -157,7 +157,7 @@ def test_minilm_mlm_metadata_first_that_is_no_layer_is_named(tmp_path, minilm, f
 
 @pytest.mark.parametrize("record", [5, None, "abc", ["x"], {"a": 1}])
 def test_minilm_mlm_json_sha256_of_the_wrong_type_is_named(tmp_path, minilm, record):
-    # N26: sha256: 5 gave a raw TypeError
+    # sha256: 5 once gave a raw TypeError
     path = _copy(tmp_path)
     path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": record}}))
     with pytest.raises(CheckpointError, match="records the sha256.*could not be read"):
@@ -165,7 +165,7 @@ def test_minilm_mlm_json_sha256_of_the_wrong_type_is_named(tmp_path, minilm, rec
 
 
 def test_minilm_mlm_json_nested_deeply_is_named(tmp_path, minilm):
-    # N26: nested 100,000 deep gave a RecursionError
+    # nested 100,000 deep once gave a RecursionError
     path = _copy(tmp_path)
     path.with_suffix(".json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(CheckpointError, match="nested too deeply"):
@@ -173,7 +173,7 @@ def test_minilm_mlm_json_nested_deeply_is_named(tmp_path, minilm):
 
 
 def test_minilm_mlm_tensor_dtypes_are_checked(tmp_path, minilm):
-    # N26: the dtypes were not checked: an integer tensor was widened to float32 silently
+    # the dtypes were once not checked: an integer tensor was widened to float32 silently
     from safetensors.numpy import load_file
     tensors = load_file(str(SHIPPED))
     tensors["mlm.bias"] = tensors["mlm.bias"].astype(np.int32)

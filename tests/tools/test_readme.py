@@ -19,7 +19,8 @@ LINES = README.splitlines()
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS, ROOT / "notebooks" / "README.md"]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-# history lives in git: no issue numbers, round names or their short forms (N42, R4) in what a user reads
+# history lives in git: no issue numbers, round names or their short forms (a capital N or R and a number) in
+# what a user reads
 HISTORY = re.compile(r"\b[Ii]ssue [0-9]|\b[Rr]ound [0-9]|\bN[0-9]{1,2}\b|\bR[0-9]\b")
 
 

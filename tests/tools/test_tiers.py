@@ -1,13 +1,15 @@
 """The fast tier is held at run time (tests/tiers.py): a test marked neither slow nor browser that starts a
 process or reads a clock fails with a message naming the test and the mark to add, whether the call is in the
 test, a helper it calls or a fixture it uses; library code reading clocks for itself is left alone, and tests
-marked slow or browser may do both.
+marked slow or browser may do both. And every test of the training workspace is marked training, the step
+scripts/test.sh runs it in.
 
 The tests here that need no second pytest run are themselves fast tests: each call below is refused before it
 does anything (no process starts). The run of a folder of planted tests starts pytest, so it is marked slow."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import logging
 import multiprocessing
@@ -28,7 +30,7 @@ def test_a_fast_test_reading_a_clock_is_refused(request, clock):
     with tiers.refused() as info:
         getattr(time, clock)()
     message = str(info.value)
-    assert request.node.nodeid in message and f"read a clock (time.{clock}, at tests/tools/test_fast_tier.py:" in message
+    assert request.node.nodeid in message and f"read a clock (time.{clock}, at tests/tools/test_tiers.py:" in message
     assert "@pytest.mark.slow" in message
 
 
@@ -192,3 +194,16 @@ def test_a_run_of_planted_tests_fails_the_fast_ones_and_passes_the_marked(tmp_pa
     assert "test_planted.py::test_fast_fixture is in the fast tier" in out and "at conftest.py:" in out
     assert "the test caught this error; it still counts" in out
     assert out.count("Mark the test @pytest.mark.slow") >= 2 and "mark the test @pytest.mark.slow if it must" in out
+
+
+def test_every_training_test_is_marked_training():
+    """scripts/test.sh runs tests/training as its own step (-m training) and leaves it out of the others."""
+    unmarked = []
+    for path in sorted((ROOT / "tests" / "training").glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module_marks = {a.attr for n in tree.body if isinstance(n, ast.Assign)
+                        and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
+                        for a in ast.walk(n.value) if isinstance(a, ast.Attribute)}
+        if "training" not in module_marks:
+            unmarked.append(path.name)
+    assert unmarked == []
