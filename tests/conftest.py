@@ -3,7 +3,10 @@ each is built once per session.
 
 The backend every `bv.load()` without backend= picks (cupy on a GPU machine, BERTVIZ_LITE_BACKEND=gpu_standin
 in CI's stand-in run) is the session's: tests marked `cpu_path` state facts of the numpy path and are
-skipped, with their reason, when it is a device backend; the tests beside them check what holds there."""
+skipped, with their reason, when it is a device backend; the tests beside them check what holds there.
+
+The fast tier is held as the tests run (tests/tiers.py, registered in pytest_configure): a test marked neither slow
+nor browser that starts a process or reads a clock fails, naming itself and the mark to add."""
 
 from __future__ import annotations
 

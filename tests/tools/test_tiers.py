@@ -185,7 +185,8 @@ def test_a_run_of_planted_tests_fails_the_fast_ones_and_passes_the_marked(tmp_pa
         ("ERROR", "test_fast_fixture"),  # refused while its fixture was set up
         ("PASSED", "test_fast_swallows"), ("ERROR", "test_fast_swallows"),  # its call passed; reported at teardown
         ("PASSED", "test_fast_library_clocks"),
-        ("PASSED", "test_slow_does_both"), ("PASSED", "test_browser_does_both"), ("PASSED", "test_slow_parametrized[1]"),
+        ("PASSED", "test_slow_does_both"), ("PASSED", "test_browser_does_both"),
+        ("PASSED", "test_slow_parametrized[1]"),
     }, out + run.stderr
     assert ("test_planted.py::test_fast_starts is in the fast tier (not marked slow or browser) and started a process "
             "(subprocess.Popen, from test_planted.py:") in out

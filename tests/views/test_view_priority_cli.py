@@ -3,7 +3,6 @@ records'; tokens the command line prints are prettified."""
 
 from types import SimpleNamespace
 
-import bertviz_lite as bv
 from bertviz_lite import cli
 from bertviz_lite.foreign import prettify_token
 from bertviz_lite.model import MaskPrediction
