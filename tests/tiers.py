@@ -71,7 +71,8 @@ class FastTierGuard:
         self.item = None  # the fast test running now, or None
         self.pending: list[FastTierError] = []  # refusals not yet reported by the phase that raised them
         self.saved: list[tuple[object, str, object]] = []
-        self._is_code: dict[str, bool] = {}
+        self._is_code: dict[str, bool] = {}  # filename -> under a test folder (realpath is a system call)
+        self._is_here: dict[str, bool] = {}
 
     # ---- what is test code --------------------------------------------------------------------------------
 
@@ -90,8 +91,15 @@ class FastTierGuard:
             frame = frame.f_back
         return None
 
+    def is_here(self, filename: str) -> bool:
+        """Whether a frame is this file's own (a guard's wrapper, when a nested pytest run installs a second)."""
+        here = self._is_here.get(filename)
+        if here is None:
+            here = self._is_here[filename] = os.path.realpath(filename) == HERE
+        return here
+
     def first_outside_here(self, frame):
-        while frame is not None and os.path.realpath(frame.f_code.co_filename) == HERE:
+        while frame is not None and self.is_here(frame.f_code.co_filename):
             frame = frame.f_back
         return frame
 
