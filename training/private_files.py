@@ -51,7 +51,7 @@ def private_folder(path: Path) -> Path:
         above = os.stat(path.parent)
     except FileNotFoundError:
         raise UnsafePath(f"the folder above {path} does not exist") from None
-    # N47: whoever may rename entries of the folder above (its owner; anyone, where it is open and not sticky as
+    # whoever may rename entries of the folder above (its owner; anyone, where it is open and not sticky as
     # /tmp is) can move the cache away and put a link in its place
     others = [] if above.st_uid in (0, os.getuid()) else [f"belongs to user id {above.st_uid}"]
     if above.st_mode & 0o022 and not above.st_mode & stat.S_ISVTX:

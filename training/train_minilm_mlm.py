@@ -75,7 +75,7 @@ EVERYDAY = ROOT / "data" / "cloze_everyday.tsv"  # the fresh everyday set: answe
 USAGE = ROOT / "training" / "corpus" / "wordnet_usage.txt.gz"  # every WordNet usage example of >= USAGE_WORDS words (--make-usage)
 USAGE_WORDS = 4
 SMOKE_LOG = ROOT / "tests" / "fixtures" / "mlm" / "train_smoke_log.json"
-LAYERS = 6  # k: the last k layers are trained, here all six (training/JOURNAL.md, issue 38's rounds, says why)
+LAYERS = 6  # k: the last k layers are trained, here all six (training/JOURNAL.md says why)
 SENTENCES = None  # the whole corpus (124,171 sentences of at most MAX_TOKENS pieces, 5% held out): training/JOURNAL.md
 DRAWS = 1  # masking draws per training sentence (the second epoch shows each draw again, in a new order)
 MASKING = "pieces"  # training draws: "pieces" (BERT's original) or "words" (whole-word masking); held-out: pieces
@@ -209,7 +209,7 @@ def parse_args(argv=None):
         ap.error("--write-log goes with --smoke")
     reads = "--check" if args.check else "--report" if args.report else "--evaluate" if args.evaluate else None
     problem = None if args.smoke or args.make_usage else output_problem(args.out, reads)
-    if problem:  # N40: an --out folder it cannot write was found only after the whole run
+    if problem:  # an --out folder it cannot write is refused here, not after the whole run
         ap.error(problem)
     if args.init is not None:
         for path in (args.init, args.init.with_suffix(".json")):  # no link, FIFO or folder read through
@@ -219,7 +219,7 @@ def parse_args(argv=None):
                 ap.error(str(e))
         if not args.init.is_file():
             ap.error(f"--init needs a minilm-mlm file; {args.init} does not exist")
-    if not (args.report or args.make_usage or args.evaluate):  # N47: before tokenizing, not after
+    if not (args.report or args.make_usage or args.evaluate):  # before tokenizing, not after
         problem = cache_problem(args.cache)
         if problem:
             ap.error(problem)
@@ -373,7 +373,7 @@ def features(model, draws, first: int, progress: bool = True) -> list:
 
 def features_key(draws, first: int, seed: int, source: str, weights: str) -> str:
     """The sha256 of everything that determines the features: the seed, the layer, the model (its name and the
-    sha256 of its weights: N19, one changed weight gave another encoder's features) and every input id."""
+    sha256 of its weights, so an encoder with one weight changed gets its own features) and every input id."""
     return hashlib.sha256(json.dumps([seed, first, source, weights, [m.ids for _, m in draws]]).encode()).hexdigest()
 
 
@@ -575,7 +575,7 @@ def run(args) -> int:
     c = published.config
     L, k = c.num_layers, args.layers
     first = L - k
-    given = None if args.init is None else loading.read_trained("minilm-mlm", args.init, c)  # N40: checked before any work
+    given = None if args.init is None else loading.read_trained("minilm-mlm", args.init, c)  # checked before any work
     encs, n_held, n_corpus, draws, held, train = prepare(args, published)
     say = (lambda *a: None) if args.smoke else (lambda *a: print(*a, flush=True))
     say(f"corpus: {n_corpus:,} sentences ({n_held:,} held out) + {len(encs) - n_corpus:,} usage examples, "
@@ -733,7 +733,7 @@ def _pct(x) -> str:
 
 
 def goals_table(heldout: dict, cloze: dict, who) -> str:
-    """Issue 38's measures, one row per model: the cloze sets' top-1 / top-5 / echo rate, the held-out rows'."""
+    """The study's measures, one row per model: the cloze sets' top-1 / top-5 / echo rate, the held-out rows'."""
     pct = _pct
     lines = ["| | everyday (30): top-1 / top-5 / echo | cloze_sentences (30): top-1 / top-5 / echo | held-out "
              "content [MASK]: top-1 / top-5 / echo | held-out all: top-5 / echo / loss |", "|---|---|---|---|---|"]
@@ -762,7 +762,7 @@ def report(info: dict) -> str:
         " / ".join("-" if held[w][g]['loss'] is None else f"{held[w][g]['loss']:.2f}" for w in who)
         for g in groups) + " |")
     cl = info["cloze"]
-    if "everyday" in cl["minilm-mlm"]:  # runs from issue 38 on: the echo rate and the fresh everyday set
+    if "everyday" in cl["minilm-mlm"]:  # newer runs also hold the echo rate and the fresh everyday set
         lines += ["", goals_table(held, {"minilm-mlm": cl["minilm-mlm"], "frozen head": cl["minilm"]},
                                   ("minilm-mlm", "frozen head"))]
         cl = {w: v["cloze_sentences"] for w, v in cl.items()}

@@ -129,7 +129,7 @@ def cached_features(model, encs, seed: int, layer: int, cache: Path, progress: b
     followed, written atomically) under a key of everything that determines them; a cached file is used only if
     its arrays have features()'s dtypes and one row each, and hold targets in the vocabulary, kinds 0-2 and
     sentence numbers of these encodings (and everything cached_arrays checks); otherwise made afresh."""
-    key = hashlib.sha256(json.dumps([seed, layer, model.source, model_sha256(model),  # N19: the weights too
+    key = hashlib.sha256(json.dumps([seed, layer, model.source, model_sha256(model),  # the weights too
                                      [e.ids for e in encs]]).encode()).hexdigest()
     c = model.config
 
@@ -198,7 +198,7 @@ LAYERS = 6  # all-MiniLM-L6-v2's layers (the config is checked against it in run
 
 def parse_args(argv=None):
     """The arguments, every one checked before any work: ranges, --out and its .json (a regular file or a new
-    name, in a folder that exists and can be written), the cache folder (N38, N39)."""
+    name, in a folder that exists and can be written), the cache folder."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sentences", type=whole_number(40), default=SENTENCES,
                     help="sentences sampled (5%% held out); at least 40")

@@ -1,5 +1,5 @@
 """training/private_files.py: the training scripts' feature cache is private and checked before use, and their
-files are written whole (issue 38 item 6). train_mlm_head.py used to cache its features as .npy files in a
+files are written whole. train_mlm_head.py used to cache its features as .npy files in a
 predictable folder of the shared temporary directory, read without a check: anyone could plant them there."""
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def test_the_head_script_replaces_features_that_do_not_fit(minilm, encs, tmp_pat
 
 
 def test_the_head_script_exits_2_on_a_cache_folder_that_is_a_link(tmp_path, capsys, monkeypatch):
-    # N47: --cache was checked only after the whole corpus was tokenized
+    # --cache was checked only after the whole corpus was tokenized
     monkeypatch.setattr(train_mlm_head, "encode", lambda *a: pytest.fail("work started"))
     elsewhere = plant_folder(tmp_path / "cache", "symlink")
     out = tmp_path / "head.safetensors"
@@ -233,7 +233,7 @@ def test_the_head_script_exits_2_on_a_cache_folder_that_is_a_link(tmp_path, caps
 
 
 def test_the_other_script_checks_its_cache_before_any_work(tmp_path, capsys, monkeypatch):
-    # N47: the same for train_minilm_mlm.py
+    # the same for train_minilm_mlm.py
     import train_minilm_mlm
     monkeypatch.setattr(train_minilm_mlm, "prepare", lambda *a: pytest.fail("work started"))
     plant_folder(tmp_path / "cache", "open to others")
@@ -244,13 +244,13 @@ def test_the_other_script_checks_its_cache_before_any_work(tmp_path, capsys, mon
 
 
 # ------------------------------------------------------------------------------------------
-# issue 49: the mode of what is written (N43), a header that lies (N47), a folder in the way (N47),
-# a cache in a folder others can rename (N47), the encoder's weights in the key (N19)
+# the mode of what is written, a header that lies, a folder in the way, a cache in a folder others can
+# rename, the encoder's weights in the key
 # ------------------------------------------------------------------------------------------
 
 
 def test_a_new_file_follows_the_umask_and_a_replaced_one_keeps_its_mode(tmp_path):
-    # N43: mkstemp made every output 0600, whatever the umask or the old file's mode
+    # mkstemp made every output 0600, whatever the umask or the old file's mode
     new, old = tmp_path / "new.safetensors", tmp_path / "old.safetensors"
     old.write_bytes(b"old")
     old.chmod(0o664)
@@ -267,7 +267,7 @@ def test_a_new_file_follows_the_umask_and_a_replaced_one_keeps_its_mode(tmp_path
 
 
 def test_a_cache_file_whose_header_declares_too_many_rows_is_made_afresh(tmp_path):
-    # N47: a header declaring 10**12 rows gave a raw MemoryError
+    # a header declaring 10**12 rows gave a raw MemoryError
     import zipfile
     cache, make = tmp_path / "cache", Maker()
     cached(cache, make)
@@ -288,7 +288,7 @@ def test_a_cache_file_whose_header_declares_too_many_rows_is_made_afresh(tmp_pat
 
 
 def test_a_folder_at_the_cache_files_name_names_the_cache(tmp_path):
-    # N47: it was told to "choose another --out"
+    # a folder at the cache file's name was told to "choose another --out"
     cache, make = tmp_path / "cache", Maker()
     cached(cache, make)
     path = the_file(cache)
@@ -300,7 +300,7 @@ def test_a_folder_at_the_cache_files_name_names_the_cache(tmp_path):
 
 
 def test_a_cache_in_a_folder_others_can_rename_it_in_is_refused(tmp_path):
-    # N47: a cache inside another user's non-sticky 0777 folder was accepted: its owner (or anyone) can
+    # a cache inside another user's non-sticky 0777 folder was accepted: its owner (or anyone) can
     # rename our folder away and put a link in its place
     if os.getuid() != 0:
         pytest.skip("giving a folder to another user needs root (CI runs as root)")
@@ -317,7 +317,7 @@ def test_a_cache_in_a_folder_others_can_rename_it_in_is_refused(tmp_path):
 
 
 def test_the_head_features_are_keyed_on_the_encoders_weights(minilm, encs, tmp_path, capsys):
-    # N19: the key was (seed, layer, source name, ids): an encoder with one weight changed got another's features
+    # the key was (seed, layer, source name, ids): an encoder with one weight changed got another's features
     import bertviz_lite as bv
     from bertviz_lite.backend import to_host
     cache = tmp_path / "cache"

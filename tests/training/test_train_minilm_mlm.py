@@ -56,7 +56,7 @@ def files(script):
     (["--lr-layers", "nan"], "learning rate"), (["--sentences", "5"], "expected >= 40"),
     (["--out", "/nonexistent/dir/m.safetensors"], "does not exist"), (["--out", "m.bin"], ".safetensors"),
     (["--write-log"], "goes with --smoke"), (["--check", "--out", "/nonexistent/m.safetensors"], "does not exist"),
-    (["--out", "a\x00b.safetensors"], "NUL"), (["--out", "x" * 300 + ".safetensors"], "at most 255"),  # N40
+    (["--out", "a\x00b.safetensors"], "NUL"), (["--out", "x" * 300 + ".safetensors"], "at most 255"),
     (["--init", "a\x00b.safetensors"], "NUL"),
 ])
 def test_training_script_refuses_bad_arguments_before_any_work(script, args, message, capsys, monkeypatch):
@@ -73,7 +73,7 @@ def test_smoke_run_matches_the_committed_log(script, tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------------
-# issue 38, item 6: the training script is safe to run (a hostile cache or --out, a diverged run, small runs)
+# the training script is safe to run (a hostile cache or --out, a diverged run, small runs)
 # ------------------------------------------------------------------------------------------
 
 
@@ -90,7 +90,7 @@ def the_cache_file(cache: Path) -> Path:
 def test_a_cache_folder_that_is_not_private_is_refused(script, tmp_path, capsys, plant):
     cache = tmp_path / "cache"
     elsewhere = plant_folder(cache, plant)
-    with pytest.raises(SystemExit) as e:  # N47: refused with the arguments, before any work
+    with pytest.raises(SystemExit) as e:  # refused with the arguments, before any work
         smoke(script, cache)
     err = capsys.readouterr().err
     assert e.value.code == 2 and "--cache" in err and str(cache) in err
@@ -331,12 +331,12 @@ def test_a_held_out_draw_ended_with_a_period_keeps_its_rows(script, minilm):
 
 
 # ------------------------------------------------------------------------------------------
-# issue 49: N40 (an --out folder it cannot write, --report / --evaluate / --init errors), N20 (the pair)
+# an --out folder it cannot write, --report / --evaluate / --init errors, the weights and JSON as one pair
 # ------------------------------------------------------------------------------------------
 
 
 def test_an_out_folder_it_cannot_write_is_refused_before_any_work(script, tmp_path, capsys, monkeypatch):
-    # N40: a read-only folder (or another user's) was found only after the whole run; root may write anywhere,
+    # a read-only folder (or another user's) was found only after the whole run; root may write anywhere,
     # so the check (os.access) is told the folder is read-only
     monkeypatch.setattr(script, "run", lambda args: pytest.fail("work started"))
     real = os.access
@@ -356,7 +356,7 @@ def _user_file(tmp_path) -> Path:
 
 
 def test_evaluate_and_init_errors_are_one_line_naming_the_users_file(script, tmp_path, capsys, monkeypatch):
-    # N40: raw CheckpointError tracebacks, whose advice named the shipped file (git checkout) for the user's own
+    # these were raw CheckpointError tracebacks, whose advice named the shipped file (git checkout) for the user's own
     monkeypatch.setattr(script, "prepare", lambda *a: pytest.fail("work started"))
     path = _user_file(tmp_path)
     for args in (["--evaluate", "--out", str(path)],
@@ -369,7 +369,7 @@ def test_evaluate_and_init_errors_are_one_line_naming_the_users_file(script, tmp
 
 @pytest.mark.parametrize("text", ["not json", '{"heldout": {}}', "[" * 100_000 + "]" * 100_000])
 def test_a_report_of_a_file_that_is_no_runs_json_is_one_line(script, tmp_path, capsys, text):
-    # N40: a raw JSONDecodeError / KeyError / RecursionError
+    # these were a raw JSONDecodeError / KeyError / RecursionError
     out = tmp_path / "m.safetensors"
     out.with_suffix(".json").write_text(text)
     assert script.main(["--report", "--out", str(out)]) == 2
@@ -393,7 +393,7 @@ def _new_pair(script, tmp_path):
 
 
 def test_a_run_stopped_between_the_two_renames_leaves_a_pair_that_loads(script, tmp_path, minilm, monkeypatch):
-    # N20: weights and JSON were two renames; a kill between them left new weights beside the old JSON: refused
+    # weights and JSON were two renames; a kill between them left new weights beside the old JSON: refused
     out, data, info, tensors = _new_pair(script, tmp_path)
     real = os.replace
 
@@ -412,7 +412,7 @@ def test_a_run_stopped_between_the_two_renames_leaves_a_pair_that_loads(script, 
 
 
 def test_a_full_disk_while_writing_leaves_the_earlier_pair_as_it_was(script, files, tmp_path, minilm, monkeypatch):
-    # N20: "any earlier file is unchanged" was not true when the JSON's write failed after the weights' rename
+    # "any earlier file is unchanged" was not true when the JSON's write failed after the weights' rename
     import errno
     out, data, info, _ = _new_pair(script, tmp_path)
     before = {p: p.read_bytes() for p in (out, out.with_suffix(".json"))}

@@ -1,6 +1,6 @@
-"""training/train_mlm_head.py is as careful as train_minilm_mlm.py (issue 49, N38 and N39): its arguments, --out and
-its .json and the cache are checked before any work, each refusal is one line, and the head and its JSON are
-written whole, as a pair, with the mode a new file or the replaced one should have."""
+"""training/train_mlm_head.py is as careful as train_minilm_mlm.py: its arguments, --out and its .json and the
+cache are checked before any work, each refusal is one line, and the head and its JSON are written whole, as a
+pair, with the mode a new file or the replaced one should have."""
 
 from __future__ import annotations
 
@@ -42,15 +42,15 @@ def refused(args, capsys) -> str:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--sentences", "0"], "expected >= 40"), (["--sentences", "-5"], "expected >= 40"),  # N38: never stopped
-    (["--epochs", "0"], "expected 1..50"), (["--epochs", "x"], "whole number"),  # N39: raw tracebacks
+    (["--sentences", "0"], "expected >= 40"), (["--sentences", "-5"], "expected >= 40"),  # these never stopped
+    (["--epochs", "0"], "expected 1..50"), (["--epochs", "x"], "whole number"),  # these were raw tracebacks
     (["--layer", "99"], "expected 0..5"), (["--layer", "-1"], "expected 0..5"),
     (["--seed", "-1"], "expected >= 0"),
     (["--out", "head.bin"], ".safetensors"),
     (["--out", "/nonexistent/dir/h.safetensors"], "does not exist"),
     (["--out", "a\x00b.safetensors"], "NUL"), (["--out", "x" * 300 + ".safetensors"], "255"),
-    (["--check", "--out", "/nonexistent/h.safetensors"], "does not exist"),  # N39: --check without files
-    (["--report", "--out", "/nonexistent/h.safetensors"], "does not exist"),  # N39: --report without files
+    (["--check", "--out", "/nonexistent/h.safetensors"], "does not exist"),  # --check without files
+    (["--report", "--out", "/nonexistent/h.safetensors"], "does not exist"),  # --report without files
     (["--check", "--report"], "not allowed with"),
 ])
 def test_bad_arguments_are_refused_before_any_work(args, message, capsys, no_work, tmp_path):
@@ -60,8 +60,8 @@ def test_bad_arguments_are_refused_before_any_work(args, message, capsys, no_wor
 @pytest.mark.parametrize("which", ["weights", "json"])
 @pytest.mark.parametrize("plant", OUT_PLANTS)
 def test_out_is_only_a_regular_file_or_a_new_name(tmp_path, capsys, no_work, which, plant):
-    # N38: the .json was written with write_text: through a link (the target overwritten), into a FIFO (a hang);
-    # N39: an --out that is a folder was a raw traceback after the work
+    # the .json was written with write_text: through a link (the target overwritten), into a FIFO (a hang);
+    # and an --out that is a folder was a raw traceback after the work
     out = tmp_path / "h.safetensors"
     victim = plant_at_out(out, which, plant)
     err = refused(["--out", str(out), "--cache", str(tmp_path / "c")], capsys)
@@ -69,7 +69,7 @@ def test_out_is_only_a_regular_file_or_a_new_name(tmp_path, capsys, no_work, whi
 
 
 def test_a_report_whose_json_is_a_fifo_or_not_a_run_is_one_line(tmp_path, capsys):
-    # N39: --report on a FIFO hung; on a file that is no run's JSON it was a raw traceback
+    # --report on a FIFO hung; on a file that is no run's JSON it was a raw traceback
     out = tmp_path / "h.safetensors"
     os.mkfifo(out.with_suffix(".json"))
     assert "regular file" in refused(["--report", "--out", str(out)], capsys)
@@ -83,7 +83,7 @@ def test_a_report_whose_json_is_a_fifo_or_not_a_run_is_one_line(tmp_path, capsys
 
 
 def test_a_full_disk_stops_the_run_before_any_work(tmp_path, capsys, monkeypatch):
-    # N39: a full disk was a raw traceback after the whole fit
+    # a full disk was a raw traceback after the whole fit
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=2**20))
     monkeypatch.setattr(T, "encode", lambda *a: pytest.fail("work started"))
@@ -93,7 +93,7 @@ def test_a_full_disk_stops_the_run_before_any_work(tmp_path, capsys, monkeypatch
 
 
 def test_a_small_run_writes_the_pair_whole_with_the_mode_it_should_have(tmp_path, capsys, minilm):
-    # N38, N43: the head and its JSON written whole (no temporary file left), the JSON last, mode by the umask
+    # the head and its JSON written whole (no temporary file left), the JSON last, mode by the umask
     from bertviz_lite import loading
     out = tmp_path / "h.safetensors"
     out.with_suffix(".json").write_text("{}")

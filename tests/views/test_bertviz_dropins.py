@@ -271,7 +271,7 @@ def test_a_batch_of_two_is_refused_unless_an_example_is_named():
     np.testing.assert_array_equal(np.asarray(second.get("attn.probs", layer=0)), att[0][1])
 
 
-def test_the_all_heads_head_view_draws_the_strongest_weights_last_and_shares_the_faint_floor():  # item 7
+def test_the_all_heads_head_view_draws_the_strongest_weights_last_and_shares_the_faint_floor():
     from bertviz_lite.views.model import panels
     rng = np.random.default_rng(2)
     series = [dict(z=rng.random((5, 5)).astype(np.float32)) for _ in range(12)]
