@@ -8,7 +8,7 @@ wrote through is the tape. What the tape does not hold is recomputed from the re
 LayerNorm's row mean, variance and x_hat (`layer_norm_backward`) and GELU's Phi(x) (`gelu_backward`)
 are inner values of one line, not trace keys, so they cost a few element-wise passes here rather than
 a key per line in every trace. `engine.encoder_layer`
-records `attn.q`, `attn.probs`, `attn.resid`, `ffn.up`, ... under `layer.{l}.`; `layer_backward`
+records `attn.q`, `attn.probs`, `attn.resid`, `ffn.up`, ... under `layer.{l}.`; `encoder_layer_backward`
 reads exactly those keys back (`TAPE_KEYS`). Shapes in brackets as in engine.py; a leading batch
 axis `[B, ...]` flows through every line, and a weight's gradient sums over every leading axis.
 

@@ -6,7 +6,7 @@ reads and the head each carries, how it spells the special tokens, whether its b
 pooler, its published base config and the kind of tokenizer it uses. config.py, weights.py, params.py,
 analysis.py, model.py, comparison.py, trace.py, corpus.py, loading.py and library_tokenizer.py ask
 these records; nothing else names a family. Adding a family is one record here (FAMILIES collects
-every record of this module) and a fixture in tests/fixtures/make_family.py (tests/loading/test_family.py
+every record of this module) and a fixture in tests/fixtures/make_family.py (tests/loading/test_family_special_tokens.py
 runs every public function that reads special tokens on every fixture).
 
 Name maps are rows (Hugging Face name pattern, engine name, transpose?); `{l}` is the layer index.

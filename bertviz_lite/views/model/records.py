@@ -12,7 +12,7 @@ long input's saved page keeps (`saved_long`), the plotly functions (`views.__ini
 and the controls each tab of the front-end shows (`data.facts(...)["controls"]`). A record names its
 functions (builder, layout, page builder, figure) by name, so this module imports none of them; the
 size limits live in `limits.py`. A new view is one record, one builder and one layout
-(tests/views/test_view_records.py adds one and sees it shown, exported and saved).
+(tests/views/test_view_places.py adds one and sees it shown, exported and saved).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class ViewRecord:
 
 
 # priority: the page builds the compare view first (asked for), then the neuron view of every layer, then the
-# step-through, then the one-token view (issue 39: a saved page keeps every layer's neuron view at 128 tokens)
+# step-through, then the one-token view (so a saved page keeps every layer's neuron view at 128 tokens)
 RECORDS = (
     ViewRecord("attention", "attention", "attention", "attention_layout", request=("layer", "kind"),
                meta=("layer", "head", "kind", "pair_filter"), controls=("layer", "head", "kind", "pair_filter"),
