@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import html
 import json
 import re
 import sys
@@ -436,6 +437,15 @@ TUPLE = re.compile(r"\((\d+(?:, ?\d+)+)\)")  # a shape, (4, 6, 12, 18, 18)
 NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])", re.I)
 
 
+def shown_text(page) -> str:
+    """The text an HTML output shows: outside its tags, scripts and styles (a saved explorer's app.js and CSS hold
+    numbers no student reads), with a framed page's own (its srcdoc) shown text added."""
+    page = "".join(page) if isinstance(page, list) else page
+    framed = [shown_text(html.unescape(m)) for m in re.findall(r'srcdoc="([^"]*)"', page)]
+    page = re.sub(r"<(script|style)\b.*?</\1\s*>", " ", page, flags=re.S | re.I)
+    return " ".join([html.unescape(re.sub(r"<[^>]*>", " ", page)), *framed])
+
+
 def numbers_above(nb, cell_id: str) -> list:
     """Every number and tuple of whole numbers (a shape) a student sees above the stub of `cell_id`:
     in markdown and in stored outputs."""
@@ -447,7 +457,7 @@ def numbers_above(nb, cell_id: str) -> list:
         for o in cell.get("outputs", []):
             texts.append(o.get("text", ""))
             data = o.get("data", {})
-            texts.append(data.get("text/plain", "") if "text/html" not in data else data["text/html"])
+            texts.append(data.get("text/plain", "") if "text/html" not in data else shown_text(data["text/html"]))
             texts.append(data.get("text/markdown", ""))
         for text in texts:
             text = "".join(text) if isinstance(text, list) else text
@@ -457,6 +467,17 @@ def numbers_above(nb, cell_id: str) -> list:
             seen += [tuple(int(x) for x in m.split(",")) for m in TUPLE.findall(text)]
     numbers = sorted({x for x in seen if isinstance(x, float)})
     return numbers + sorted({x for x in seen if isinstance(x, tuple)})
+
+
+def test_numbers_above_a_stub_are_those_an_output_shows():
+    """A number in an HTML output's text (or a saved page's, framed in srcdoc) counts as shown above a stub; one in
+    its scripts, styles or tag attributes does not (a saved explorer's app.js is full of them)."""
+    page = ('<div style="width: 0.75em">shown 0.289</div><script>const w = 0.3;</script>'
+            '<iframe srcdoc="&lt;p&gt;framed 1.25&lt;/p&gt;&lt;style&gt;a { opacity: 0.35 }&lt;/style&gt;"></iframe>')
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("display_data", data={"text/html": page})]),
+        nbformat.v4.new_code_cell("my_prediction = ...", metadata={"tags": ["exercise-99.1"]})])
+    assert numbers_above(nb, "99.1") == [0.289, 1.25]
 
 
 # A is the attention map (STYLE.md habit 16); the number of heads is n_h (schema.SYMBOLS)
