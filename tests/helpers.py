@@ -241,3 +241,15 @@ def chromium_context(sync_api, width: int = 1300, height: int = 1000):
                                                    args=CHROMIUM_ARGS, viewport={"width": width, "height": height})
         yield ctx
         ctx.close()
+
+
+MINILM_MLM_SHIPPED = bv.loading.packaged_minilm_mlm_path()  # read once: tests point the package's data folder elsewhere
+
+
+def copy_minilm_mlm(tmp_path):
+    """The shipped minilm-mlm weights and their JSON, copied into tmp_path (to break or rewrite)."""
+    import shutil
+    path = tmp_path / MINILM_MLM_SHIPPED.name
+    shutil.copy(MINILM_MLM_SHIPPED, path)
+    shutil.copy(MINILM_MLM_SHIPPED.with_suffix(".json"), path.with_suffix(".json"))
+    return path

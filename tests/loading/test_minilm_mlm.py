@@ -5,7 +5,6 @@ script's own tests: tests/training/test_train_minilm_mlm.py.)"""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ from bertviz_lite import loading, trained
 from bertviz_lite.backend import to_host
 from bertviz_lite.errors import CheckpointError, EditError
 
-from ..helpers import write_trained
+from ..helpers import copy_minilm_mlm, write_trained
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,15 +79,10 @@ def test_the_shipped_numbers(info):
 SHIPPED = loading.packaged_minilm_mlm_path()
 
 
-def _copy(tmp_path) -> Path:
-    path = tmp_path / loading.MINILM_MLM_FILE
-    shutil.copy(SHIPPED, path)
-    shutil.copy(SHIPPED.with_suffix(".json"), path.with_suffix(".json"))
-    return path
 
 
 def test_missing_or_corrupt_file_is_one_checkpoint_error(tmp_path, monkeypatch, minilm):
-    path = _copy(tmp_path)
+    path = copy_minilm_mlm(tmp_path)
     monkeypatch.setattr(trained, "DATA", tmp_path)  # the package's data folder, for this test
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte in a tensor
@@ -103,7 +97,7 @@ def test_missing_or_corrupt_file_is_one_checkpoint_error(tmp_path, monkeypatch, 
     with pytest.raises(CheckpointError, match="is missing") as e:
         bv.load("minilm-mlm")
     assert str(path) in str(e.value)
-    _copy(tmp_path).with_suffix(".json").unlink()
+    copy_minilm_mlm(tmp_path).with_suffix(".json").unlink()
     with pytest.raises(CheckpointError, match="records the sha256"):
         bv.load("minilm-mlm")
     with pytest.raises(ValueError, match="mlm=False"):
@@ -158,7 +152,7 @@ def test_minilm_mlm_metadata_first_that_is_no_layer_is_named(tmp_path, minilm, f
 @pytest.mark.parametrize("record", [5, None, "abc", ["x"], {"a": 1}])
 def test_minilm_mlm_json_sha256_of_the_wrong_type_is_named(tmp_path, minilm, record):
     # sha256: 5 once gave a raw TypeError
-    path = _copy(tmp_path)
+    path = copy_minilm_mlm(tmp_path)
     path.with_suffix(".json").write_text(json.dumps({"file": {"sha256": record}}))
     with pytest.raises(CheckpointError, match="records the sha256.*could not be read"):
         loading.read_trained("minilm-mlm", path, minilm.config)
@@ -166,7 +160,7 @@ def test_minilm_mlm_json_sha256_of_the_wrong_type_is_named(tmp_path, minilm, rec
 
 def test_minilm_mlm_json_nested_deeply_is_named(tmp_path, minilm):
     # nested 100,000 deep once gave a RecursionError
-    path = _copy(tmp_path)
+    path = copy_minilm_mlm(tmp_path)
     path.with_suffix(".json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(CheckpointError, match="nested too deeply"):
         loading.read_trained("minilm-mlm", path, minilm.config)

@@ -15,7 +15,7 @@ import pytest
 
 from bertviz_lite import loading
 
-from ..helpers import FOLDER_PLANTS, OUT_PLANTS, plant_at_out, plant_folder, rewrite_npz
+from ..helpers import FOLDER_PLANTS, OUT_PLANTS, copy_minilm_mlm, plant_at_out, plant_folder, rewrite_npz
 
 pytestmark = pytest.mark.training  # scripts/test.sh runs this folder in its own step
 
@@ -24,11 +24,6 @@ SCRIPT = ROOT / "training" / "train_minilm_mlm.py"
 SHIPPED = loading.packaged_minilm_mlm_path()
 
 
-def _copy(tmp_path) -> Path:
-    path = tmp_path / loading.MINILM_MLM_FILE
-    shutil.copy(SHIPPED, path)
-    shutil.copy(SHIPPED.with_suffix(".json"), path.with_suffix(".json"))
-    return path
 
 
 # ------------------------------------------------------------------------------------------
@@ -348,7 +343,7 @@ def test_an_out_folder_it_cannot_write_is_refused_before_any_work(script, tmp_pa
 
 
 def _user_file(tmp_path) -> Path:
-    path = _copy(tmp_path)
+    path = copy_minilm_mlm(tmp_path)
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     path.write_bytes(bytes(data))
@@ -381,7 +376,7 @@ def _new_pair(script, tmp_path):
     """The shipped weights at tmp_path (the old pair), and new weights (one tensor changed) with their JSON."""
     import hashlib
     from safetensors.numpy import load_file
-    out = _copy(tmp_path)
+    out = copy_minilm_mlm(tmp_path)
     tensors = load_file(str(SHIPPED))
     tensors["mlm.bias"] = (tensors["mlm.bias"] + 1).astype(tensors["mlm.bias"].dtype)
     first = min(int(k.split(".")[1]) for k in tensors if k.startswith("layer."))

@@ -18,6 +18,7 @@ import bertviz_lite as bv
 from bertviz_lite.views.model import data, panels
 
 from ..helpers import browser_or_skip, chromium_context
+from .test_bertviz_calls_browser import open_html
 
 pytestmark = pytest.mark.browser
 
@@ -47,16 +48,6 @@ def attentions(seed=0):
 @pytest.fixture(scope="module")
 def browser():
     yield from chromium_context(sync_api, width=WIDTH, height=800)
-
-
-def open_html(browser, html: str, tmp_path, name):
-    path = tmp_path / f"{name}.html"
-    path.write_text(html, encoding="utf-8")
-    page = browser.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(path.as_uri())
-    return page, errors
 
 
 def wait_head(page, check: str):
