@@ -179,32 +179,26 @@ class FastTierGuard:
         if excinfo is not None:
             self.pending[:] = [e for e in self.pending if e is not excinfo]
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_setup(self, item):
+    def guarded(self, item):
+        """One phase of a test (setup, call or teardown) run armed; its own refusal is reported once."""
         with self.armed(item):
             try:
                 return (yield)
             except FastTierError as e:
                 self.reported(e)
                 raise
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item):
+        return (yield from self.guarded(item))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
-        with self.armed(item):
-            try:
-                return (yield)
-            except FastTierError as e:
-                self.reported(e)
-                raise
+        return (yield from self.guarded(item))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item, nextitem):
-        with self.armed(item):
-            try:
-                result = yield
-            except FastTierError as e:
-                self.reported(e)
-                raise
+        result = yield from self.guarded(item)
         swallowed, self.pending[:] = list(self.pending), []
         if swallowed:  # caught by the test (except Exception) or raised in a thread: reported here
             raise FastTierError("; ".join(map(str, swallowed)) + " (the test caught this error; it still counts)")
