@@ -1,6 +1,7 @@
 """Array backends: which namespace runs the engine, and moving arrays between it and the host.
 
-With `kernels.py` (the fast path's numpy kernels), the only modules that name numpy, cupy or scipy.
+With `kernels.py` and `cuda_kernels.py` (the fast path's numpy and CuPy kernels), the only modules that name
+numpy, cupy or scipy.
 
 Everything else in the engine is written against the array API standard (`xp.*`),
 with the namespace found here once and passed down (the SciPy / scikit-learn
@@ -161,6 +162,11 @@ def on_device(xp: ModuleType) -> bool:
     return backend_name(xp) in DEVICE_BACKENDS
 
 
+def is_cupy_array(x) -> bool:
+    """True for a cupy array (without importing cupy: a cupy array exists only once cupy is imported)."""
+    return array_api_compat.is_cupy_array(x)
+
+
 def namespace_of(x) -> ModuleType:
     """The namespace of an array (the stand-in's for an array on its device)."""
     return gpu_standin() if _on_standin(x) else array_api_compat.array_namespace(x)
@@ -259,7 +265,7 @@ def itemsize(x) -> int:
 
 def part_of_larger(x) -> bool:
     """Whether x is a view into a larger array (numpy's or cupy's .base), so that holding x holds all of it:
-    Q, K and V from one product are three views of one [..., n, 3H] buffer (kernels.numpy_qkv)."""
+    Q, K and V from one product are three views of one buffer (kernels.numpy_qkv, kernels.cupy_qkv)."""
     base = getattr(x, "base", None)
     return base is not None and getattr(base, "nbytes", 0) > x.nbytes
 

@@ -1,19 +1,21 @@
 """The fast path: which fused kernel replaces which formula line (`FUSED`, decided once), and the numpy
-kernels themselves. Each computes exactly what a formula function in engine.py computes (tests hold
-them equal), faster; `model.trace(..., fast=False)` runs none of them (`fast_path`). How many threads
-a kernel splits its rows over is the thread policy's (threads.py).
+kernels themselves (the CuPy ones are cuda_kernels.py's). Each computes exactly what a formula function in
+engine.py computes (tests hold them equal), faster; `model.trace(..., fast=False)` runs none of them
+(`fast_path`). How many threads a numpy kernel splits its rows over is the thread policy's (threads.py).
 """
 
 from __future__ import annotations
 
 import contextvars
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
 
-from . import threads
+from . import backend, cuda_kernels, threads
+from .errors import BackendError
 
 # abramowitz & stegun 7.1.26 (engine.rational_erf's formula, which reads these): |error| <= 1.5e-7 for every x
 ERF_P = 0.3275911
@@ -137,9 +139,9 @@ def numpy_layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: fl
     return out.reshape(x.shape)
 
 
-def numpy_matmul(x: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """x @ W with x's leading axes (a batch) folded into one [B*n, k] product: numpy would run
-    one small product per example instead (1.7x slower for 32 sentences of 14 tokens here)."""
+def folded_matmul(x, W):
+    """x @ W with x's leading axes (a batch) folded into one [B*n, k] product: numpy would run one small
+    product per example instead (1.7x slower for 32 sentences of 14 tokens here), cupy one batched one."""
     if x.ndim <= 2:
         return x @ W
     return (x.reshape(-1, x.shape[-1]) @ W).reshape(*x.shape[:-1], W.shape[-1])
@@ -161,7 +163,7 @@ class PackedQKV:
     """One layer's [W^Q | W^K | W^V] [H, 3H] and [b^Q | b^K | b^V] [3H], and the six views handed to the weights
     dict (in QKV_WEIGHTS' order): the packed arrays hold the layer's current values while the dict holds these."""
 
-    def __init__(self, W: np.ndarray, b: np.ndarray, views: tuple):
+    def __init__(self, W, b, views: tuple):
         self.W, self.b, self.views = W, b, views
 
     def current(self, weights) -> bool:
@@ -170,26 +172,33 @@ class PackedQKV:
 
 
 def pack_qkv(weights: dict, prefix: str) -> PackedQKV | None:
-    """Layer `prefix`'s query, key and value weights packed into one [H, 3H] array (numpy float32 only: the
-    backends and dtypes the FUSED table has a queries_keys_values kernel for), or None. The caller puts
-    the returned views in the weights dict in place of the separate arrays."""
+    """Layer `prefix`'s query, key and value weights packed into one [H, 3H] array (for the backends and
+    dtypes the FUSED table has a queries_keys_values kernel for: numpy and cupy float32), or None. The caller
+    puts the returned views in the weights dict in place of the separate arrays."""
     Ws = [weights[prefix + name] for name in QKV_WEIGHTS]
-    if not all(isinstance(w, np.ndarray) and ("queries_keys_values", "numpy", w.dtype.name) in FUSED for w in Ws):
+    if not all(("queries_keys_values", array_backend(w), str(w.dtype)) in FUSED for w in Ws):
         return None
-    W, b = np.concatenate(Ws[:3], axis=1), np.concatenate(Ws[3:])  # [H, 3H], [3H]: fresh, owned here
+    xp = backend.namespace_of(Ws[0])
+    W, b = xp.concat(Ws[:3], axis=1), xp.concat(Ws[3:])  # [H, 3H], [3H]: fresh, owned here
     H = Ws[0].shape[1]
     views = tuple(W[:, i * H:(i + 1) * H] for i in range(3)) + tuple(b[i * H:(i + 1) * H] for i in range(3))
     return PackedQKV(W, b, views)
+
+
+def current_qkv(W) -> PackedQKV | None:
+    """A layer's packed Q, K, V weights, or None when it has none or one of the six was replaced."""
+    packed = getattr(W, "qkv", None)
+    return packed if packed is not None and packed.current(W) else None
 
 
 def numpy_qkv(Z: np.ndarray, W, n_h: int):
     """Q, K, V split into heads from one product Z [W^Q | W^K | W^V] + [b^Q | b^K | b^V]: [..., n, 3H] read as
     [..., n, 3, n_h, d_k] and permuted to 3 x [..., n_h, n, d_k] (views; no per-head or per-matrix loop).
     None (run the three formula lines) when W has no packed weights or one of them was replaced."""
-    packed = getattr(W, "qkv", None)
-    if packed is None or not packed.current(W):
+    packed = current_qkv(W)
+    if packed is None:
         return None
-    QKV = numpy_matmul(Z, packed.W)  # [..., n, 3H]
+    QKV = folded_matmul(Z, packed.W)  # [..., n, 3H]
     np.add(QKV, packed.b, out=QKV)  # in place: the product is this function's own buffer
     *lead, n, H3 = QKV.shape
     r = len(lead)
@@ -198,22 +207,40 @@ def numpy_qkv(Z: np.ndarray, W, n_h: int):
     return heads[0], heads[1], heads[2]
 
 
+def cupy_qkv(Z, W, n_h: int):
+    """numpy_qkv on cupy: one product, and one launch that adds the biases and splits the heads into contiguous
+    Q, K, V (cuda_kernels.queries_keys_values). None, as numpy_qkv, when the packed weights are not current."""
+    packed = current_qkv(W)
+    return None if packed is None else cuda_kernels.queries_keys_values(Z, packed.W, packed.b, n_h)
+
+
 # ------------------------------------------------------------------------------------------
 # the fast path, decided once: which fused kernel replaces which formula function
 # ------------------------------------------------------------------------------------------
 
 # (formula function, backend, dtype) -> the kernel that computes the same line faster. The
-# formula functions live in engine.py, the kernels above; each kernel takes the formula
-# function's own arguments, and may decline (return None: the formula runs). Nothing else in the
-# package chooses a kernel. Tests hold every kernel equal to its formula, and
+# formula functions live in engine.py, the kernels above (numpy) and in cuda_kernels.py (cupy); each
+# kernel takes the formula function's own arguments, and may decline (return None: the formula runs).
+# Nothing else in the package chooses a kernel. Tests hold every kernel equal to its formula, and
 # `model.trace(..., fast=False)` runs the formulas as written.
 FUSED = {
     ("layer_norm", "numpy", "float32"): lambda x, gamma, beta, eps, xp: numpy_layer_norm(x, gamma, beta, eps),
     ("softmax", "numpy", "float32"): lambda s, xp: numpy_softmax(s),
     ("gelu", "numpy", "float32"): lambda x, xp: numpy_gelu(x),
-    ("matmul", "numpy", "float32"): lambda x, W, xp: numpy_matmul(x, W),
+    ("matmul", "numpy", "float32"): lambda x, W, xp: folded_matmul(x, W),
     ("queries_keys_values", "numpy", "float32"): lambda Z, W, n_h, xp: numpy_qkv(Z, W, n_h),
+    ("layer_norm", "cupy", "float32"): lambda x, gamma, beta, eps, xp: cuda_kernels.layer_norm(x, gamma, beta, eps),
+    ("softmax", "cupy", "float32"): lambda s, xp: cuda_kernels.softmax(s),
+    ("gelu", "cupy", "float32"): lambda x, xp: cuda_kernels.gelu(x),
+    ("matmul", "cupy", "float32"): lambda x, W, xp: folded_matmul(x, W),
+    ("queries_keys_values", "cupy", "float32"): lambda Z, W, n_h, xp: cupy_qkv(Z, W, n_h),
 }
+
+# Whether the cupy rows of FUSED run by default. False until a GPU run of `benchmarks/bench_gpu.py --check`
+# has held every kernel to its formula line and every trace key to the numpy engine; the variable
+# BERTVIZ_LITE_CUPY_KERNELS=1 or 0 turns them on or off for a process (the check itself runs them on).
+CUPY_KERNELS_DEFAULT = False
+CUPY_KERNELS_VARIABLE = "BERTVIZ_LITE_CUPY_KERNELS"
 
 _FAST = contextvars.ContextVar("bertviz_lite_fast", default=True)
 
@@ -229,9 +256,57 @@ def fast_path(enabled: bool):
         _FAST.reset(token)
 
 
+def cupy_kernels_enabled() -> bool:
+    """Whether the cupy kernels run on the fast path: BERTVIZ_LITE_CUPY_KERNELS (1 or 0) if set, else
+    CUPY_KERNELS_DEFAULT."""
+    value = os.environ.get(CUPY_KERNELS_VARIABLE, "").strip()
+    if value == "":
+        return CUPY_KERNELS_DEFAULT
+    if value in ("0", "1"):
+        return value == "1"
+    raise BackendError(f"{CUPY_KERNELS_VARIABLE}={value!r}: set it to 1 (run the cupy kernels) or 0 (run the "
+                       "formula lines on cupy), or unset it for the default")
+
+
+def kernels_run_on(backend_name: str) -> bool:
+    """Whether the fast path runs FUSED kernels on this backend: numpy always, cupy when switched on."""
+    if backend_name == "cupy":
+        return cupy_kernels_enabled()
+    return any(b == backend_name for _, b, _ in FUSED)
+
+
+def array_backend(x) -> str | None:
+    """'numpy' or 'cupy' for an array the fast path has kernels for, else None."""
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    return "cupy" if backend.is_cupy_array(x) else None
+
+
 def fused_kernel(name: str, x):
-    """The FUSED kernel for formula `name` on array x, or None: fast path off, or no kernel for
-    this backend and dtype."""
-    if not _FAST.get() or not isinstance(x, np.ndarray):
+    """The FUSED kernel for formula `name` on array x, or None: fast path off, no kernel for this
+    backend and dtype, or the cupy kernels switched off (cupy_kernels_enabled)."""
+    if not _FAST.get():
         return None
-    return FUSED.get((name, "numpy", x.dtype.name))
+    if isinstance(x, np.ndarray):
+        return FUSED.get((name, "numpy", _dtype_name(x.dtype)))
+    if backend.is_cupy_array(x) and cupy_kernels_enabled():
+        return FUSED.get((name, "cupy", _dtype_name(x.dtype)))
+    return None
+
+
+_DTYPE_NAMES = {np.dtype(name): name for name in ("float16", "float32", "float64")}
+
+
+def _dtype_name(dtype) -> str:
+    """A dtype's name ('float32'), from a table for the usual ones: numpy's dtype.name is a Python property
+    that cost as much as the rest of the lookup (a few microseconds, some 60 times a trace)."""
+    return _DTYPE_NAMES.get(dtype) or dtype.name
+
+
+def narrowed(value, dtype):
+    """(value as float16, a 0-d overflow flag) in one cupy launch (cuda_kernels.narrow_half) where the fast path
+    runs cupy kernels, value is float32 and dtype float16; else None: Recorder._narrowed runs its array lines."""
+    if (_FAST.get() and str(dtype) == "float16" and backend.is_cupy_array(value) and str(value.dtype) == "float32"
+            and cupy_kernels_enabled()):
+        return cuda_kernels.narrow_half(value)
+    return None

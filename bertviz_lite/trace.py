@@ -12,11 +12,12 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import functools
+import math
 import numbers
 import warnings
 from collections.abc import Iterable, Sequence
 
-from . import backend, families, schema
+from . import backend, families, kernels, schema
 from .errors import OutOfRangeError, PatternError, TraceTooLargeError, as_int
 from .schema_text import plain_formula
 from .table import Table
@@ -87,13 +88,15 @@ def estimate_trace_bytes(config, n: int, *, keep=None, itemsize: int = 4, mlm: b
                          pooler: bool = True) -> int:
     """Bytes a trace of n tokens will hold, from the declared axes (before running anything)."""
     keep = _compile_keep(keep)
+    sizes = schema.axis_sizes(config, n)
+    numel: dict = {}  # a step's values, worked out once: every layer's step has the same shape
     total = 0
     for key in schema.model_keys(config, mlm=mlm, pooler=pooler):
         if wants(key, keep):
-            size = 1
-            for s in schema.shape_of(key, config, n):
-                size *= s
-            total += size * itemsize
+            step = schema.step_of(key, config)
+            if step.key not in numel:
+                numel[step.key] = math.prod(sizes[a] for a in step.axes)
+            total += numel[step.key] * itemsize
     return total
 
 
@@ -221,10 +224,15 @@ class Recorder:
         """value in the storage dtype; a finite value it cannot hold (float16: above 65,504) becomes +-inf, and
         the key is noted (the forward goes on with `value`, so only what is stored is changed)."""
         xp = self.xp
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # numpy's "overflow encountered in cast": named by key
-            stored = xp.astype(value, self.dtype)
-        self.overflowed.append((key, xp.any(xp.isinf(stored) & xp.isfinite(value))))
+        fused = kernels.narrowed(value, self.dtype)  # on cupy, float32 to float16: one launch
+        if fused is not None:
+            stored, flag = fused
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # numpy's "overflow encountered in cast": named by key
+                stored = xp.astype(value, self.dtype)
+            flag = xp.any(xp.isinf(stored) & xp.isfinite(value))
+        self.overflowed.append((key, flag))
         return stored
 
     def warn_overflow(self, stacklevel: int = 2) -> None:

@@ -50,16 +50,8 @@ echo "test: training (tests/training)"
 # refuse np.asarray as CuPy's do, so an implicit host conversion (in the library or in a test) fails here
 # as it would on a GPU. numpy-path facts (marked cpu_path) and float16 are skipped, each saying why.
 # About 60 s of CPU (2 min 20 s wall on a busy 2-core machine).
-STANDIN_TESTS=(
-    tests/engine/test_forward.py tests/engine/test_parity.py tests/engine/test_determinism.py tests/engine/test_device_path.py
-    tests/engine/test_edits.py tests/engine/test_edit_checks.py
-    tests/engine/test_batch.py tests/engine/test_trace_batch_axis.py tests/engine/test_trace_access.py
-    tests/engine/test_analysis.py tests/engine/test_head_stats_input.py tests/engine/test_mlm.py tests/engine/test_fill_mask_checks.py
-    tests/loading/test_loading.py tests/loading/test_checkpoint_files.py tests/loading/test_family.py tests/engine/test_params.py tests/engine/test_variant.py
-    tests/views/test_views.py tests/views/test_view_files.py tests/views/test_view_records.py
-    tests/views/test_view_targets.py tests/views/test_head_view_heads.py tests/views/test_explore.py tests/views/test_export_targets.py
-)
-BERTVIZ_LITE_BACKEND=gpu_standin .venv/bin/python -m pytest -q -m "not slow and not browser" "${STANDIN_TESTS[@]}"
+mapfile -t DEVICE_TESTS < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' tests/device_tests.txt)  # one list, shared with test_gpu.sh
+BERTVIZ_LITE_BACKEND=gpu_standin .venv/bin/python -m pytest -q -m "not slow and not browser" "${DEVICE_TESTS[@]}"
 
 # A second OpenBLAS kernel (OPENBLAS_CORETYPE): two kernels round one product apart, and a number a test or a
 # lesson compares, or a training run amplifies, can hold on one and not on another (PITFALLS.md). Which one:
