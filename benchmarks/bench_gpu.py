@@ -343,8 +343,9 @@ def print_check(check: dict) -> bool:
         bad = [x for x in rows if not x["held"]]
         print(f"  {k:<22} worst {e(r['error']):>8} at {tuple(r['shape'])}, tolerance {e(r['tolerance'])}: "
               f"{'held' if not bad else 'FAILED on ' + ', '.join(str(tuple(x['shape'])) for x in bad)} {r['note']}")
-    print(f"\nevery trace key on {check['backend']} against numpy (kernels {'on' if check['kernels_on'] else 'off'}"
-          f" for the fast path): worst key per input")
+    paths = "the stand-in has no kernels: both paths run the formula lines" if check["backend"] != "cupy" else \
+        f"cupy kernels {'on' if check['kernels_on'] else 'off'} on the fast path"
+    print(f"\nevery trace key on {check['backend']} against numpy ({paths}): worst key per input")
     for r in check["key_rows"]:
         print(f"  {r['input']:<36} {r['path']:<14} {r['keys']:>4} keys, worst {e(r['error']):>8} "
               f"({r['worst_key']}), tolerance {e(r['tolerance'])}: {'held' if r['held'] else 'FAILED'} {r['note']}")
@@ -469,7 +470,9 @@ def main(argv=None) -> int:
     cpu = run_worker(sys.executable, "numpy", args)
 
     ms = lambda s: "-" if s is None else f"{s * 1e3:.1f}"  # noqa: E731
-    print(f"\nthe engine on the GPU, cupy kernels {'on' if gpu.get('cupy_kernels') else 'off'}; ms, median of "
+    kernels_state = "the stand-in: no kernels" if gpu["backend"] != "cupy" else \
+        f"cupy kernels {'on' if gpu.get('cupy_kernels') else 'off'}"
+    print(f"\nthe engine on the GPU ({kernels_state}); ms, median of "
           f"{gpu['reps']} (numpy: of {cpu['reps']})")
     print(f"{'n':>4}  {'trace':>8}  {'keep=[]':>8}  {'float16':>8}  {'formula':>8}  {'floor':>8}  {'torch eager':>11}  "
           f"{'torch sdpa':>10}  {'numpy':>8}")

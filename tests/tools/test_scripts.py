@@ -51,21 +51,38 @@ def test_help_and_an_unknown_argument_do_no_work(script):
     assert stamps() == before  # nothing written
 
 
-def test_bench_gpu_dry_run_runs_every_part_without_a_gpu(tmp_path):
-    # the GPU benchmark had never run: --dry-run takes its cupy worker's code through the GPU stand-in, the numpy
-    # worker, the table, the goals and --json, so a first run on a GPU does not fail on the script itself
+def test_the_gpu_run_rehearsed_on_the_stand_in(tmp_path):
+    # what a GPU session runs (scripts/test_gpu.sh) had never run whole: --dry-run takes every step through the GPU
+    # stand-in, bench_gpu.py's --check (the kernel check over numpy's kernels, every trace key against numpy), its
+    # cupy worker's code, the numpy worker, the table, the goals and --json, and the device-facing tests, so a first
+    # run on a GPU does not fail on the scripts themselves
     import json
-    out = tmp_path / "gpu.json"
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--dry-run", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
-    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert "DRY RUN" in done.stdout and "to_host of a 16-token trace" in done.stdout
-    result = json.loads(out.read_text())
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "test_gpu.sh"), "--dry-run", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "exit statuses: check 0, device-facing tests 0, gpu tests 0, whole suite skipped" in done.stdout
+    check = (tmp_path / "check.log").read_text()
+    assert "DRY RUN" in check and "to_host of a 16-token trace" in check and "PARITY HELD" in check
+    assert " passed" in (tmp_path / "device-tests.log").read_text()
+    result = json.loads((tmp_path / "gpu.json").read_text())
     assert result["dry_run"] is True and result["sizes"] == [8, 16] and result["torch"] is None
     assert result["cupy"]["backend"] == "gpu_standin" and result["numpy"]["backend"] == "numpy"
+    assert result["parity_held"] is True and all(r["held"] for r in result["check"]["key_rows"])
+    assert len(result["check"]["key_rows"]) == 8 and len(result["check"]["kernel_rows"]) > 20
     assert all(goal["met"] is None for goal in result["goals"])  # a dry run meets or misses nothing
     assert result["head_stats_max_difference"] < 1e-4  # the stand-in's statistics are numpy's
+
+
+def test_the_gpu_run_says_it_needs_a_gpu(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable}
+    if subprocess.run([sys.executable, "-c", "import cupy; assert cupy.is_available()"], capture_output=True,
+                      env=env).returncode == 0:
+        pytest.skip("a GPU is here")
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "test_gpu.sh"), str(tmp_path / "out")], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT, env=env)
+    assert done.returncode == 2 and "no cupy that sees a CUDA GPU" in done.stderr and "--dry-run" in done.stderr
+    assert not (tmp_path / "out").exists()  # nothing run, nothing written
 
 
 @pytest.mark.parametrize("script", ["setup.sh", "test.sh", "site.sh"])
