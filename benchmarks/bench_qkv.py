@@ -2,7 +2,7 @@
 on numpy, BERT-base (random weights, seed 0), in one process, A and B alternating within each round:
 
   - kernel: Q, K, V of one layer from Z [n, 768] (or a batch [B, n, 768]): one [768, 2304] product and
-    one bias add, against the old fast path's three `split_heads(numpy_matmul(Z, W) + b)`;
+    one bias add, against the old fast path's three `split_heads(folded_matmul(Z, W) + b)`;
   - trace:  model.trace_ids(ids) with every key recorded, with the queries_keys_values kernel in the FUSED
     table (new) and taken out of it for the run (old: the three formula lines on the fast path's matmul).
 
@@ -56,8 +56,8 @@ def median_ms(fn, reps: int) -> float:
 
 
 def old_qkv(Z, W, n_h):
-    """What the fast path ran before: the three lines of engine.queries_keys_values on numpy_matmul."""
-    return tuple(engine.split_heads(kernels.numpy_matmul(Z, W[f"attn.W_{x}"]) + W[f"attn.b_{x}"], n_h, np)
+    """What the fast path ran before: the three lines of engine.queries_keys_values on folded_matmul."""
+    return tuple(engine.split_heads(kernels.folded_matmul(Z, W[f"attn.W_{x}"]) + W[f"attn.b_{x}"], n_h, np)
                  for x in "QKV")
 
 
