@@ -287,11 +287,10 @@ def fused_kernel(name: str, x):
     backend and dtype, or the cupy kernels switched off (cupy_kernels_enabled)."""
     if not _FAST.get():
         return None
-    if isinstance(x, np.ndarray):
-        return FUSED.get((name, "numpy", _dtype_name(x.dtype)))
-    if backend.is_cupy_array(x) and cupy_kernels_enabled():
-        return FUSED.get((name, "cupy", _dtype_name(x.dtype)))
-    return None
+    on = array_backend(x)
+    if on is None or (on == "cupy" and not cupy_kernels_enabled()):
+        return None
+    return FUSED.get((name, on, _dtype_name(x.dtype)))
 
 
 _DTYPE_NAMES = {np.dtype(name): name for name in ("float16", "float32", "float64")}
